@@ -1,0 +1,307 @@
+"""The CUDA backend: event timing with launch latency hidden, explicit L2 state, graph mode.
+
+Each batch of samples is queued behind a *blocker* on the stream: a Triton kernel spinning on a
+pinned host flag (released by the host once the whole batch is queued), or ``torch.cuda._sleep``
+sized to the host's enqueue time when Triton is missing. The GPU then runs the batch back to back,
+so the events measure device time, not launch latency. In ``cold`` mode a read-only pass over twice
+the L2 size precedes every sample (reads leave no dirty lines to write back inside the timed
+region). A callable that synchronizes inside cannot be queued behind a blocker: a dry run detects
+it and the measurement falls back to unblocked events, saying so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pytest_cudaperf.nvml import ClockWatch
+from pytest_cudaperf.timing import Measurement, SynchronizesInside
+from pytest_cudaperf.units import format_ms
+
+if TYPE_CHECKING:
+    import torch
+
+#: spin iterations before the blocker gives up (each is one PCIe read, ~1 µs): a deadlock bound
+SPIN_MAX_ITERS = 2_000_000
+#: a batch aims at this much queued device time
+BATCH_TARGET_MS = 4.0
+MAX_BATCH = 64
+
+
+class SpinBlocker:
+    name = "spin"
+
+    def __init__(self, torch_mod: Any, device: torch.device) -> None:
+        from pytest_cudaperf import _spin
+
+        self._kernel = _spin.spin_until_released
+        self._flag = torch_mod.zeros(1, dtype=torch_mod.int32, pin_memory=True)
+        self._count = torch_mod.zeros(1, dtype=torch_mod.int32, device=device)
+
+    def block(self, enqueue_s: float) -> None:
+        self._flag.fill_(0)
+        self._kernel[(1,)](self._flag, self._count, SPIN_MAX_ITERS, num_warps=1)
+
+    def release(self) -> None:
+        self._flag.fill_(1)
+
+    def timed_out(self) -> bool:
+        return int(self._count.item()) >= SPIN_MAX_ITERS
+
+
+class SleepBlocker:
+    """Fallback: a sleep kernel three times as long as the host needed to queue the last batch."""
+
+    name = "sleep"
+
+    def __init__(self, torch_mod: Any, cycles_per_ms: float) -> None:
+        self._torch = torch_mod
+        self._cycles_per_ms = cycles_per_ms
+
+    def block(self, enqueue_s: float) -> None:
+        ms = max(0.05, 3 * enqueue_s * 1e3)
+        self._torch.cuda._sleep(int(ms * self._cycles_per_ms))
+
+    def release(self) -> None:
+        pass
+
+    def timed_out(self) -> bool:
+        return False
+
+
+def sleep_cycles_per_ms(torch_mod: Any) -> float:
+    """Calibrate ``torch.cuda._sleep``: cycles per millisecond on the current device."""
+    start = torch_mod.cuda.Event(enable_timing=True)
+    end = torch_mod.cuda.Event(enable_timing=True)
+    torch_mod.cuda._sleep(1000)
+    cycles = 2_000_000
+    start.record()
+    torch_mod.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    return float(cycles / max(start.elapsed_time(end), 1e-3))
+
+
+class L2Flush:
+    """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind)."""
+
+    def __init__(self, torch_mod: Any, device: torch.device, l2_bytes: int) -> None:
+        elements = max(2 * l2_bytes, 8 << 20) // 4
+        self.buffer = torch_mod.ones(elements, dtype=torch_mod.float32, device=device)
+        self._out = torch_mod.empty((), dtype=torch_mod.float32, device=device)
+        self._sum = torch_mod.sum
+
+    def __call__(self) -> None:
+        self._sum(self.buffer, out=self._out)
+
+
+class CudaEventSampler:
+    """Batches of event-timed samples queued behind a blocker."""
+
+    def __init__(
+        self,
+        torch_mod: Any,
+        run: Callable[[], object],
+        calls_per_sample: int,
+        blocker: SpinBlocker | SleepBlocker | None,
+        flush: L2Flush | None,
+        clocks: ClockWatch,
+        graph: bool = False,
+    ) -> None:
+        self._torch = torch_mod
+        self.graph = graph
+        self.run = run
+        self.calls = calls_per_sample
+        self.blocker = blocker
+        self._flush = flush
+        self._clocks = clocks
+        self._size = 2
+        self._enqueue_s = 1e-3
+        self._events = [
+            (torch_mod.cuda.Event(enable_timing=True), torch_mod.cuda.Event(enable_timing=True))
+            for _ in range(MAX_BATCH)
+        ]
+
+    def batch(self) -> list[float]:
+        size, run, flush, blocker = self._size, self.run, self._flush, self.blocker
+        events = self._events[:size]
+        began = time.perf_counter()
+        if blocker is not None:
+            blocker.block(self._enqueue_s)
+        try:
+            for start, end in events:
+                if flush is not None:
+                    flush()
+                start.record()
+                run()
+                end.record()
+        finally:
+            self._enqueue_s = time.perf_counter() - began
+            if blocker is not None:
+                blocker.release()
+        events[-1][1].synchronize()
+        if blocker is not None and blocker.timed_out():
+            raise SynchronizesInside("the stream blocker timed out")
+        times = [start.elapsed_time(end) / self.calls for start, end in events]
+        self._clocks.observe(size)
+        per_sample = max(sum(times) / size * self.calls, 1e-3)
+        self._size = max(2, min(MAX_BATCH, int(BATCH_TARGET_MS / per_sample)))
+        return times
+
+
+def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float) -> bool:
+    """True when ``fn`` waits for the GPU: it takes as long as a 20 ms sleep queued before it."""
+    torch_mod.cuda.synchronize()
+    torch_mod.cuda._sleep(int(20 * cycles_per_ms))
+    began = time.perf_counter()
+    fn()
+    waited = time.perf_counter() - began
+    torch_mod.cuda.synchronize()
+    return waited >= 0.015
+
+
+def _make_blocker(
+    torch_mod: Any, device: torch.device, cycles_per_ms: float, warnings: list[str]
+) -> SpinBlocker | SleepBlocker:
+    try:
+        blocker = SpinBlocker(torch_mod, device)
+        blocker.block(0.0)
+        blocker.release()
+        torch_mod.cuda.synchronize()
+        return blocker
+    # Triton missing, or unable to launch on this device: fall back to the sleep kernel.
+    except Exception as exc:  # noqa: BLE001
+        warnings.append(
+            f"spin blocker unavailable ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); used torch.cuda._sleep"
+        )
+        return SleepBlocker(torch_mod, cycles_per_ms)
+
+
+def _capture_graph(torch_mod: Any, fn: Callable[[], object], calls: int) -> Any:
+    side = torch_mod.cuda.Stream()
+    side.wait_stream(torch_mod.cuda.current_stream())
+    with torch_mod.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch_mod.cuda.current_stream().wait_stream(side)
+    graph = torch_mod.cuda.CUDAGraph()
+    with torch_mod.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    torch_mod.cuda.synchronize()
+    return graph
+
+
+def host_ms_per_call(torch_mod: Any, fn: Callable[[], object], device_ms: float) -> float:
+    """Host-inclusive time: N back-to-back calls, one synchronize, divided by N."""
+    calls = max(3, min(1000, math.ceil(10.0 / max(device_ms, 1e-3))))
+    torch_mod.cuda.synchronize()
+    began = time.perf_counter_ns()
+    for _ in range(calls):
+        fn()
+    torch_mod.cuda.synchronize()
+    return (time.perf_counter_ns() - began) / 1e6 / calls
+
+
+class CudaBackend:
+    """Times callables on ``device`` (the current device) with events, per the protocol above."""
+
+    def __init__(self, device: torch.device, cache: str, l2_bytes: int, uuid: str) -> None:
+        import torch
+
+        self._torch = torch
+        self.device = device
+        self.cache = cache
+        self.warnings: list[str] = []
+        self.flush = L2Flush(torch, device, l2_bytes) if cache == "cold" else None
+        self.clocks = ClockWatch(uuid)
+        self.cycles_per_ms = sleep_cycles_per_ms(torch)
+        self.blocker = _make_blocker(torch, device, self.cycles_per_ms, self.warnings)
+        self._graphs: list[Any] = []
+
+    def sampler(self, fn: Callable[[], object], graph: bool) -> CudaEventSampler:
+        torch = self._torch
+        fn()  # first call outside the blocker: JIT, handles, allocator growth
+        torch.cuda.synchronize()
+        run, calls, captured = fn, 1, False
+        if graph:
+            try:
+                estimate = _estimate_ms(torch, fn)
+                calls = max(1, min(100, math.ceil(0.1 / max(estimate, 1e-4))))
+                self._graphs.append(_capture_graph(torch, fn, calls))
+                run, captured = self._graphs[-1].replay, True
+            # not capturable: say so and measure eagerly
+            except Exception as exc:  # noqa: BLE001
+                self.warnings.append(
+                    f"graph capture failed ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0]}); measured eagerly"
+                )
+                run, calls = fn, 1
+        blocker: SpinBlocker | SleepBlocker | None = self.blocker
+        if not captured and _synchronizes(torch, fn, self.cycles_per_ms):
+            self.warnings.append("callable synchronizes inside: launch latency is not hidden")
+            blocker = None
+        return CudaEventSampler(torch, run, calls, blocker, self.flush, self.clocks, captured)
+
+    def recover(self, sampler: CudaEventSampler) -> None:
+        """After :class:`SynchronizesInside`: sample without the blocker from now on."""
+        self.warnings.append(
+            "callable synchronized while the stream was blocked: launch latency is not hidden"
+        )
+        sampler.blocker = None
+
+    def finish(
+        self,
+        sampler: CudaEventSampler,
+        fn: Callable[[], object],
+        samples: list[float],
+        warnings: list[str],
+        cost_s: float,
+        name: str | None,
+    ) -> Measurement:
+        device_ms = float(sorted(samples)[len(samples) // 2])
+        host = host_ms_per_call(self._torch, fn, device_ms)
+        notes = list(self.warnings)
+        if host > 1.5 * device_ms:
+            notes.append(
+                f"host-bound: {format_ms(host)} per call on the host vs "
+                f"{format_ms(device_ms)} on the device"
+            )
+        clock_warning = self.clocks.warning()
+        if clock_warning:
+            notes.append(clock_warning)
+        graph = sampler.graph
+        return Measurement.from_samples(
+            samples,
+            metric="graph" if graph else "device",
+            cache=self.cache,
+            graph=graph,
+            host_ms_per_call=host,
+            device=str(self.device),
+            blocking=sampler.blocker.name if sampler.blocker is not None else "none",
+            clocks=self.clocks.summary(),
+            warnings=tuple(dict.fromkeys(notes + warnings)),
+            cost_s=cost_s,
+            name=name,
+        )
+
+    def close(self) -> None:
+        """Release flush buffers and graph pools."""
+        self.flush = None
+        self._graphs.clear()
+        self._torch.cuda.synchronize()
+        self._torch.cuda.empty_cache()
+
+
+def _estimate_ms(torch_mod: Any, fn: Callable[[], object]) -> float:
+    start = torch_mod.cuda.Event(enable_timing=True)
+    end = torch_mod.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end)) / 5

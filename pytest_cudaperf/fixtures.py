@@ -1,0 +1,551 @@
+"""The objects behind the fixtures: ``cuda_device``, ``pinned_batch``, ``cuda_timer``,
+``memory_guard``, and the re-runs of a test body for ``@perf`` alone and ``@no_leak``.
+
+They import torch lazily and report through :class:`~pytest_cudaperf.session.TestSide`;
+:mod:`pytest_cudaperf.plugin` only wires them to pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_cudaperf import memory
+from pytest_cudaperf.devices import choose_device, device_class, is_sticky_cuda_error
+from pytest_cudaperf.locks import DeviceLock, LockRegistry
+from pytest_cudaperf.markers import LeakOptions, PerfOptions
+from pytest_cudaperf.session import REMEASURE, ItemState, TestSide, record_key
+from pytest_cudaperf.timing import Backend, Budget, Comparison, CpuBackend, Measurement
+from pytest_cudaperf.timing import compare as compare_backend
+from pytest_cudaperf.timing import measure as measure_backend
+from pytest_cudaperf.verdict import Kind
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass
+class DeviceContext:
+    """The device a test runs on, and its lock."""
+
+    device: torch.device
+    device_class: str
+    lock: DeviceLock
+    l2_bytes: int = 0
+    uuid: str = ""
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+
+def lock_key(ctx_device: str, uuid: str) -> str:
+    return f"gpu-{uuid}" if uuid else ctx_device.replace(":", "")
+
+
+def open_device(side: TestSide, locks: LockRegistry, worker: int, nodeid: str) -> DeviceContext:
+    """Choose the test's device (skip with the reason if it cannot have one), make it current."""
+    import torch
+
+    probe = side.probe
+    name, skip = choose_device(side.settings.device, probe, worker)
+    if skip:
+        pytest.skip(skip)
+    fault = side.faults.message()
+    if name.startswith("cuda") and fault:
+        pytest.fail(fault, pytrace=False)
+    device = torch.device(name)
+    l2, uuid = 0, ""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        facts = probe.gpus[device.index or 0]
+        l2, uuid = facts.l2_bytes, facts.uuid
+    lock = locks.get(lock_key(name, uuid))
+    lock.acquire_shared()
+    return DeviceContext(device, device_class(device, probe), lock, l2, uuid)
+
+
+def close_device(ctx: DeviceContext, side: TestSide, nodeid: str) -> None:
+    """Synchronize, so an asynchronous CUDA error is an error of *this* test, not the next."""
+    try:
+        if ctx.is_cuda:
+            import torch
+
+            try:
+                torch.cuda.synchronize(ctx.device)
+            except RuntimeError as exc:
+                first = str(exc).strip().splitlines()[0]
+                if is_sticky_cuda_error(str(exc)):
+                    side.faults.record(nodeid, first)
+                pytest.fail(f"asynchronous CUDA error raised by this test: {first}", pytrace=False)
+    finally:
+        ctx.lock.release_shared()
+
+
+def note_body_error(
+    side: TestSide, nodeid: str, excinfo: pytest.ExceptionInfo[BaseException]
+) -> None:
+    """A sticky CUDA error raised in the body poisons the process's context."""
+    if isinstance(excinfo.value, RuntimeError) and is_sticky_cuda_error(str(excinfo.value)):
+        side.faults.record(nodeid, str(excinfo.value).strip().splitlines()[0])
+
+
+# --- pinned_batch --------------------------------------------------------------------------
+
+FILLS = ("randn", "rand", "zeros", "ones", "arange")
+
+
+class PinnedBatches:
+    """``pinned_batch(shape, dtype=torch.float32, *, fill="randn", seed=0)``: a deterministic
+    host tensor, page-locked when CUDA is available, reused within a test."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._cache: dict[tuple[Any, ...], torch.Tensor] = {}
+        self.pinned = torch.cuda.is_available()
+
+    def __call__(
+        self,
+        shape: int | tuple[int, ...] | list[int],
+        dtype: Any = None,
+        *,
+        fill: str = "randn",
+        seed: int = 0,
+    ) -> torch.Tensor:
+        torch = self._torch
+        dtype = torch.float32 if dtype is None else dtype
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+            raise ValueError(f"pinned_batch: shape must be non-negative integers, got {shape!r}")
+        if fill not in FILLS:
+            raise ValueError(f"pinned_batch: fill must be one of {', '.join(FILLS)}, got {fill!r}")
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"pinned_batch: dtype must be a torch.dtype, got {dtype!r}")
+        key = (dims, dtype, fill, seed)
+        if key not in self._cache:
+            self._cache[key] = self._make(dims, dtype, fill, seed)
+        return self._cache[key]
+
+    def _make(self, dims: tuple[int, ...], dtype: Any, fill: str, seed: int) -> Any:
+        torch = self._torch
+        gen = torch.Generator().manual_seed(seed)
+        numel = 1
+        for d in dims:
+            numel *= d
+        floating = dtype.is_floating_point or dtype.is_complex
+        if fill == "zeros":
+            values = torch.zeros(dims, dtype=dtype)
+        elif fill == "ones":
+            values = torch.ones(dims, dtype=dtype)
+        elif fill == "arange":
+            values = torch.arange(numel).reshape(dims).to(dtype)
+        elif dtype == torch.bool:
+            values = torch.randint(0, 2, dims, generator=gen).bool()
+        elif floating:
+            make = torch.randn if fill == "randn" else torch.rand
+            values = make(dims, generator=gen, dtype=torch.float32).to(dtype)
+        else:
+            low, high = (-100, 100) if fill == "randn" and dtype != torch.uint8 else (0, 100)
+            values = torch.randint(low, high, dims, generator=gen).to(dtype)
+        if not self.pinned:
+            return values
+        pinned = torch.empty(dims, dtype=dtype, pin_memory=True)
+        pinned.copy_(values)
+        return pinned
+
+    def release(self) -> None:
+        """Drop this test's tensors and return pinned host memory to where it was."""
+        self._cache.clear()
+        if self.pinned:
+            memory.collect_garbage()
+            host_empty = getattr(self._torch._C, "_host_emptyCache", None)
+            if host_empty is not None:
+                host_empty()
+
+
+# --- cuda_timer ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Region:
+    name: str
+    samples: list[float] = field(default_factory=list)
+    pending: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+class Timer:
+    """The ``cuda_timer`` fixture: ``cuda_timer(fn, *args, **kwargs) -> Measurement``,
+    ``with cuda_timer.region(name):`` and ``cuda_timer.compare(candidate, reference)``."""
+
+    def __init__(
+        self,
+        side: TestSide,
+        state: ItemState,
+        nodeid: str,
+        ctx: DeviceContext,
+        perf: PerfOptions | None,
+    ) -> None:
+        self._side = side
+        self._state = state
+        self._nodeid = nodeid
+        self._ctx = ctx
+        self._perf = perf or PerfOptions()
+        self._regions: dict[str, _Region] = {}
+
+    @property
+    def disabled(self) -> bool:
+        return self._side.settings.disable
+
+    def _budget(
+        self,
+        warmup: float | None,
+        min_time: float | None,
+        max_time: float | None,
+        scale: float = 1.0,
+    ) -> Budget:
+        perf, settings = self._perf, self._side.settings
+        return Budget.for_tolerance(
+            self._side.tolerance(perf),
+            warmup=warmup if warmup is not None else (perf.warmup or 0.05),
+            min_time=min_time if min_time is not None else (perf.min_time or 0.0),
+            max_time=scale
+            * (max_time if max_time is not None else (perf.max_time or settings.max_time)),
+        )
+
+    def _backend(self, cache: str | None) -> Backend:
+        if self._ctx.is_cuda:
+            from pytest_cudaperf.cuda_timing import CudaBackend
+
+            chosen = cache or self._perf.cache or self._side.settings.cache
+            return CudaBackend(self._ctx.device, chosen, self._ctx.l2_bytes, self._ctx.uuid)
+        return CpuBackend()
+
+    def _run(self, work: Callable[[Backend], Any], cache: str | None) -> Any:
+        with self._ctx.lock.exclusive():
+            backend = self._backend(cache)
+            try:
+                return work(backend)
+            finally:
+                backend.close()
+
+    def __call__(
+        self,
+        fn: Callable[..., object],
+        *args: Any,
+        name: str | None = None,
+        cache: str | None = None,
+        graph: bool | None = None,
+        warmup: float | None = None,
+        min_time: float | None = None,
+        max_time: float | None = None,
+        **kwargs: Any,
+    ) -> Measurement:
+        call = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+        if self.disabled:
+            began = time.perf_counter()
+            call()
+            return Measurement.from_samples(
+                [(time.perf_counter() - began) * 1e3], warnings=("measurement disabled",), name=name
+            )
+        use_graph = self._perf.graph if graph is None else graph
+        key = record_key(self._nodeid, name, self._state)
+        measurement: Measurement | None = None
+        for attempt in range(REMEASURE + 1):
+            budget = self._budget(warmup, min_time, max_time, scale=2.0**attempt)
+            measurement = self._run(
+                functools.partial(
+                    measure_backend, fn=call, budget=budget, graph=use_graph, name=name
+                ),
+                cache,
+            )
+            record, verdict = self._side.judge_time(
+                self._nodeid, key, measurement, self._perf, self._ctx.device_class
+            )
+            if verdict.kind is not Kind.INCONCLUSIVE:
+                break
+        assert measurement is not None
+        self._side.add_time(self._state, record, verdict, measurement, self._perf)
+        if self._ctx.is_cuda:
+            peak = memory.CudaMemory(pinned=False).peak(call)
+            if peak is not None:
+                self._side.add_peak(
+                    self._state, key, peak, self._ctx.device_class, self._perf.max_peak
+                )
+        return measurement
+
+    def compare(
+        self,
+        candidate: Callable[[], object],
+        reference: Callable[[], object],
+        *,
+        name: str | None = None,
+        cache: str | None = None,
+        graph: bool | None = None,
+        max_time: float | None = None,
+    ) -> Comparison:
+        """Measure both interleaved in this run; ``speedup`` = reference time / candidate time."""
+        use_graph = self._perf.graph if graph is None else graph
+        budget = self._budget(None, None, max_time)
+        if self.disabled:
+            budget = Budget(warmup=0.0, max_time=1e-9, min_samples=1)
+        comparison: Comparison = self._run(
+            lambda b: compare_backend(b, candidate, reference, budget, use_graph, name), cache
+        )
+        if not self.disabled:
+            key = f"{self._nodeid}#{name or 'compare'}"
+            self._side.add_comparison(self._state, key, comparison, self._perf.min_speedup)
+        return comparison
+
+    @contextlib.contextmanager
+    def region(self, name: str) -> Iterator[None]:
+        """Time a region each time it runs (events on CUDA, the host clock on CPU)."""
+        region = self._regions.setdefault(name, _Region(name))
+        if self._ctx.is_cuda:
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            region.pending.append((start, end))
+        else:
+            began = time.perf_counter_ns()
+            yield
+            region.samples.append((time.perf_counter_ns() - began) / 1e6)
+
+    def result(self, name: str) -> Measurement:
+        """The Measurement of a region so far (also recorded at the end of the test)."""
+        region = self._regions[name]
+        if region.pending:
+            region.pending[-1][1].synchronize()
+            region.samples.extend(s.elapsed_time(e) for s, e in region.pending)
+            region.pending.clear()
+        return Measurement.from_samples(
+            list(region.samples), metric="region", device=str(self._ctx.device), name=name
+        )
+
+    def finish(self) -> None:
+        """Record every region's Measurement (called at fixture teardown)."""
+        if self.disabled:
+            return
+        for name in list(self._regions):
+            if not (self._regions[name].samples or self._regions[name].pending):
+                continue
+            measurement = self.result(name)
+            key = record_key(self._nodeid, name, self._state)
+            record, verdict = self._side.judge_time(
+                self._nodeid, key, measurement, self._perf, self._ctx.device_class
+            )
+            self._side.add_time(self._state, record, verdict, measurement, self._perf)
+
+
+# --- memory_guard --------------------------------------------------------------------------
+
+
+@dataclass
+class Guard:
+    """What ``with memory_guard(...) as g`` yields: ``g.peak_bytes``, ``g.leaked_bytes``."""
+
+    peak_bytes: int | None = None
+    leaked_bytes: int = 0
+    leak: memory.LeakResult | None = None
+
+
+class MemoryGuard:
+    """The ``memory_guard`` fixture: a context manager for a block, ``check`` for a callable."""
+
+    def __init__(self, side: TestSide, state: ItemState, nodeid: str, device_type: str) -> None:
+        self._side = side
+        self._state = state
+        self._nodeid = nodeid
+        self._device_type = device_type
+        self._count = 0
+
+    def _backend(self, pinned: bool = True, outside_torch: bool = False) -> memory.MemoryBackend:
+        return memory.make_backend(self._device_type, pinned, outside_torch)
+
+    def _key(self) -> str:
+        self._count += 1
+        return self._nodeid if self._count == 1 else f"{self._nodeid}#guard{self._count}"
+
+    @contextlib.contextmanager
+    def __call__(
+        self,
+        max_peak: int | str | None = None,
+        leak_tolerance: int | str = 0,
+        pinned: bool = True,
+        outside_torch: bool = False,
+    ) -> Iterator[Guard]:
+        """Single-shot: readings before and after the block (prone to look-alikes such as lazy
+        caches filled inside the block; prefer ``check`` or ``@no_leak``)."""
+        from pytest_cudaperf.markers import parse
+
+        opts: LeakOptions = parse(
+            "no_leak", (), {"tolerance": leak_tolerance, "max_peak": max_peak}
+        )
+        guard = Guard()
+        if self._side.settings.disable:
+            yield guard
+            return
+        backend = self._backend(pinned, outside_torch)
+        check = memory.BlockCheck(backend, opts.tolerance)
+        check.start()
+        base, torch_mod = self._peak_start(backend)
+        yield guard
+        guard.peak_bytes = self._peak_end(base, torch_mod)
+        result = check.finish()
+        guard.leak, guard.leaked_bytes = result, result.leaked_bytes
+        key = self._key()
+        self._side.add_leak(self._state, key, result)
+        self._check_peak(key, guard.peak_bytes, opts.max_peak)
+
+    def _peak_start(self, backend: memory.MemoryBackend) -> tuple[int, Any]:
+        if not isinstance(backend, memory.CudaMemory) or not backend.devices():
+            return 0, None
+        import torch
+
+        index = torch.cuda.current_device()
+        base = int(torch.cuda.memory_stats(index).get("requested_bytes.all.current", 0))
+        torch.cuda.reset_peak_memory_stats(index)
+        return base, torch
+
+    def _peak_end(self, base: int, torch_mod: Any) -> int | None:
+        if torch_mod is None:
+            return None
+        torch_mod.cuda.synchronize()
+        stats = torch_mod.cuda.memory_stats(torch_mod.cuda.current_device())
+        return int(stats.get("requested_bytes.all.peak", 0)) - base
+
+    def _check_peak(self, key: str, peak: int | None, limit: int | None) -> None:
+        from pytest_cudaperf.verdict import budget_failure
+
+        if peak is not None:
+            over = budget_failure(peak, limit, "bytes", "max_peak", "requested bytes")
+            if over:
+                self._state.failures.append(("memory", f"{key}: {over}"))
+
+    def check(
+        self,
+        fn: Callable[..., object],
+        *args: Any,
+        warmup: int = 2,
+        iterations: int = 3,
+        tolerance: int | str = 0,
+        max_peak: int | str | None = None,
+        **kwargs: Any,
+    ) -> Guard:
+        """Repeat mode on a callable: warm-up runs, then settled readings after each run."""
+        from pytest_cudaperf.markers import parse
+
+        opts: LeakOptions = parse(
+            "no_leak",
+            (),
+            {
+                "tolerance": tolerance,
+                "warmup": warmup,
+                "iterations": iterations,
+                "max_peak": max_peak,
+            },
+        )
+        call = functools.partial(fn, *args, **kwargs)
+        guard = Guard()
+        if self._side.settings.disable:
+            call()
+            return guard
+        backend = self._backend()
+        result = memory.check_leaks(call, backend, opts.warmup, opts.iterations, opts.tolerance)
+        key = self._key()
+        self._side.add_leak(self._state, key, result)
+        guard.leak, guard.leaked_bytes = result, result.leaked_bytes
+        peak = backend.peak(call)
+        guard.peak_bytes = peak.peak_bytes if peak else None
+        self._check_peak(key, guard.peak_bytes, opts.max_peak)
+        return guard
+
+
+# --- re-running the test body ----------------------------------------------------------------
+
+
+def body_of(function: Callable[..., object], funcargs: dict[str, Any]) -> Callable[[], object]:
+    """The test function bound to its fixture values (function-scoped fixtures are set up once
+    and shared by every re-run)."""
+    names = [name for name in inspect.signature(function).parameters if name in funcargs]
+    return functools.partial(function, **{name: funcargs[name] for name in names})
+
+
+def measure_body(
+    side: TestSide,
+    state: ItemState,
+    nodeid: str,
+    body: Callable[[], object],
+    perf: PerfOptions,
+    ctx: DeviceContext | None,
+    device_class_name: str,
+) -> None:
+    """``@perf`` without ``cuda_timer``: synchronized wall time of the whole test function."""
+    import torch
+
+    cuda = torch.cuda.is_initialized()
+    backend = CpuBackend(
+        sync=torch.cuda.synchronize if cuda else None,
+        metric="wall",
+        device=str(ctx.device) if ctx else "cpu",
+    )
+    budget = Budget.for_tolerance(
+        side.tolerance(perf),
+        warmup=perf.warmup or 0.05,
+        min_time=perf.min_time or 0.0,
+        max_time=perf.max_time or side.settings.max_time,
+    )
+    key = record_key(nodeid, None, state)
+    lock = ctx.lock.exclusive() if ctx else contextlib.nullcontext()
+    with lock:
+        measurement = measure_backend(backend, body, budget)
+    record, verdict = side.judge_time(nodeid, key, measurement, perf, device_class_name)
+    side.add_time(state, record, verdict, measurement, perf)
+
+
+def leak_check_body(
+    side: TestSide,
+    state: ItemState,
+    nodeid: str,
+    body: Callable[[], object],
+    opts: LeakOptions,
+    device_type: str,
+) -> None:
+    """``@no_leak``: the body already ran once (the first warm-up run)."""
+    backend = memory.make_backend(device_type, opts.pinned, opts.outside_torch)
+    result = memory.check_leaks(
+        body, backend, max(0, opts.warmup - 1), opts.iterations, opts.tolerance
+    )
+    side.add_leak(state, nodeid, result)
+    if opts.max_peak is not None:
+        peak = backend.peak(body)
+        if peak is not None:
+            from pytest_cudaperf.verdict import budget_failure
+
+            over = budget_failure(
+                peak.peak_bytes,
+                opts.max_peak,
+                "bytes",
+                "max_peak",
+                f"requested bytes on {peak.device}",
+            )
+            if over:
+                state.failures.append(("memory", f"{nodeid}: {over}"))
+
+
+def fixture_generator(value: Any, teardown: Callable[[], None]) -> Generator[Any, None, None]:
+    try:
+        yield value
+    finally:
+        teardown()

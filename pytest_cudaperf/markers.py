@@ -1,0 +1,174 @@
+"""One spec per marker: its signature drives ``pytest --markers`` and validation at collection.
+
+Each spec is a plain function whose parameters are the marker's arguments. :func:`parse` binds a
+mark's arguments to that signature, validates every value and returns a frozen options object, or
+raises :class:`MarkerError` with one line naming the marker and the offending argument.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_cudaperf.units import parse_capability, parse_fraction, parse_seconds, parse_size
+
+
+class MarkerError(ValueError):
+    """A marker argument that cannot be used; the message names the marker and argument."""
+
+
+@dataclass(frozen=True)
+class GpuRequirement:
+    count: int = 1
+    min_memory: int | None = None
+    capability: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    max_ms: float | None = None
+    tolerance: float | None = None
+    cache: str | None = None
+    graph: bool = False
+    warmup: float | None = None
+    min_time: float | None = None
+    max_time: float | None = None
+    min_speedup: float | None = None
+    max_peak: int | None = None
+
+
+@dataclass(frozen=True)
+class LeakOptions:
+    tolerance: int = 0
+    warmup: int = 2
+    iterations: int = 3
+    pinned: bool = True
+    outside_torch: bool = False
+    max_peak: int | None = None
+
+
+def _check(name: str, value: Any, parse: Callable[[Any], Any]) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise MarkerError(f"{name}: {exc}") from None
+
+
+def _positive_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"expected a positive number, got {value!r}")
+    return float(value)
+
+
+def _int_at_least(minimum: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected True or False, got {value!r}")
+    return value
+
+
+def _cache(value: Any) -> str:
+    if value not in ("cold", "hot"):
+        raise ValueError(f"expected 'cold' or 'hot', got {value!r}")
+    return str(value)
+
+
+def gpu(
+    count: int = 1, min_memory: int | str | None = None, capability: Any = None
+) -> GpuRequirement:
+    """needs `count` CUDA GPUs with at least `min_memory` ('40GB', '512 MiB' or bytes) and compute
+    capability `capability` ((8, 0), '8.0' or 'sm_80') each; skipped with the reason otherwise."""
+    return GpuRequirement(
+        count=_check("count", count, _int_at_least(1)),
+        min_memory=_check("min_memory", min_memory, parse_size),
+        capability=_check("capability", capability, parse_capability),
+    )
+
+
+def perf(
+    max_ms: float | None = None,
+    tolerance: float | str | None = None,
+    cache: str | None = None,
+    graph: bool = False,
+    warmup: float | str | None = None,
+    min_time: float | str | None = None,
+    max_time: float | str | None = None,
+    min_speedup: float | None = None,
+    max_peak: int | str | None = None,
+) -> PerfOptions:
+    """performance test: fails when the median exceeds `max_ms`, regresses beyond `tolerance`
+    (0.05 or '5%') against its baseline, or a cuda_timer.compare speedup is below `min_speedup`.
+    `cache` 'cold'|'hot', `graph` (CUDA-graph throughput), `warmup`/`min_time`/`max_time`
+    (seconds) tune cuda_timer; `max_peak` limits peak GPU memory. Without cuda_timer the whole
+    test function is re-run and timed."""
+    return PerfOptions(
+        max_ms=_check("max_ms", max_ms, _positive_number),
+        tolerance=_check("tolerance", tolerance, parse_fraction),
+        cache=_check("cache", cache, _cache),
+        graph=bool(_check("graph", graph, _boolean)),
+        warmup=_check("warmup", warmup, parse_seconds),
+        min_time=_check("min_time", min_time, parse_seconds),
+        max_time=_check("max_time", max_time, parse_seconds),
+        min_speedup=_check("min_speedup", min_speedup, _positive_number),
+        max_peak=_check("max_peak", max_peak, parse_size),
+    )
+
+
+def no_leak(
+    tolerance: int | str = 0,
+    warmup: int = 2,
+    iterations: int = 3,
+    pinned: bool = True,
+    outside_torch: bool = False,
+    max_peak: int | str | None = None,
+) -> LeakOptions:
+    """fails when the test body leaks memory: the body runs `warmup` times, then `iterations`
+    times with settled readings; growth beyond `tolerance` ('1 MiB' or bytes) on any device is a
+    leak. `pinned` also checks pinned host memory, `outside_torch` memory allocated outside torch
+    (opt-in), `max_peak` limits peak GPU memory of one run of the body."""
+    return LeakOptions(
+        tolerance=_check("tolerance", tolerance, parse_size),
+        warmup=_check("warmup", warmup, _int_at_least(0)),
+        iterations=_check("iterations", iterations, _int_at_least(2)),
+        pinned=_check("pinned", pinned, _boolean),
+        outside_torch=_check("outside_torch", outside_torch, _boolean),
+        max_peak=_check("max_peak", max_peak, parse_size),
+    )
+
+
+SPECS: dict[str, Callable[..., Any]] = {"gpu": gpu, "perf": perf, "no_leak": no_leak}
+
+
+def marker_help(name: str) -> str:
+    """The ``pytest --markers`` line: the full signature and the spec's docstring."""
+    spec = SPECS[name]
+    params = ", ".join(
+        f"{p.name}={p.default!r}" for p in inspect.signature(spec).parameters.values()
+    )
+    doc = " ".join((spec.__doc__ or "").split())
+    return f"{name}({params}): {doc}"
+
+
+def parse(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Bind a mark's arguments to its spec and validate them."""
+    spec = SPECS[name]
+    try:
+        bound = inspect.signature(spec).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise MarkerError(f"@pytest.mark.{name}: {exc}") from None
+    try:
+        return spec(*bound.args, **bound.kwargs)
+    except MarkerError as exc:
+        raise MarkerError(f"@pytest.mark.{name}: {exc}") from None

@@ -1,0 +1,221 @@
+"""Run-wide settings: one table of options, resolved once into a frozen :class:`Settings`.
+
+Precedence for every option is CLI > environment (``PYTEST_CUDAPERF_X``) > ini (``cudaperf_x``) >
+default; markers override some of these per test (see :mod:`pytest_cudaperf.markers`). Values are
+parsed by small pure functions that raise :class:`SettingError` naming the option and the source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_cudaperf.units import parse_fraction, parse_seconds
+
+
+class SettingError(ValueError):
+    """A bad option value; the message names the option and where the value came from."""
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            listed = ", ".join(choices[:-1]) + f" or {choices[-1]}"
+            raise ValueError(f"expected {listed}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _path(text: str) -> str:
+    if not text.strip():
+        raise ValueError("expected a path, got an empty string")
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``--cudaperf-<name>`` option with its ini key and environment variable."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any]
+    default: Any = None
+    flag: bool = False
+    metavar: str | None = None
+
+    @property
+    def cli(self) -> str:
+        return f"--cudaperf-{self.name}"
+
+    @property
+    def ini(self) -> str:
+        return "cudaperf_" + self.name.replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "PYTEST_CUDAPERF_" + self.name.replace("-", "_").upper()
+
+    @property
+    def field(self) -> str:
+        return self.name.replace("-", "_")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "device",
+        "where cuda_device puts tests: auto (CUDA when available, else CPU), cuda or cpu "
+        "(default: auto)",
+        _choice("auto", "cuda", "cpu"),
+        "auto",
+        metavar="{auto,cuda,cpu}",
+    ),
+    Option(
+        "require-gpu",
+        "make a machine without a usable CUDA GPU a usage error instead of a run of skips",
+        parse_bool,
+        False,
+        flag=True,
+    ),
+    Option(
+        "disable",
+        "run every test once without timing, leak or peak checks (fast functional runs)",
+        parse_bool,
+        False,
+        flag=True,
+    ),
+    Option(
+        "update",
+        "rewrite the baselines of measured tests that passed their own assertions",
+        parse_bool,
+        False,
+        flag=True,
+    ),
+    Option(
+        "strict",
+        "fail a measured test that has no baseline for this device class",
+        parse_bool,
+        False,
+        flag=True,
+    ),
+    Option(
+        "prune",
+        "with --cudaperf-update: remove baseline entries whose tests no longer exist",
+        parse_bool,
+        False,
+        flag=True,
+    ),
+    Option(
+        "tolerance",
+        "slowdown tolerated before a regression, as 0.05 or 5%% (default: 5%%)",
+        parse_fraction,
+        0.05,
+        metavar="FRACTION",
+    ),
+    Option(
+        "baseline-dir",
+        "folder of the committed baseline files, one per device class (default: .cudaperf)",
+        _path,
+        ".cudaperf",
+        metavar="DIR",
+    ),
+    Option(
+        "json", "write full results (samples, environment) to this JSON file", _path, metavar="PATH"
+    ),
+    Option("html", "write a self-contained HTML report to this file", _path, metavar="PATH"),
+    Option(
+        "cache",
+        "L2 cache state for CUDA timings: cold (flushed before each sample) or hot (default: cold)",
+        _choice("cold", "hot"),
+        "cold",
+        metavar="{cold,hot}",
+    ),
+    Option(
+        "max-time",
+        "time budget of one measurement, as 0.5 or 500ms (default: 1s)",
+        parse_seconds,
+        1.0,
+        metavar="SECONDS",
+    ),
+)
+
+OPTIONS_BY_FIELD: dict[str, Option] = {option.field: option for option in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: str = "auto"
+    require_gpu: bool = False
+    disable: bool = False
+    update: bool = False
+    strict: bool = False
+    prune: bool = False
+    tolerance: float = 0.05
+    baseline_dir: str = ".cudaperf"
+    json: str | None = None
+    html: str | None = None
+    cache: str = "cold"
+    max_time: float = 1.0
+    #: where each value came from, for messages ("--cudaperf-x", "PYTEST_CUDAPERF_X", "pytest.ini")
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+class _ConfigLike(Protocol):
+    """The part of ``pytest.Config`` that resolution reads (a protocol, so tests need no pytest)."""
+
+    def getoption(self, name: str) -> Any: ...
+
+    def getini(self, name: str) -> Any: ...
+
+
+def resolve(config: _ConfigLike, environ: Mapping[str, str], ini_name: str) -> Settings:
+    """Resolve every option: CLI > env > ini > default. Raises :class:`SettingError`."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for option in OPTIONS:
+        raw: Any = config.getoption("cudaperf_" + option.field)
+        source = f"from the command line ({option.cli})"
+        if raw is None and environ.get(option.env) is not None:
+            raw, source = environ[option.env], f"from the environment variable {option.env}"
+        if raw is None:
+            ini_value = config.getini(option.ini)
+            if ini_value not in (None, "", []):
+                raw, source = ini_value, f"from {ini_name} [{option.ini}]"
+        if raw is None:
+            values[option.field] = option.default
+            sources[option.field] = "default"
+            continue
+        if isinstance(raw, bool):
+            values[option.field] = raw
+        else:
+            try:
+                values[option.field] = option.parse(str(raw))
+            except ValueError as exc:
+                raise SettingError(f"{option.cli}: {exc} ({source})") from None
+        sources[option.field] = source
+    if values["prune"] and not values["update"]:
+        raise SettingError(
+            f"--cudaperf-prune: only takes effect with --cudaperf-update ({sources['prune']})"
+        )
+    return Settings(**values, sources=sources)
+
+
+def describe_root(path: Path | None) -> str:
+    """The name used in messages for the ini file a value came from."""
+    return path.name if path is not None else "the ini file"

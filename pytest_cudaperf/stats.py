@@ -1,0 +1,106 @@
+"""Statistics on samples, numpy only: quantiles, distribution-free CI of the median, ratio CIs,
+stopping and stability rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    min: float
+    max: float
+    iqr: float
+    ci: tuple[float, float]
+
+    @property
+    def rel_iqr(self) -> float:
+        return self.iqr / self.median if self.median > 0 else math.inf
+
+    @property
+    def rel_halfwidth(self) -> float:
+        """Half the CI's width relative to the median: the precision of the median."""
+        if self.median <= 0:
+            return math.inf
+        return (self.ci[1] - self.ci[0]) / 2 / self.median
+
+
+def median_ci_indices(n: int, z: float = Z95) -> tuple[int, int]:
+    """0-based order-statistic indices bounding a distribution-free CI of the median.
+
+    Normal approximation to the binomial: 1-based ranks floor(n/2 - z*sqrt(n)/2) and
+    ceil(1 + n/2 + z*sqrt(n)/2), clipped to the sample.
+    """
+    if n <= 0:
+        raise ValueError("no samples")
+    half = z * math.sqrt(n) / 2
+    lo = max(1, math.floor(n / 2 - half)) - 1
+    hi = min(n, math.ceil(1 + n / 2 + half)) - 1
+    return lo, hi
+
+
+def summarize(samples: Sequence[float] | np.ndarray, z: float = Z95) -> Summary:
+    data = np.sort(np.asarray(samples, dtype=np.float64))
+    if data.size == 0:
+        raise ValueError("no samples")
+    lo, hi = median_ci_indices(int(data.size), z)
+    q1, q3 = np.quantile(data, [0.25, 0.75])
+    return Summary(
+        n=int(data.size),
+        median=float(np.median(data)),
+        mean=float(data.mean()),
+        min=float(data[0]),
+        max=float(data[-1]),
+        iqr=float(q3 - q1),
+        ci=(float(data[lo]), float(data[hi])),
+    )
+
+
+def ratio_ci(
+    current: float,
+    current_halfwidth: float,
+    baseline: float,
+    baseline_halfwidth: float,
+) -> tuple[float, float, float]:
+    """Ratio current/baseline with a CI from relative half-widths combined in log space.
+
+    Half-widths are relative (0.01 = 1%). Returns (ratio, low, high).
+    """
+    if current <= 0 or baseline <= 0:
+        raise ValueError("ratio of non-positive values")
+    ratio = current / baseline
+    spread = math.sqrt(math.log1p(current_halfwidth) ** 2 + math.log1p(baseline_halfwidth) ** 2)
+    return ratio, ratio * math.exp(-spread), ratio * math.exp(spread)
+
+
+def paired_ratio(
+    numerators: Sequence[float], denominators: Sequence[float]
+) -> tuple[float, float, float]:
+    """Median of per-round ratios with its distribution-free CI: (median, low, high)."""
+    if len(numerators) != len(denominators) or not numerators:
+        raise ValueError("need equally many rounds of both")
+    ratios = np.asarray(numerators, dtype=np.float64) / np.asarray(denominators, dtype=np.float64)
+    summary = summarize(ratios)
+    return summary.median, summary.ci[0], summary.ci[1]
+
+
+def precise_enough(summary: Summary, target: float, min_samples: int) -> bool:
+    """Stopping rule: enough samples and the median's CI half-width within ``target``."""
+    return summary.n >= min_samples and summary.rel_halfwidth <= target
+
+
+def stable(previous: float, current: float, within: float = 0.02) -> bool:
+    """Warm-up rule: two consecutive batch medians agree within ``within`` (relative)."""
+    if previous <= 0 or current <= 0:
+        return False
+    return abs(current - previous) / max(previous, current) <= within

@@ -1,0 +1,404 @@
+"""Measurement: the result type, the adaptive sampling loop, and the CPU backend.
+
+A *sampler* produces batches of per-call times in milliseconds; :func:`run_adaptive` warms it up
+until two consecutive batch medians agree, then samples until the distribution-free CI of the
+median is tight enough (bounded by a minimum sample count and a time budget). The CUDA sampler
+lives in :mod:`pytest_cudaperf.cuda_timing`; the CPU sampler here is a real wall-clock backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_cudaperf import stats
+from pytest_cudaperf.units import format_ms
+
+#: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
+MAX_KEPT_SAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to warm up and sample, and how precise the median must get."""
+
+    warmup: float = 0.05
+    min_time: float = 0.0
+    max_time: float = 1.0
+    min_samples: int = 10
+    precision: float = 0.005
+
+    @classmethod
+    def for_tolerance(cls, tolerance: float, **kwargs: Any) -> Budget:
+        """Precision target: a tenth of the tolerance, between 0.05% and 1%."""
+        kwargs.setdefault("precision", min(0.01, max(0.0005, tolerance / 10)))
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured quantity: per-call time statistics in milliseconds and how they were taken."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    ci_ms: tuple[float, float]
+    samples_ms: tuple[float, ...]
+    n: int
+    metric: str = "wall"
+    cache: str = "n/a"
+    graph: bool = False
+    host_ms_per_call: float | None = None
+    device: str = "cpu"
+    blocking: str = "none"
+    clocks: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    peak_bytes: int | None = None
+    cost_s: float = 0.0
+    name: str | None = None
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
+        summary = stats.summarize(samples_ms)
+        kept = samples_ms if len(samples_ms) <= MAX_KEPT_SAMPLES else samples_ms[-MAX_KEPT_SAMPLES:]
+        return cls(
+            median_ms=summary.median,
+            mean_ms=summary.mean,
+            min_ms=summary.min,
+            max_ms=summary.max,
+            iqr_ms=summary.iqr,
+            ci_ms=summary.ci,
+            samples_ms=tuple(kept),
+            n=summary.n,
+            **kwargs,
+        )
+
+    @property
+    def mode(self) -> str:
+        """The comparison key part that says how it was measured: ``device/cold``, ``wall``."""
+        if self.metric == "wall":
+            return "wall"
+        return f"{self.metric}/{self.cache}"
+
+    @property
+    def rel_iqr(self) -> float:
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else math.inf
+
+    @property
+    def rel_halfwidth(self) -> float:
+        return (self.ci_ms[1] - self.ci_ms[0]) / 2 / self.median_ms if self.median_ms else math.inf
+
+    @property
+    def host_bound(self) -> bool:
+        return self.host_ms_per_call is not None and self.host_ms_per_call > 1.5 * self.median_ms
+
+    def describe(self) -> str:
+        """``1.234 ms median (device time, 40 samples, cold L2)``."""
+        what = {
+            "device": "device time",
+            "graph": "graph throughput",
+            "wall": "wall time",
+            "region": "region time",
+        }.get(self.metric, self.metric)
+        cache = f", {self.cache} L2" if self.cache in ("cold", "hot") else ""
+        return f"{format_ms(self.median_ms)} median ({what}, {self.n} samples{cache})"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["ci_ms"] = list(self.ci_ms)
+        data["samples_ms"] = list(self.samples_ms)
+        data["warnings"] = list(self.warnings)
+        data["clocks"] = dict(self.clocks)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["ci_ms"] = tuple(values["ci_ms"])
+        values["samples_ms"] = tuple(values["samples_ms"])
+        values["warnings"] = tuple(values.get("warnings", ()))
+        return cls(**values)
+
+
+class SynchronizesInside(RuntimeError):  # noqa: N818
+    """The callable waited for the GPU while the stream was blocked (CUDA backend)."""
+
+
+class Sampler(Protocol):
+    def batch(self) -> list[float]:
+        """Take a batch of samples; each is milliseconds per call."""
+        ...
+
+
+@dataclass
+class AdaptiveResult:
+    samples: list[float]
+    warmup_batches: int
+    warnings: list[str]
+    cost_s: float
+
+
+def run_adaptive(
+    sampler: Sampler, budget: Budget, clock: Callable[[], float] = time.perf_counter
+) -> AdaptiveResult:
+    """Warm up until stable, then sample until precise enough or out of time."""
+    warnings: list[str] = []
+    begin = clock()
+    previous: float | None = None
+    warmup_batches = 0
+    while True:
+        batch = sampler.batch()
+        warmup_batches += 1
+        current = stats.summarize(batch).median
+        if previous is not None and stats.stable(previous, current):
+            break
+        if clock() - begin >= budget.warmup and warmup_batches >= 2:
+            warnings.append(
+                f"warm-up not stable after {warmup_batches} batches "
+                f"({clock() - begin:.2f} s): last batch medians {format_ms(previous or 0)} "
+                f"and {format_ms(current)}"
+            )
+            break
+        previous = current
+    samples: list[float] = []
+    start = clock()
+    while True:
+        samples.extend(sampler.batch())
+        elapsed = clock() - start
+        if len(samples) >= budget.min_samples and elapsed >= budget.min_time:
+            summary = stats.summarize(samples)
+            if summary.rel_halfwidth <= budget.precision:
+                break
+        if elapsed >= budget.max_time and len(samples) >= 3:
+            summary = stats.summarize(samples)
+            if summary.rel_halfwidth > budget.precision:
+                warnings.append(
+                    f"time budget {budget.max_time:g} s spent at ±{summary.rel_halfwidth:.2%} "
+                    f"precision of the median (target ±{budget.precision:.2%}, {len(samples)} "
+                    "samples)"
+                )
+            break
+    return AdaptiveResult(samples, warmup_batches, warnings, clock() - begin)
+
+
+class CpuSampler:
+    """Wall-clock samples of ``fn``: calls shorter than 20 µs are timed in groups and divided."""
+
+    def __init__(
+        self, fn: Callable[[], object], per_batch: int = 5, sync: Callable[[], None] | None = None
+    ) -> None:
+        self.fn = fn
+        self.sync = sync
+        self.per_batch = per_batch
+        self.group = 1
+        self._calibrated = False
+
+    def _timed(self, calls: int) -> float:
+        fn, sync = self.fn, self.sync
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        if sync is not None:
+            sync()
+        return (time.perf_counter_ns() - start) / 1e6 / calls
+
+    def batch(self) -> list[float]:
+        if not self._calibrated:
+            once = self._timed(1)
+            self.group = max(1, min(10_000, math.ceil(0.02 / max(once, 1e-6))))
+            self._calibrated = True
+        return [self._timed(self.group) for _ in range(self.per_batch)]
+
+
+class CpuBackend:
+    """The host-clock backend. With ``sync`` (e.g. ``torch.cuda.synchronize``) it times
+    synchronized wall time of code that runs on a GPU."""
+
+    def __init__(
+        self, sync: Callable[[], None] | None = None, metric: str = "wall", device: str = "cpu"
+    ) -> None:
+        self._sync = sync
+        self._metric = metric
+        self._device = device
+
+    def sampler(self, fn: Callable[[], object], graph: bool) -> CpuSampler:
+        return CpuSampler(fn, sync=self._sync)
+
+    def recover(self, sampler: Any) -> None:  # pragma: no cover - nothing blocks on the CPU
+        raise AssertionError("the CPU backend never blocks")
+
+    def finish(
+        self,
+        sampler: Any,
+        fn: Callable[[], object],
+        samples: list[float],
+        warnings: list[str],
+        cost_s: float,
+        name: str | None,
+    ) -> Measurement:
+        notes = list(warnings)
+        if self._device == "cpu" and sampler.group > 1:
+            notes.append(f"timed in groups of {sampler.group} calls (each call < 20 µs)")
+        return Measurement.from_samples(
+            samples,
+            metric=self._metric,
+            device=self._device,
+            blocking="none",
+            warnings=tuple(notes),
+            cost_s=cost_s,
+            name=name,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+class Backend(Protocol):
+    def sampler(self, fn: Callable[[], object], graph: bool) -> Any: ...
+
+    def recover(self, sampler: Any) -> None: ...
+
+    def finish(
+        self,
+        sampler: Any,
+        fn: Callable[[], object],
+        samples: list[float],
+        warnings: list[str],
+        cost_s: float,
+        name: str | None,
+    ) -> Measurement: ...
+
+    def close(self) -> None: ...
+
+
+def measure(
+    backend: Backend,
+    fn: Callable[[], object],
+    budget: Budget,
+    graph: bool = False,
+    name: str | None = None,
+) -> Measurement:
+    """Adaptive measurement of ``fn`` on ``backend``."""
+    sampler = backend.sampler(fn, graph)
+    try:
+        result = run_adaptive(sampler, budget)
+    except SynchronizesInside:
+        backend.recover(sampler)
+        result = run_adaptive(sampler, budget)
+    return backend.finish(sampler, fn, result.samples, result.warnings, result.cost_s, name)
+
+
+def compare(
+    backend: Backend,
+    candidate: Callable[[], object],
+    reference: Callable[[], object],
+    budget: Budget,
+    graph: bool = False,
+    name: str | None = None,
+) -> Comparison:
+    """Interleaved same-run measurement of both; speedup = reference / candidate."""
+    cand_sampler = backend.sampler(candidate, graph)
+    ref_sampler = backend.sampler(reference, graph)
+    begin = time.perf_counter()
+    try:
+        cand_rounds, ref_rounds, warnings = run_interleaved(cand_sampler, ref_sampler, budget)
+    except SynchronizesInside:
+        backend.recover(cand_sampler)
+        backend.recover(ref_sampler)
+        cand_rounds, ref_rounds, warnings = run_interleaved(cand_sampler, ref_sampler, budget)
+    cost = time.perf_counter() - begin
+    speedup, low, high = speedup_of(cand_rounds, ref_rounds)
+    flat = [x for r in cand_rounds for x in r]
+    cand = backend.finish(
+        cand_sampler,
+        candidate,
+        flat,
+        warnings,
+        cost / 2,
+        f"{name}:candidate" if name else "candidate",
+    )
+    flat = [x for r in ref_rounds for x in r]
+    ref = backend.finish(
+        ref_sampler,
+        reference,
+        flat,
+        warnings,
+        cost / 2,
+        f"{name}:reference" if name else "reference",
+    )
+    return Comparison(speedup, (low, high), cand, ref, len(cand_rounds))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Same-run speedup of a candidate over a reference: reference time / candidate time."""
+
+    speedup: float
+    ci: tuple[float, float]
+    candidate: Measurement
+    reference: Measurement
+    rounds: int
+
+    def describe(self) -> str:
+        return (
+            f"speedup {self.speedup:.3f}x (95% CI {self.ci[0]:.3f}…{self.ci[1]:.3f}, "
+            f"{self.rounds} rounds): candidate {format_ms(self.candidate.median_ms)}, "
+            f"reference {format_ms(self.reference.median_ms)}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "speedup": self.speedup,
+            "ci": list(self.ci),
+            "rounds": self.rounds,
+            "candidate": self.candidate.to_dict(),
+            "reference": self.reference.to_dict(),
+        }
+
+
+def run_interleaved(
+    candidate: Sampler,
+    reference: Sampler,
+    budget: Budget,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[list[list[float]], list[list[float]], list[str]]:
+    """Alternate batches of both samplers (warm-up first) until the speedup CI is tight."""
+    warnings: list[str] = []
+    begin = clock()
+    while clock() - begin < budget.warmup:
+        candidate.batch()
+        reference.batch()
+    cand_rounds: list[list[float]] = []
+    ref_rounds: list[list[float]] = []
+    start = clock()
+    while True:
+        cand_rounds.append(candidate.batch())
+        ref_rounds.append(reference.batch())
+        elapsed = clock() - start
+        if len(cand_rounds) >= max(5, budget.min_samples // 2) and elapsed >= budget.min_time:
+            _, low, high = speedup_of(cand_rounds, ref_rounds)
+            mid = (low + high) / 2
+            if (high - low) / 2 / mid <= budget.precision:
+                break
+        if elapsed >= budget.max_time and len(cand_rounds) >= 3:
+            warnings.append(
+                f"time budget {budget.max_time:g} s spent before the speedup's "
+                f"CI reached ±{budget.precision:.2%}"
+            )
+            break
+    return cand_rounds, ref_rounds, warnings
+
+
+def speedup_of(
+    cand_rounds: list[list[float]], ref_rounds: list[list[float]]
+) -> tuple[float, float, float]:
+    cand = [stats.summarize(r).median for r in cand_rounds]
+    ref = [stats.summarize(r).median for r in ref_rounds]
+    return stats.paired_ratio(ref, cand)
