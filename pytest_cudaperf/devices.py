@@ -97,7 +97,7 @@ def probe() -> Probe:
     """Import torch and describe what it sees; never creates a CUDA context."""
     import torch
 
-    cuda_version = torch.version.cuda
+    cuda_version = str(torch.version.cuda) if torch.version.cuda else None
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     error = None
     gpus: list[GpuFacts] = []
@@ -120,7 +120,7 @@ def probe() -> Probe:
     except RuntimeError as exc:  # a broken driver raises from is_available/get_device_properties
         available, error = False, str(exc).splitlines()[0]
     return Probe(
-        torch_version=torch.__version__,
+        torch_version=str(torch.__version__),  # a str subclass that xdist cannot send
         cuda_version=cuda_version,
         available=available and bool(gpus),
         gpus=tuple(gpus),

@@ -51,6 +51,8 @@ def finish_call_report(
     if payload is None:
         return
     payload["location"] = [rep.location[0], (rep.location[1] or 0) + 1]
+    # xdist sends reports through execnet, which takes JSON-like builtins only
+    payload = json.loads(json.dumps(payload, default=str))
     rep.cudaperf = payload  # type: ignore[attr-defined]
     for record in payload["records"]:
         suffix = record["key"][len(nodeid) :] if record["key"].startswith(nodeid) else ""
@@ -76,7 +78,7 @@ def _short(nodeid: str, width: int = 60) -> str:
 def table_rows(results: Results) -> list[list[str]]:
     peaks = {r["key"]: r for r in results.records() if r["series"] == "memory:peak"}
     rows = []
-    for record in results.records():
+    for record in sorted(results.records(), key=lambda r: r["key"]):
         if record["unit"] != "ms":
             continue
         verdict = record["verdict"]

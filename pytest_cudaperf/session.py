@@ -59,6 +59,11 @@ def record_key(nodeid: str, name: str | None, state: ItemState) -> str:
     return f"{nodeid}#{label}" if count == 1 else f"{nodeid}#{label}-{count}"
 
 
+def label(key: str) -> str:
+    """``[inner] `` for a named measurement's messages; nothing for the test's own."""
+    return f"[{key.split('#', 1)[1]}] " if "#" in key else ""
+
+
 def environment(probe: Probe | None, measurement: Measurement | None = None) -> dict[str, Any]:
     env: dict[str, Any] = {"date": datetime.date.today().isoformat()}
     if probe is not None:
@@ -127,17 +132,18 @@ class TestSide:
         state.device_class = record.device_class
         state.records.append(self._payload(record, verdict, m.to_dict()))
         if verdict.kind is Kind.REGRESSION and not self.settings.update:
-            state.failures.append(("regression", f"{record.key}: {verdict.message}"))
+            state.failures.append(("regression", f"{label(record.key)}{verdict.message}"))
         over = budget_failure(
             m.median_ms,
             perf.max_ms if perf else None,
             "ms",
             "max_ms",
             m.describe().split("(", 1)[1].rstrip(")"),
+            subject=record.key.rsplit("::", 1)[-1],
         )
         if over:
-            state.failures.append(("budget", f"{record.key}: {over}"))
-        state.details.extend(f"{record.key}: {w}" for w in m.warnings)
+            state.failures.append(("budget", over))
+        state.details.extend(f"{label(record.key)}{w}" for w in m.warnings)
 
     def add_peak(
         self, state: ItemState, key: str, peak: PeakResult, device_class: str, max_peak: int | None
@@ -159,15 +165,15 @@ class TestSide:
         )
         state.records.append(self._payload(record, verdict, peak.to_dict()))
         if verdict.kind is Kind.REGRESSION and not self.settings.update:
-            state.failures.append(("memory", f"{key}: {verdict.message}"))
+            state.failures.append(("memory", f"{label(key)}{verdict.message}"))
         over = budget_failure(
             peak.peak_bytes, max_peak, "bytes", "max_peak", f"requested bytes on {peak.device}"
         )
         if over:
-            state.failures.append(("memory", f"{key}: {over}"))
+            state.failures.append(("memory", f"{label(key)}{over}"))
         if peak.alloc_retries or peak.ooms:
             state.details.append(
-                f"{key}: allocator retried {peak.alloc_retries} times, "
+                f"{label(key)}allocator retried {peak.alloc_retries} times, "
                 f"{peak.ooms} OOMs (near the memory limit)"
             )
 
@@ -177,11 +183,12 @@ class TestSide:
         state.comparisons.append({"key": key, **comparison.to_dict()})
         if min_speedup is not None and comparison.ci[1] < min_speedup:
             state.failures.append(
-                ("speedup", f"{key}: {comparison.describe()} < min_speedup {min_speedup:g}")
+                ("speedup", f"{label(key)}{comparison.describe()} < min_speedup {min_speedup:g}")
             )
         elif min_speedup is not None and comparison.ci[0] < min_speedup:
             state.details.append(
-                f"{key}: inconclusive against min_speedup {min_speedup:g}: {comparison.describe()}"
+                f"{label(key)}inconclusive against min_speedup {min_speedup:g}: "
+                f"{comparison.describe()}"
             )
 
     def add_leak(self, state: ItemState, key: str, result: LeakResult) -> None:

@@ -108,11 +108,12 @@ def judge(
 
 
 def budget_failure(
-    value: float, limit: float | None, unit: str, label: str, describe: str
+    value: float, limit: float | None, unit: str, label: str, describe: str, subject: str = ""
 ) -> str | None:
-    """``perf: median 12.3 ms > max_ms 5 ms (device time, 40 samples, cold L2)``."""
+    """``perf: test_attention median 12.3 ms > max_ms 5 ms (device time, 40 samples, cold L2)``."""
     if limit is None or value <= limit:
         return None
+    who = f"{subject} " if subject else ""
     if unit == "bytes":
-        return f"memory: peak {format_size(value)} > {label} {format_size(limit)} ({describe})"
-    return f"perf: median {format_ms(value)} > {label} {limit:g} ms ({describe})"
+        return f"memory: {who}peak {format_size(value)} > {label} {format_size(limit)} ({describe})"
+    return f"perf: {who}median {format_ms(value)} > {label} {limit:g} ms ({describe})"
