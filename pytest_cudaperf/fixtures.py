@@ -1,7 +1,7 @@
 """The objects behind the fixtures: ``cuda_device``, ``pinned_batch``, ``cuda_timer``,
 ``memory_guard``, and the re-runs of a test body for ``@perf`` alone and ``@no_leak``.
 
-They import torch lazily and report through :class:`~pytest_cudaperf.session.TestSide`;
+They import torch lazily and report through :class:`~pytest_cudaperf.session.Judge`;
 :mod:`pytest_cudaperf.plugin` only wires them to pytest.
 """
 
@@ -21,7 +21,7 @@ from pytest_cudaperf import memory
 from pytest_cudaperf.devices import choose_device, device_class, is_sticky_cuda_error
 from pytest_cudaperf.locks import DeviceLock, LockRegistry
 from pytest_cudaperf.markers import LeakOptions, PerfOptions
-from pytest_cudaperf.session import REMEASURE, ItemState, TestSide, record_key
+from pytest_cudaperf.session import REMEASURE, ItemState, Judge, record_key
 from pytest_cudaperf.timing import Backend, Budget, Comparison, CpuBackend, Measurement
 from pytest_cudaperf.timing import compare as compare_backend
 from pytest_cudaperf.timing import measure as measure_backend
@@ -50,7 +50,7 @@ def lock_key(ctx_device: str, uuid: str) -> str:
     return f"gpu-{uuid}" if uuid else ctx_device.replace(":", "")
 
 
-def open_device(side: TestSide, locks: LockRegistry, worker: int, nodeid: str) -> DeviceContext:
+def open_device(side: Judge, locks: LockRegistry, worker: int, nodeid: str) -> DeviceContext:
     """Choose the test's device (skip with the reason if it cannot have one), make it current."""
     import torch
 
@@ -72,7 +72,7 @@ def open_device(side: TestSide, locks: LockRegistry, worker: int, nodeid: str) -
     return DeviceContext(device, device_class(device, probe), lock, l2, uuid)
 
 
-def close_device(ctx: DeviceContext, side: TestSide, nodeid: str) -> None:
+def close_device(ctx: DeviceContext, side: Judge, nodeid: str) -> None:
     """Synchronize, so an asynchronous CUDA error is an error of *this* test, not the next."""
     try:
         if ctx.is_cuda:
@@ -89,9 +89,7 @@ def close_device(ctx: DeviceContext, side: TestSide, nodeid: str) -> None:
         ctx.lock.release_shared()
 
 
-def note_body_error(
-    side: TestSide, nodeid: str, excinfo: pytest.ExceptionInfo[BaseException]
-) -> None:
+def note_body_error(side: Judge, nodeid: str, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """A sticky CUDA error raised in the body poisons the process's context."""
     if isinstance(excinfo.value, RuntimeError) and is_sticky_cuda_error(str(excinfo.value)):
         side.faults.record(nodeid, str(excinfo.value).strip().splitlines()[0])
@@ -188,7 +186,7 @@ class Timer:
 
     def __init__(
         self,
-        side: TestSide,
+        side: Judge,
         state: ItemState,
         nodeid: str,
         ctx: DeviceContext,
@@ -363,7 +361,7 @@ class Guard:
 class MemoryGuard:
     """The ``memory_guard`` fixture: a context manager for a block, ``check`` for a callable."""
 
-    def __init__(self, side: TestSide, state: ItemState, nodeid: str, device_type: str) -> None:
+    def __init__(self, side: Judge, state: ItemState, nodeid: str, device_type: str) -> None:
         self._side = side
         self._state = state
         self._nodeid = nodeid
@@ -483,7 +481,7 @@ def body_of(function: Callable[..., object], funcargs: dict[str, Any]) -> Callab
 
 
 def measure_body(
-    side: TestSide,
+    side: Judge,
     state: ItemState,
     nodeid: str,
     body: Callable[[], object],
@@ -515,7 +513,7 @@ def measure_body(
 
 
 def leak_check_body(
-    side: TestSide,
+    side: Judge,
     state: ItemState,
     nodeid: str,
     body: Callable[[], object],

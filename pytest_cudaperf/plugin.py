@@ -19,8 +19,8 @@ from pytest_cudaperf.markers import SPECS, MarkerError, marker_help, parse
 from pytest_cudaperf.session import (
     FAILURE_LETTERS,
     ItemState,
+    Judge,
     Results,
-    TestSide,
 )
 from pytest_cudaperf.settings import OPTIONS, SettingError, resolve
 
@@ -44,7 +44,7 @@ class CudaperfRun:
             store = BaselineStore.load(self.baseline_dir)
         except (SettingError, BaselineError) as exc:
             raise pytest.UsageError(str(exc)) from None
-        self.side = TestSide(self.settings, store)
+        self.side = Judge(self.settings, store)
         self.store = store
         self.root = root
         self.worker = worker_index(workerinput.get("workerid") if workerinput else None)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_cudaperf import memory
-from pytest_cudaperf.session import ItemState, Results, TestSide, failure_text
+from pytest_cudaperf.session import ItemState, Judge, Results, failure_text
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
 JSON_SCHEMA = 1
@@ -32,7 +32,7 @@ def _is_oom(exc: BaseException) -> bool:
 def finish_call_report(
     rep: pytest.TestReport,
     call: pytest.CallInfo[None],
-    side: TestSide,
+    side: Judge,
     state: ItemState,
     nodeid: str,
 ) -> None:
@@ -345,7 +345,7 @@ def render_html(document: Mapping[str, Any]) -> str:
     )
 
 
-def environment_of(side: TestSide) -> dict[str, Any]:
+def environment_of(side: Judge) -> dict[str, Any]:
     probe = side.probe
     return {
         "torch": probe.torch_version,

@@ -73,7 +73,7 @@ def environment(probe: Probe | None, measurement: Measurement | None = None) -> 
     return env
 
 
-class TestSide:
+class Judge:
     """Judges measurements inside the process that runs the test."""
 
     def __init__(self, settings: Settings, store: BaselineStore) -> None:

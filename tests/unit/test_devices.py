@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from pytest_cudaperf.devices import (
+    FaultState,
+    GpuFacts,
+    Probe,
+    assign_gpu,
+    choose_device,
+    gpu_skip_reason,
+    header_lines,
+    is_sticky_cuda_error,
+    worker_index,
+)
+from pytest_cudaperf.markers import GpuRequirement
+
+GIB = 2**30
+H100 = GpuFacts(0, "NVIDIA H100 80GB HBM3", (9, 0), 80 * GIB, 132, 50 * 2**20, "abc")
+A10 = GpuFacts(1, "NVIDIA A10G", (8, 6), 24 * GIB, 80, 6 * 2**20, "def")
+TWO = Probe("2.11.0+cu130", "13.0", True, (H100, A10), driver="580.159.04")
+CPU_BUILD = Probe("2.13.0+cpu", None, False, cpu="Xeon")
+HIDDEN = Probe("2.11.0+cu130", "13.0", False, visible_devices="", driver="580.1")
+
+
+def test_worker_index_and_assignment() -> None:
+    assert worker_index(None) == 0
+    assert worker_index("gw7") == 7
+    assert [assign_gpu(w, 2) for w in range(5)] == [0, 1, 0, 1, 0]
+
+
+def test_choose_device() -> None:
+    assert choose_device("auto", TWO, 3) == ("cuda:1", None)
+    assert choose_device("auto", CPU_BUILD, 0) == ("cpu", None)
+    assert choose_device("cpu", TWO, 0) == ("cpu", None)
+    name, reason = choose_device("cuda", CPU_BUILD, 0)
+    assert name == "cpu"
+    assert reason is not None
+    assert reason.startswith("--cudaperf-device=cuda but no GPU: ")
+
+
+def test_gpu_skip_reasons_say_what_is_missing() -> None:
+    assert gpu_skip_reason(GpuRequirement(), TWO) is None
+    assert gpu_skip_reason(GpuRequirement(), CPU_BUILD) == (
+        "needs a GPU: torch 2.13.0+cpu is built without CUDA"
+    )
+    assert gpu_skip_reason(GpuRequirement(count=3), TWO) == "needs 3 GPUs, 2 visible"
+    assert gpu_skip_reason(GpuRequirement(min_memory=40 * GIB), TWO, first=1) == (
+        "needs 40.0 GiB of GPU memory, cuda:1 (NVIDIA A10G) has 24.0 GiB"
+    )
+    assert gpu_skip_reason(GpuRequirement(capability=(9, 0)), TWO, first=1) == (
+        "needs sm_90, cuda:1 (NVIDIA A10G) is sm_86"
+    )
+    hidden = gpu_skip_reason(GpuRequirement(), HIDDEN)
+    assert hidden is not None
+    assert "CUDA_VISIBLE_DEVICES='' hides every device" in hidden
+
+
+def test_unavailable_reason_names_the_build() -> None:
+    assert "torch build 2.13.0+cpu has no CUDA" in CPU_BUILD.unavailable_reason()
+    assert TWO.unavailable_reason() == ""
+
+
+def test_header_lines() -> None:
+    lines = header_lines(TWO, "auto")
+    assert lines[0] == (
+        "cudaperf: torch 2.11.0+cu130, CUDA runtime 13.0, driver 580.159.04, device mode auto"
+    )
+    assert lines[1].startswith("cudaperf: cuda:0 NVIDIA H100 80GB HBM3, sm_90, 80.0 GiB, 132 SMs")
+    assert "CPU: Xeon" in header_lines(CPU_BUILD, "auto")[1]
+
+
+def test_sticky_errors_and_fault_state() -> None:
+    assert is_sticky_cuda_error("CUDA error: device-side assert triggered")
+    assert is_sticky_cuda_error("CUDA error: an illegal memory access was encountered")
+    assert not is_sticky_cuda_error("CUDA out of memory. Tried to allocate 2.00 GiB")
+    faults = FaultState()
+    assert faults.message() is None
+    faults.record("t.py::a", "device-side assert triggered")
+    faults.record("t.py::b", "later")
+    assert faults.message() == ("CUDA context unusable since t.py::a: device-side assert triggered")

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from pytest_cudaperf.locks import LockRegistry
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from pytest_cudaperf.locks import LockRegistry
+    lock = LockRegistry(Path(sys.argv[1])).get("gpu0")
+    mode, seconds = sys.argv[2], float(sys.argv[3])
+    if mode == "shared":
+        lock.acquire_shared()
+        print("held", flush=True)
+        time.sleep(seconds)
+        lock.release_shared()
+    else:
+        with lock.exclusive():
+            print("held", flush=True)
+            time.sleep(seconds)
+""")
+
+
+def _hold(folder: Path, mode: str, seconds: float) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder), mode, str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_exclusive_waits_for_shared_holders(tmp_path: Path) -> None:
+    other = _hold(tmp_path, "shared", 0.5)
+    lock = LockRegistry(tmp_path).get("gpu0")
+    began = time.monotonic()
+    with lock.exclusive():
+        waited = time.monotonic() - began
+    other.wait()
+    assert waited >= 0.3
+
+
+def test_shared_holders_do_not_wait_for_each_other(tmp_path: Path) -> None:
+    other = _hold(tmp_path, "shared", 1.0)
+    lock = LockRegistry(tmp_path).get("gpu0")
+    began = time.monotonic()
+    lock.acquire_shared()
+    lock.release_shared()
+    assert time.monotonic() - began < 0.5
+    other.kill()
+    other.wait()
+
+
+def test_own_shared_hold_is_upgraded_and_restored(tmp_path: Path) -> None:
+    lock = LockRegistry(tmp_path).get("gpu0")
+    lock.acquire_shared()
+    with lock.exclusive():
+        pass
+    # still held shared: another process's exclusive must wait until we release
+    waiter = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path), "exclusive", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.3)
+    assert waiter.poll() is None
+    lock.release_shared()
+    assert waiter.wait(timeout=10) == 0
+
+
+def test_a_dead_holder_releases_its_lock(tmp_path: Path) -> None:
+    holder = _hold(tmp_path, "exclusive", 60)
+    holder.kill()
+    holder.wait()
+    lock = LockRegistry(tmp_path).get("gpu0")
+    began = time.monotonic()
+    with lock.exclusive():
+        pass
+    assert time.monotonic() - began < 1.0

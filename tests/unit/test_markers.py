@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+from pytest_cudaperf.markers import (
+    GpuRequirement,
+    LeakOptions,
+    MarkerError,
+    PerfOptions,
+    marker_help,
+    parse,
+)
+
+
+def test_gpu_defaults_and_parsing() -> None:
+    assert parse("gpu", (), {}) == GpuRequirement()
+    req = parse("gpu", (2,), {"min_memory": "40GB", "capability": "9.0"})
+    assert req == GpuRequirement(count=2, min_memory=40 * 10**9, capability=(9, 0))
+
+
+def test_perf_parsing() -> None:
+    opts = parse("perf", (), {"max_ms": 5, "tolerance": "2%", "cache": "hot", "graph": True})
+    assert opts == PerfOptions(max_ms=5.0, tolerance=0.02, cache="hot", graph=True)
+
+
+def test_no_leak_parsing() -> None:
+    assert parse("no_leak", (), {}) == LeakOptions()
+    assert parse("no_leak", (), {"tolerance": "1 MiB"}).tolerance == 2**20
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs", "message"),
+    [
+        ("perf", (), {"max_ms": -1}, "@pytest.mark.perf: max_ms: expected a positive number"),
+        ("perf", (), {"max_ms": "5"}, "max_ms: expected a positive number, got '5'"),
+        ("perf", (), {"maxms": 5}, "@pytest.mark.perf: got an unexpected keyword argument 'maxms'"),
+        ("perf", (), {"cache": "warm"}, "cache: expected 'cold' or 'hot'"),
+        ("gpu", (0,), {}, "@pytest.mark.gpu: count: expected an integer >= 1, got 0"),
+        ("gpu", (), {"min_memory": "lots"}, "min_memory: expected a size"),
+        ("gpu", (), {"capability": "ampere"}, "capability: expected a compute capability"),
+        ("no_leak", (), {"iterations": 1}, "iterations: expected an integer >= 2, got 1"),
+        ("no_leak", (), {"pinned": "yes"}, "pinned: expected True or False"),
+        ("no_leak", (1, 2, 3, 4, 5, 6, 7), {}, "too many positional arguments"),
+    ],
+)
+def test_bad_arguments_name_the_argument(
+    name: str, args: tuple[object, ...], kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(MarkerError) as excinfo:
+        parse(name, args, kwargs)
+    assert message in str(excinfo.value)
+    assert "\n" not in str(excinfo.value)
+
+
+def test_marker_help_has_full_signature() -> None:
+    assert marker_help("gpu").startswith("gpu(count=1, min_memory=None, capability=None): ")
+    assert marker_help("perf").startswith(
+        "perf(max_ms=None, tolerance=None, cache=None, graph=False, warmup=None, "
+        "min_time=None, max_time=None, min_speedup=None, max_peak=None): "
+    )
+    assert marker_help("no_leak").startswith(
+        "no_leak(tolerance=0, warmup=2, iterations=3, pinned=True, outside_torch=False, "
+        "max_peak=None): "
+    )

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_cudaperf.baselines import BaselineStore
+from pytest_cudaperf.report import (
+    github_annotations,
+    github_summary,
+    json_document,
+    render_html,
+    render_table,
+    table_rows,
+)
+from pytest_cudaperf.session import ItemState, Judge, Results, failure_text, record_key
+from pytest_cudaperf.settings import Settings
+from pytest_cudaperf.timing import Measurement
+
+
+def measured(median: float) -> Measurement:
+    return Measurement.from_samples(
+        [median * (1 + 0.001 * i) for i in range(-10, 11)], metric="device", cache="cold"
+    )
+
+
+def side(tmp_path: Path, **settings: object) -> Judge:
+    return Judge(Settings(**settings), BaselineStore.load(tmp_path))  # type: ignore[arg-type]
+
+
+def test_record_keys() -> None:
+    state = ItemState()
+    assert record_key("t.py::a", None, state) == "t.py::a"
+    assert record_key("t.py::a", None, state) == "t.py::a#2"
+    assert record_key("t.py::a", "fwd", state) == "t.py::a#fwd"
+    assert record_key("t.py::a", "fwd", state) == "t.py::a#fwd-2"
+
+
+def test_payload_round_trips_as_json_and_feeds_the_update(tmp_path: Path) -> None:
+    test_side = side(tmp_path)
+    state = ItemState()
+    m = measured(1.0)
+    record, verdict = test_side.judge_time("t.py::a", "t.py::a", m, None, "GPU X")
+    test_side.add_time(state, record, verdict, m, None)
+    payload = test_side.report_payload(state, "t.py::a", body_passed=True)
+    assert payload is not None
+    wire = json.loads(json.dumps(payload))  # what xdist carries
+    assert wire == payload
+    results = Results()
+    results.add("t.py::a", "setup", None)
+    results.add("t.py::a", "call", wire)
+    assert results.counts()["new"] == 1
+    results.update_store(test_side.store, prune=False, root=tmp_path)
+    assert BaselineStore.load(tmp_path).keys("GPU X") == ["t.py::a"]
+
+
+def test_regression_and_budget_become_failure_lines(tmp_path: Path) -> None:
+    test_side = side(tmp_path)
+    from pytest_cudaperf.markers import PerfOptions
+
+    first = measured(1.0)
+    record, _ = test_side.judge_time("t.py::a", "t.py::a", first, None, "GPU X")
+    test_side.store.update("GPU X", [record])
+    state = ItemState()
+    slow = measured(1.5)
+    perf = PerfOptions(max_ms=1.2)
+    record, verdict = test_side.judge_time("t.py::a", "t.py::a", slow, perf, "GPU X")
+    test_side.add_time(state, record, verdict, slow, perf)
+    kinds = [kind for kind, _ in state.failures]
+    assert kinds == ["regression", "budget"]
+    text = failure_text(state)
+    assert text.splitlines()[0].startswith("perf regression: median 1.500 ms vs baseline 1.000 ms")
+    assert text.splitlines()[1].startswith("perf: a median 1.500 ms > max_ms 1.2 ms")
+
+
+def test_update_mode_does_not_fail_regressions(tmp_path: Path) -> None:
+    test_side = side(tmp_path, update=True)
+    record, _ = test_side.judge_time("t.py::a", "t.py::a", measured(1.0), None, "G")
+    test_side.store.update("G", [record])
+    state = ItemState()
+    record, verdict = test_side.judge_time("t.py::a", "t.py::a", measured(2.0), None, "G")
+    test_side.add_time(state, record, verdict, measured(2.0), None)
+    assert state.failures == []
+
+
+def test_crashed_worker_makes_the_run_partial() -> None:
+    results = Results()
+    results.worker_down("gw0", {"cudaperf": {"deselected": 2}}, None)
+    assert results.deselected == 2
+    assert not results.complete
+    fresh = Results()
+    fresh.worker_down("gw1", None, "crashed")
+    assert fresh.crashed_workers == ["gw1"]
+    assert not fresh.complete
+    assert Results().complete
+
+
+def test_reports_render(tmp_path: Path) -> None:
+    test_side = side(tmp_path)
+    state = ItemState()
+    m = measured(0.0123)
+    record, verdict = test_side.judge_time("t.py::a", "t.py::a", m, None, "GPU X")
+    test_side.add_time(state, record, verdict, m, None)
+    state.failures.append(("budget", "perf: a median 12.30 µs > max_ms 0.001 ms (x)"))
+    payload = test_side.report_payload(state, "t.py::a", True)
+    assert payload is not None
+    payload["location"] = ["t.py", 7]
+    results = Results()
+    results.add("t.py::a", "call", payload)
+    rows = table_rows(results)
+    assert rows == [["t.py::a", "12.30 µs", "—", "", "", "NEW", ""]]
+    lines = render_table(rows)
+    assert lines[0].split() == [
+        "test",
+        "median",
+        "baseline",
+        "change",
+        "95%",
+        "CI",
+        "verdict",
+        "peak",
+        "mem",
+    ]
+    assert "| t.py::a | 12.30 µs |" in github_summary(results)
+    assert github_annotations(results) == [
+        "::error file=t.py,line=7::perf: a median 12.30 µs > max_ms 0.001 ms (x)"
+    ]
+    document = json_document(results, {"torch": "x"}, "run1")
+    html_text = render_html(json.loads(json.dumps(document)))
+    assert html_text.startswith("<!doctype html>")
+    assert "<svg" in html_text
+    assert "http" not in html_text.split("<body>", 1)[1]

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_cudaperf.settings import OPTIONS, SettingError, resolve
+
+
+class FakeConfig:
+    def __init__(self, cli: dict[str, Any] | None = None, ini: dict[str, str] | None = None):
+        self.cli = cli or {}
+        self.ini = ini or {}
+
+    def getoption(self, name: str) -> Any:
+        return self.cli.get(name)
+
+    def getini(self, name: str) -> Any:
+        return self.ini.get(name)
+
+
+def test_defaults() -> None:
+    settings = resolve(FakeConfig(), {}, "pytest.ini")
+    assert settings.device == "auto"
+    assert settings.tolerance == 0.05
+    assert settings.update is False
+    assert settings.sources["device"] == "default"
+
+
+def test_precedence_cli_over_env_over_ini() -> None:
+    ini = {"cudaperf_device": "cpu", "cudaperf_tolerance": "2%", "cudaperf_cache": "hot"}
+    env = {"PYTEST_CUDAPERF_DEVICE": "cuda", "PYTEST_CUDAPERF_TOLERANCE": "0.03"}
+    cli = {"cudaperf_device": "auto"}
+    settings = resolve(FakeConfig(cli, ini), env, "pyproject.toml")
+    assert settings.device == "auto"  # CLI
+    assert settings.tolerance == pytest.approx(0.03)  # env
+    assert settings.cache == "hot"  # ini
+    assert "PYTEST_CUDAPERF_TOLERANCE" in settings.sources["tolerance"]
+
+
+def test_flags_default_none_differs_from_false() -> None:
+    env = {"PYTEST_CUDAPERF_STRICT": "yes"}
+    assert resolve(FakeConfig(), env, "x").strict is True
+    assert resolve(FakeConfig(ini={"cudaperf_strict": "False"}), {}, "x").strict is False
+
+
+def test_bad_ini_value_names_option_and_file() -> None:
+    with pytest.raises(SettingError) as excinfo:
+        resolve(FakeConfig(ini={"cudaperf_device": "gpu0"}), {}, "pyproject.toml")
+    assert str(excinfo.value) == (
+        "--cudaperf-device: expected auto, cuda or cpu, got 'gpu0' "
+        "(from pyproject.toml [cudaperf_device])"
+    )
+
+
+def test_bad_env_value_names_variable() -> None:
+    with pytest.raises(SettingError, match=r"--cudaperf-tolerance: .*PYTEST_CUDAPERF_TOLERANCE"):
+        resolve(FakeConfig(), {"PYTEST_CUDAPERF_TOLERANCE": "fast"}, "x")
+
+
+def test_bad_cli_value() -> None:
+    with pytest.raises(SettingError, match=r"--cudaperf-max-time: .* command line"):
+        resolve(FakeConfig({"cudaperf_max_time": "-3"}), {}, "x")
+
+
+def test_prune_needs_update() -> None:
+    with pytest.raises(SettingError, match="--cudaperf-prune"):
+        resolve(FakeConfig({"cudaperf_prune": True}), {}, "x")
+
+
+def test_every_option_has_ini_and_env_twins() -> None:
+    for option in OPTIONS:
+        assert option.cli == "--cudaperf-" + option.name
+        assert option.ini == "cudaperf_" + option.name.replace("-", "_")
+        assert option.env.startswith("PYTEST_CUDAPERF_")

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_cudaperf import stats
+
+
+def test_median_ci_covers_the_true_median() -> None:
+    rng = np.random.default_rng(0)
+    covered = 0
+    trials = 400
+    for _ in range(trials):
+        sample = rng.lognormal(0.0, 0.3, size=50)  # true median 1.0
+        low, high = stats.summarize(sample).ci
+        covered += low <= 1.0 <= high
+    assert 0.93 <= covered / trials <= 0.995
+
+
+def test_median_ci_indices_bounds() -> None:
+    assert stats.median_ci_indices(1) == (0, 0)
+    lo, hi = stats.median_ci_indices(100)
+    assert 0 <= lo < 50 < hi <= 99
+    with pytest.raises(ValueError, match="no samples"):
+        stats.median_ci_indices(0)
+
+
+def test_summary_fields() -> None:
+    summary = stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert summary.median == 3.0
+    assert summary.min == 1.0
+    assert summary.max == 100.0
+    assert summary.n == 5
+    assert summary.mean == pytest.approx(22.0)
+
+
+def test_ratio_ci_widens_with_noise() -> None:
+    ratio, low, high = stats.ratio_ci(1.1, 0.0, 1.0, 0.0)
+    assert ratio == pytest.approx(1.1)
+    assert low == pytest.approx(1.1)
+    assert high == pytest.approx(1.1)
+    _, low2, high2 = stats.ratio_ci(1.1, 0.02, 1.0, 0.02)
+    assert low2 < 1.1 < high2
+
+
+def test_paired_ratio() -> None:
+    ratio, low, high = stats.paired_ratio([2.0] * 10, [1.0] * 10)
+    assert (ratio, low, high) == (2.0, 2.0, 2.0)
+    with pytest.raises(ValueError, match="equally many"):
+        stats.paired_ratio([1.0], [])
+
+
+def test_stopping_and_stability_rules() -> None:
+    tight = stats.summarize([1.0 + 0.0001 * i for i in range(30)])
+    assert stats.precise_enough(tight, 0.005, 10)
+    assert not stats.precise_enough(tight, 0.005, 31)
+    assert stats.stable(1.0, 1.01)
+    assert not stats.stable(1.0, 1.2)
+    assert not stats.stable(0.0, 1.0)
