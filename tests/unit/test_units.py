@@ -22,7 +22,7 @@ def test_parse_fraction(text: str | float, expected: float) -> None:
 
 @pytest.mark.parametrize("text", ["fast", "-1", "10", "nan", "inf", True, ""])
 def test_parse_fraction_rejects(text: object) -> None:
-    with pytest.raises(ValueError, match="fraction|finite"):
+    with pytest.raises(ValueError, match=r"fraction|finite"):
         parse_fraction(text)  # type: ignore[arg-type]
 
 
@@ -36,7 +36,7 @@ def test_parse_seconds(text: str | float, expected: float) -> None:
 
 @pytest.mark.parametrize("text", ["0", "-1s", "soon", "1h", False])
 def test_parse_seconds_rejects(text: object) -> None:
-    with pytest.raises(ValueError, match="duration|seconds"):
+    with pytest.raises(ValueError, match=r"duration|seconds"):
         parse_seconds(text)  # type: ignore[arg-type]
 
 
@@ -57,7 +57,7 @@ def test_parse_size(text: str | int, expected: int) -> None:
 
 @pytest.mark.parametrize("text", ["lots", "-1", "5 parsecs", True, "1e400"])
 def test_parse_size_rejects(text: object) -> None:
-    with pytest.raises(ValueError, match="size|finite"):
+    with pytest.raises(ValueError, match=r"size|finite"):
         parse_size(text)  # type: ignore[arg-type]
 
 
