@@ -8,6 +8,7 @@ They import torch lazily and report through :class:`~pytest_cudaperf.session.Jud
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import time
@@ -256,22 +257,24 @@ class Timer:
             )
         use_graph = self._perf.graph if graph is None else graph
         key = record_key(self._nodeid, name, self._state)
-        measurement: Measurement | None = None
-        for attempt in range(REMEASURE + 1):
-            budget = self._budget(warmup, min_time, max_time, scale=2.0**attempt)
-            measurement = self._run(
-                functools.partial(
-                    measure_backend, fn=call, budget=budget, graph=use_graph, name=name
-                ),
-                cache,
+
+        def run_once(budget: Budget) -> Measurement:
+            work = functools.partial(
+                measure_backend, fn=call, budget=budget, graph=use_graph, name=name
             )
-            record, verdict = self._side.judge_time(
-                self._nodeid, key, measurement, self._perf, self._ctx.device_class
-            )
-            if verdict.kind is not Kind.INCONCLUSIVE:
-                break
-        assert measurement is not None
-        self._side.add_time(self._state, record, verdict, measurement, self._perf)
+            result: Measurement = self._run(work, cache)
+            return result
+
+        measurement = measure_judged(
+            self._side,
+            self._state,
+            self._nodeid,
+            key,
+            run_once,
+            lambda scale: self._budget(warmup, min_time, max_time, scale),
+            self._perf,
+            self._ctx.device_class,
+        )
         if self._ctx.is_cuda:
             peak = memory.CudaMemory(pinned=False).peak(call)
             if peak is not None:
@@ -470,6 +473,27 @@ class MemoryGuard:
         return guard
 
 
+def measure_judged(
+    side: Judge,
+    state: ItemState,
+    nodeid: str,
+    key: str,
+    run_once: Callable[[Budget], Measurement],
+    budget_for: Callable[[float], Budget],
+    perf: PerfOptions | None,
+    device_class_name: str,
+) -> Measurement:
+    """Measure, judge against the baseline, and re-measure an inconclusive result (twice the
+    time budget each time, at most REMEASURE times) before recording it."""
+    for attempt in range(REMEASURE + 1):
+        measurement = run_once(budget_for(2.0**attempt))
+        record, verdict = side.judge_time(nodeid, key, measurement, perf, device_class_name)
+        if verdict.kind is not Kind.INCONCLUSIVE:
+            break
+    side.add_time(state, record, verdict, measurement, perf)
+    return measurement
+
+
 # --- re-running the test body ----------------------------------------------------------------
 
 
@@ -505,11 +529,21 @@ def measure_body(
         max_time=perf.max_time or side.settings.max_time,
     )
     key = record_key(nodeid, None, state)
-    lock = ctx.lock.exclusive() if ctx else contextlib.nullcontext()
-    with lock:
-        measurement = measure_backend(backend, body, budget)
-    record, verdict = side.judge_time(nodeid, key, measurement, perf, device_class_name)
-    side.add_time(state, record, verdict, measurement, perf)
+
+    def run_once(budget: Budget) -> Measurement:
+        with ctx.lock.exclusive() if ctx else contextlib.nullcontext():
+            return measure_backend(backend, body, budget)
+
+    measure_judged(
+        side,
+        state,
+        nodeid,
+        key,
+        run_once,
+        lambda scale: dataclasses.replace(budget, max_time=budget.max_time * scale),
+        perf,
+        device_class_name,
+    )
 
 
 def leak_check_body(

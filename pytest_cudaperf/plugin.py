@@ -271,7 +271,7 @@ def pytest_runtest_makereport(
     rep = yield
     run = _run(item.config)
     if call.when == "call":
-        report.finish_call_report(rep, call, run.side, _state(item), item.nodeid)
+        report.finish_call_report(item, rep, call, run.side, _state(item), item.nodeid)
     return rep
 
 

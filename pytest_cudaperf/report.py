@@ -30,6 +30,7 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def finish_call_report(
+    item: pytest.Item,
     rep: pytest.TestReport,
     call: pytest.CallInfo[None],
     side: Judge,
@@ -56,12 +57,13 @@ def finish_call_report(
     rep.cudaperf = payload  # type: ignore[attr-defined]
     for record in payload["records"]:
         suffix = record["key"][len(nodeid) :] if record["key"].startswith(nodeid) else ""
-        rep.user_properties.append(
-            (
-                f"cudaperf{suffix} {record['series']}",
-                f"{record['value']:.6g} {record['unit']} ({record['verdict']['kind']})",
-            )
+        prop = (
+            f"cudaperf{suffix} {record['series']}",
+            f"{record['value']:.6g} {record['unit']} ({record['verdict']['kind']})",
         )
+        rep.user_properties.append(prop)
+        # junitxml writes the properties of the teardown report, which copies the item's
+        item.user_properties.append(prop)
     if body_passed and state.failures:
         rep.outcome = "failed"
         rep.longrepr = failure_text(state)

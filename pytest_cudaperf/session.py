@@ -33,6 +33,7 @@ FAILURE_LETTERS = {
     "budget": ("B", "OVER BUDGET"),
     "memory": ("M", "MEMORY"),
     "speedup": ("S", "TOO SLOW"),
+    "missing": ("N", "NO BASELINE"),
 }
 
 
@@ -133,6 +134,15 @@ class Judge:
         state.records.append(self._payload(record, verdict, m.to_dict()))
         if verdict.kind is Kind.REGRESSION and not self.settings.update:
             state.failures.append(("regression", f"{label(record.key)}{verdict.message}"))
+        if verdict.kind is Kind.NEW and self.settings.strict and not self.settings.update:
+            state.failures.append(
+                (
+                    "missing",
+                    f"{label(record.key)}no baseline for {record.series} on "
+                    f"{record.device_class} (--cudaperf-strict); record one with "
+                    "pytest --cudaperf-update",
+                )
+            )
         over = budget_failure(
             m.median_ms,
             perf.max_ms if perf else None,

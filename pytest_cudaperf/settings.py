@@ -190,7 +190,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str], ini_name: str) -> S
     sources: dict[str, str] = {}
     for option in OPTIONS:
         raw: Any = config.getoption("cudaperf_" + option.field)
-        source = f"from the command line ({option.cli})"
+        source = "from the command line"
         if raw is None and environ.get(option.env) is not None:
             raw, source = environ[option.env], f"from the environment variable {option.env}"
         if raw is None:

@@ -1,0 +1,124 @@
+"""Options, markers, header and start-up errors, as a user sees them."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+
+def test_markers_show_full_signatures(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.gpu(count=1, min_memory=None, capability=None): needs `count` CUDA GPUs*",
+            "@pytest.mark.perf(max_ms=None, tolerance=None, cache=None, graph=False, warmup=None, "
+            "min_time=None, max_time=None, min_speedup=None, max_peak=None): performance test*",
+            "@pytest.mark.no_leak(tolerance=0, warmup=2, iterations=3, pinned=True, "
+            "outside_torch=False, max_peak=None): fails when the test body leaks memory*",
+        ]
+    )
+
+
+def test_help_shows_the_cudaperf_group(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "GPU performance and memory regression testing:",
+            "  --cudaperf-device={auto,cuda,cpu}",
+            "*--cudaperf-require-gpu*",
+            "*--cudaperf-update*",
+            "*--cudaperf-tolerance=FRACTION*",
+            "*--cudaperf-baseline-dir=DIR*",
+            "*--cudaperf-json=PATH*",
+            "*--cudaperf-html=PATH*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*cudaperf_device (string):*"])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--markers"]])
+def test_help_and_markers_never_import_torch(pytester: pytest.Pytester, args: list[str]) -> None:
+    code = (
+        "import sys, pytest\n"
+        f"pytest.main({args!r})\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print('TORCH-FREE')\n"
+    )
+    result = pytester.run(sys.executable, "-c", code)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["TORCH-FREE"])
+
+
+def test_header_on_a_cpu_machine(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: torch *, CUDA runtime *, driver *, device mode auto",
+            "cudaperf: no usable GPU (torch.cuda.is_available() is False*); CPU: *",
+            "cudaperf: baselines */.cudaperf (compare)",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "env", "line"),
+    [
+        (
+            ["--cudaperf-device=gpu0"],
+            "",
+            {},
+            "ERROR: --cudaperf-device: expected auto, cuda or cpu, got 'gpu0' (from the command line)",
+        ),
+        (
+            [],
+            "cudaperf_device = gpu0",
+            {},
+            "ERROR: --cudaperf-device: expected auto, cuda or cpu, got 'gpu0' "
+            "(from tox.ini [[]cudaperf_device[]])",
+        ),
+        (
+            [],
+            "",
+            {"PYTEST_CUDAPERF_TOLERANCE": "fast"},
+            "ERROR: --cudaperf-tolerance: expected a fraction such as 0.05 or 5%, got 'fast' "
+            "(from the environment variable PYTEST_CUDAPERF_TOLERANCE)",
+        ),
+        (["--cudaperf-max-time=soon"], "", {}, "ERROR: --cudaperf-max-time: expected seconds*"),
+    ],
+)
+def test_bad_option_values_give_one_line(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    ini: str,
+    env: dict[str, str],
+    line: str,
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if ini:
+        pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([line])
+    assert "Traceback" not in result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_require_gpu_on_a_gpu_less_machine_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess("--cudaperf-require-gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --cudaperf-require-gpu: no usable GPU: torch.cuda.is_available() is False*"]
+    )
+
+
+def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("-p", "no:cudaperf")
+    result.assert_outcomes(passed=1)
+    assert "cudaperf:" not in result.stdout.str()

@@ -1,0 +1,290 @@
+"""Markers, fixtures, baselines and verdicts end to end on the CPU backend, in every xdist mode."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# A loose tolerance: CI runs these on two busy cores; the planted slowdown is 3x.
+FAST = ["--cudaperf-max-time=0.2", "--cudaperf-tolerance=30%", "-p", "no:cacheprovider"]
+
+SLEEPERS = """
+import os, time
+import pytest
+
+SLOW = float(os.environ.get("SLOW", "1"))
+
+@pytest.mark.perf
+@pytest.mark.parametrize("i", range(4))
+def test_sleep(i):
+    time.sleep(0.003 * SLOW)
+
+def test_timed(cuda_timer):
+    m = cuda_timer(lambda: time.sleep(0.002 * SLOW), name="inner")
+    assert m.n >= 10
+"""
+
+
+def _baseline_entries(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
+    files = list((pytester.path / ".cudaperf").glob("*.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())["entries"]  # type: ignore[no-any-return]
+
+
+def test_update_compare_regress_update_cycle(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: list[str]
+) -> None:
+    pytester.makepyfile(test_sleepers=SLEEPERS)
+    first = pytester.runpytest(*mode, *FAST, "--cudaperf-update")
+    first.assert_outcomes(passed=5)
+    first.stdout.fnmatch_lines(
+        ["cudaperf: baselines */.cudaperf/cpu-*.json: 5 added, 0 updated, 0 kept"]
+    )
+    assert sorted(_baseline_entries(pytester)) == [
+        *[f"test_sleepers.py::test_sleep[{i}]" for i in range(4)],
+        "test_sleepers.py::test_timed#inner",
+    ]
+
+    same = pytester.runpytest(*mode, *FAST)
+    same.assert_outcomes(passed=5)
+    same.stdout.fnmatch_lines(
+        ["cudaperf: 5 measured, 0 regressions, 0 improved, 0 new, 0 inconclusive"]
+    )
+
+    monkeypatch.setenv("SLOW", "3")
+    slow = pytester.runpytest(*mode, *FAST)
+    slow.assert_outcomes(failed=5)
+    slow.stdout.fnmatch_lines(
+        [
+            "perf regression: median * ms vs baseline * ms (+*%, 95% CI +*%…+*%, tolerance 30.0%) — CPU *",
+            "[[]inner[]] perf regression: median *",
+            "cudaperf: 5 measured, 5 regressions, 0 improved, 0 new, 0 inconclusive",
+        ]
+    )
+    slow.stdout.fnmatch_lines(["REGRESSED test_sleepers.py::test_sleep[[]0[]] - perf regression:*"])
+
+    again = pytester.runpytest(*mode, *FAST, "--cudaperf-update")
+    again.assert_outcomes(passed=5)
+    again.stdout.fnmatch_lines(["cudaperf: baselines *: 0 added, 5 updated, 0 kept"])
+    assert pytester.runpytest(*mode, *FAST).ret == 0
+
+
+def test_missing_baseline_is_new_and_strict_fails(
+    pytester: pytest.Pytester, mode: list[str]
+) -> None:
+    pytester.makepyfile(test_sleepers=SLEEPERS)
+    result = pytester.runpytest(*mode, *FAST)
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        ["NEW (no baseline for this device class): 5; record them with pytest --cudaperf-update"]
+    )
+    strict = pytester.runpytest(*mode, *FAST, "--cudaperf-strict")
+    strict.assert_outcomes(failed=5)
+    strict.stdout.fnmatch_lines(["*no baseline for time:wall on CPU * (--cudaperf-strict)*"])
+
+
+def test_max_ms_budget(pytester: pytest.Pytester, mode: list[str]) -> None:
+    pytester.makepyfile("""
+        import time
+        import pytest
+
+        @pytest.mark.perf(max_ms=5)
+        def test_too_slow():
+            time.sleep(0.02)
+
+        @pytest.mark.perf(max_ms=50)
+        def test_within_budget():
+            time.sleep(0.002)
+    """)
+    result = pytester.runpytest(*mode, *FAST)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["perf: test_too_slow median 2*.* ms > max_ms 5 ms (wall time, * samples)"]
+    )
+
+
+def test_cuda_timer_sleep_is_two_ms_on_cpu(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import time
+
+        def test_sleep(cuda_timer, cuda_device):
+            assert str(cuda_device) == "cpu"
+            m = cuda_timer(lambda: time.sleep(0.002))
+            assert 1.9 < m.median_ms < 4.0, m.describe()
+            assert m.metric == "wall"
+    """)
+    pytester.runpytest(*FAST).assert_outcomes(passed=1)
+
+
+def test_bad_marker_errors_that_test_only(pytester: pytest.Pytester, mode: list[str]) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.perf(max_ms=-1)
+        def test_negative():
+            pass
+
+        @pytest.mark.gpu(min_memory="lots")
+        def test_size():
+            pass
+
+        @pytest.mark.no_leak(iterationz=3)
+        def test_typo():
+            pass
+
+        def test_fine():
+            pass
+    """)
+    result = pytester.runpytest(*mode, *FAST)
+    result.assert_outcomes(passed=1, errors=3)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*@pytest.mark.perf: max_ms: expected a positive number, got -1",
+            "*@pytest.mark.gpu: min_memory: expected a size such as '512 MiB', '8GB' or bytes, got 'lots'",
+            "*@pytest.mark.no_leak: got an unexpected keyword argument 'iterationz'",
+        ]
+    )
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_gpu_tests_skip_with_the_reason(pytester: pytest.Pytester, mode: list[str]) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.gpu
+        def test_needs_gpu():
+            pass
+
+        def test_device(cuda_device):
+            assert cuda_device.type == "cpu"
+    """)
+    result = pytester.runpytest(*mode, "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*needs a GPU: torch * is built without CUDA*"])
+    forced = pytester.runpytest(*mode, "-rs", "--cudaperf-device=cuda")
+    forced.assert_outcomes(skipped=2)
+    forced.stdout.fnmatch_lines(["SKIPPED*--cudaperf-device=cuda but no GPU: *"])
+
+
+def test_n4_update_keeps_every_entry(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.perf(max_time=0.05)
+        @pytest.mark.parametrize("i", range(24))
+        def test_many(i):
+            sum(range(2000))
+    """)
+    result = pytester.runpytest("-n4", "--cudaperf-update", "--cudaperf-json=out/report.json")
+    result.assert_outcomes(passed=24)
+    entries = _baseline_entries(pytester)
+    assert len(entries) == 24
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert len(report["tests"]) == 24
+    assert report["summary"]["measured"] == 24
+    assert all(t["records"][0]["measurement"]["samples_ms"] for t in report["tests"])
+
+
+def test_corrupted_baseline_names_the_file(pytester: pytest.Pytester) -> None:
+    pytester.mkdir(".cudaperf")
+    (pytester.path / ".cudaperf" / "cpu-x.json").write_text('{"schema": 1,\n  oops}')
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: */.cudaperf/cpu-x.json: not valid JSON (line 2, column 3: *); fix it, or delete "
+            "it and run pytest --cudaperf-update"
+        ]
+    )
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_obsolete_entries_reported_and_pruned_only_from_full_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    body = """
+import pytest
+
+@pytest.mark.perf(max_time=0.05)
+def test_keep():
+    sum(range(1000))
+
+@pytest.mark.perf(max_time=0.05)
+def test_other():
+    sum(range(1000))
+"""
+    old = """
+@pytest.mark.perf(max_time=0.05)
+def test_old():
+    sum(range(1000))
+"""
+    test_file = pytester.path / "test_a.py"
+    test_file.write_text(body + old)
+    pytester.runpytest("--cudaperf-update").assert_outcomes(passed=3)
+    test_file.write_text(body)
+    partial = pytester.runpytest("-k", "keep", "--cudaperf-update", "--cudaperf-prune")
+    partial.stdout.fnmatch_lines(["cudaperf: --cudaperf-prune skipped: this run was partial*"])
+    assert "test_a.py::test_old" in _baseline_entries(pytester)
+    full = pytester.runpytest()
+    full.stdout.fnmatch_lines(
+        [
+            "OBSOLETE in CPU * (1; remove with --cudaperf-update --cudaperf-prune):",
+            "  test_a.py::test_old",
+        ]
+    )
+    pruned = pytester.runpytest("--cudaperf-update", "--cudaperf-prune")
+    pruned.stdout.fnmatch_lines(["cudaperf: baselines *: 0 added, *, 1 pruned"])
+    assert sorted(_baseline_entries(pytester)) == ["test_a.py::test_keep", "test_a.py::test_other"]
+
+
+def test_disable_runs_each_test_once(pytester: pytest.Pytester, mode: list[str]) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.perf(max_ms=0.000001)
+        def test_counted():
+            with open(__file__ + ".calls", "a") as f:
+                f.write("x")
+
+        HELD = []
+
+        @pytest.mark.no_leak
+        def test_leaky():
+            import torch
+            HELD.append(torch.ones(1000))
+    """)
+    result = pytester.runpytest(*mode, "--cudaperf-disable")
+    result.assert_outcomes(passed=2)
+    calls = list(pytester.path.glob("*.calls"))
+    assert len(calls) == 1
+    assert calls[0].read_text() == "x"
+    measured = pytester.runpytest(*mode, "--cudaperf-max-time=0.05")
+    measured.assert_outcomes(failed=2)
+    assert len(calls[0].read_text()) > 10
+
+
+def test_ci_outputs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makepyfile("""
+        import time
+        import pytest
+
+        @pytest.mark.perf(max_ms=1, max_time=0.05)
+        def test_slow():
+            time.sleep(0.003)
+    """)
+    result = pytester.runpytest("--junitxml=junit.xml", "--cudaperf-html=report.html")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["::error file=test_ci_outputs.py,line=4::perf: test_slow median *"]
+    )
+    assert "| test_ci_outputs.py::test_slow |" in summary.read_text()
+    junit = (pytester.path / "junit.xml").read_text()
+    assert 'name="cudaperf time:wall"' in junit
+    page = (pytester.path / "report.html").read_text()
+    assert "<svg" in page
+    assert "test_ci_outputs.py::test_slow" in page
