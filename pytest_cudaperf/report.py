@@ -130,17 +130,13 @@ def terminal_summary(tr: Any, results: Results, settings: Any) -> None:
     if rows:
         for line in render_table(rows):
             tr.write_line(line)
-    for payload in results.payloads.values():
-        leak = payload.get("leak")
-        if leak and leak.get("leaks"):
-            tr.write_line(
-                f"LEAK {_short(payload['nodeid'])}: "
-                + next(line for kind, line in payload["failures"] if kind == "leak")
-            )
-    for payload in results.payloads.values():
+    for nodeid in sorted(results.payloads):
+        payload = results.payloads[nodeid]
+        if not payload.get("body_passed"):
+            continue
         for kind, line in payload.get("failures", []):
-            if kind in ("budget", "speedup", "memory") and payload.get("body_passed"):
-                tr.write_line(f"{kind.upper()} {line}")
+            if kind != "regression":  # regressions are in the table already
+                tr.write_line(f"{_short(nodeid)}: {line}")
     new = [r["key"] for r in results.records() if r["verdict"]["kind"] == "new"]
     if new and not settings.update:
         tr.write_line(

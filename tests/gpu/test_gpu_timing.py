@@ -1,0 +1,120 @@
+"""GPU tests of the measurement engine and verdicts: launch-hidden events, cache modes, graph
+mode, sync detection, host-bound flag, regions, compare, peak memory, baselines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+TIMED = """
+import json, os
+import pytest
+import torch
+
+SCALE = float(os.environ.get("SCALE", "1"))
+
+def _dump(name, m):
+    with open(f"m-{name}.json", "w") as f:
+        json.dump(m.to_dict(), f)
+
+def test_matmul_cold(cuda_timer, cuda_device):
+    n = int(1024 * SCALE)
+    a = torch.randn(n, n, device=cuda_device)
+    m = cuda_timer(torch.mm, a, a)
+    _dump("cold", m)
+
+@pytest.mark.perf(cache="hot")
+def test_add_hot(cuda_timer, cuda_device):
+    x = torch.randn(1 << 20, device=cuda_device)
+    _dump("hot", cuda_timer(torch.add, x, x))
+
+@pytest.mark.perf(graph=True)
+def test_add_graph(cuda_timer, cuda_device):
+    x = torch.randn(1 << 12, device=cuda_device)
+    _dump("graph", cuda_timer(lambda: x.add_(1.0)))
+
+def test_synchronizing_callable(cuda_timer, cuda_device):
+    x = torch.randn(1 << 16, device=cuda_device)
+    _dump("sync", cuda_timer(lambda: x.sum().item()))
+
+def test_host_bound(cuda_timer, cuda_device):
+    x = torch.randn(16, device=cuda_device)
+    def many_tiny_ops():
+        y = x
+        for _ in range(20):
+            y = y + 1
+    _dump("hostbound", cuda_timer(many_tiny_ops, cache="hot"))
+
+def test_region_and_compare(cuda_timer, cuda_device):
+    a = torch.randn(2048, 2048, device=cuda_device)
+    b = torch.randn(512, 512, device=cuda_device)
+    for _ in range(20):
+        with cuda_timer.region("loop"):
+            a @ a
+    assert cuda_timer.result("loop").n == 20
+    c = cuda_timer.compare(lambda: b @ b, lambda: a @ a, name="small_vs_big")
+    assert c.speedup > 4, c.describe()
+    assert c.ci[0] <= c.speedup <= c.ci[1]
+
+@pytest.mark.perf(max_ms=1000)
+def test_whole_body(cuda_device):
+    a = torch.randn(512, 512, device=cuda_device)
+    (a @ a).sum()
+"""
+
+
+def test_cuda_measurements(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_timed=TIMED)
+    result = pytester.runpytest("--cudaperf-json=out.json", "--cudaperf-max-time=0.5")
+    result.assert_outcomes(passed=7)
+    m = {
+        name: json.loads((pytester.path / f"m-{name}.json").read_text())
+        for name in ("cold", "hot", "graph", "sync", "hostbound")
+    }
+    assert m["cold"]["metric"] == "device"
+    assert m["cold"]["cache"] == "cold"
+    assert m["cold"]["blocking"] in ("spin", "sleep")
+    assert m["cold"]["host_ms_per_call"] > 0
+    assert m["hot"]["cache"] == "hot"
+    assert m["graph"]["metric"] == "graph"
+    assert m["graph"]["graph"] is True
+    assert m["sync"]["blocking"] == "none"
+    assert any("synchroniz" in w for w in m["sync"]["warnings"])
+    assert any(w.startswith("host-bound") for w in m["hostbound"]["warnings"])
+    report = json.loads((pytester.path / "out.json").read_text())
+    series = {
+        (r["key"].split("::")[-1], r["series"]) for t in report["tests"] for r in t["records"]
+    }
+    assert ("test_matmul_cold", "time:device/cold") in series
+    assert ("test_matmul_cold", "memory:peak") in series
+    assert ("test_add_hot", "time:device/hot") in series
+    assert ("test_add_graph", "time:graph/cold") in series
+    assert ("test_region_and_compare#loop", "time:region") in series
+    assert ("test_whole_body", "time:wall") in series
+    peaks = [r for t in report["tests"] for r in t["records"] if r["series"] == "memory:peak"]
+    assert all(r["value"] >= 0 for r in peaks)
+    compares = [c for t in report["tests"] for c in t["comparisons"]]
+    assert compares[0]["key"].endswith("#small_vs_big")
+    assert report["environment"]["gpus"]
+
+
+def test_gpu_baselines_catch_a_planted_slowdown(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_timed=TIMED)
+    args = ["-k", "matmul_cold", "--cudaperf-max-time=0.5"]
+    pytester.runpytest(*args, "--cudaperf-update").assert_outcomes(passed=1)
+    files = list((pytester.path / ".cudaperf").glob("*.json"))
+    assert len(files) == 1
+    document = json.loads(files[0].read_text())
+    assert document["device_class"].startswith("NVIDIA")
+    entry = document["entries"]["test_timed.py::test_matmul_cold"]
+    assert set(entry) == {"time:device/cold", "memory:peak"}
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    monkeypatch.setenv("SCALE", "1.5")  # 3.4x the flops
+    slow = pytester.runpytest(*args)
+    slow.assert_outcomes(failed=1)
+    slow.stdout.fnmatch_lines(["perf regression: median * vs baseline * — NVIDIA *"])

@@ -1,0 +1,87 @@
+"""@no_leak, memory_guard and pinned_batch on the CPU backend."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_no_leak_and_memory_guard(pytester: pytest.Pytester, mode: list[str]) -> None:
+    pytester.makepyfile("""
+        import pytest
+        import torch
+
+        HISTORY = []
+
+        @pytest.mark.no_leak
+        def test_appends_to_module_list():
+            HISTORY.append(torch.ones(1 << 20))  # 4 MiB per call
+
+        @pytest.mark.no_leak
+        def test_allocates_and_frees():
+            x = torch.ones(1 << 20)
+            assert x.sum() == 1 << 20
+
+        @pytest.mark.no_leak
+        def test_body_failure_is_not_judged():
+            HISTORY.append(torch.ones(10))
+            assert False, "the body's own failure"
+
+        def test_guard_block_leaks(memory_guard):
+            with memory_guard() as guard:
+                HISTORY.append(torch.ones(1 << 18))
+            assert guard.leaked_bytes == 1 << 20
+
+        def test_guard_block_clean(memory_guard):
+            with memory_guard() as guard:
+                y = torch.ones(1 << 18)
+                del y
+            assert guard.leaked_bytes == 0
+
+        def test_guard_check(memory_guard):
+            memory_guard.check(lambda: HISTORY.append(torch.ones(256)))
+    """)
+    result = pytester.runpytest(*mode)
+    result.assert_outcomes(passed=2, failed=4)
+    result.stdout.fnmatch_lines_random(
+        [
+            "leak: +12.0 MiB over 3 runs (+4.0 MiB each) on cpu tensors",
+            "    4.0 MiB in 1 tensor float32[[]1048576[]] left alive by one run of the body",
+            "leak: +1.0 MiB in the guarded block on cpu tensors",
+            "leak: +3.0 KiB over 3 runs (+1.0 KiB each) on cpu tensors",
+            "*AssertionError: the body's own failure",
+            "cudaperf: 0 measured, 0 regressions, 0 improved, 0 new, 0 inconclusive, 3 leaks",
+        ]
+    )
+    result.stdout.fnmatch_lines(["LEAKED *test_appends_to_module_list - leak: *"])
+
+
+def test_pinned_batch_on_cpu(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        import torch
+
+        def test_batches(pinned_batch, cuda_device):
+            a = pinned_batch((4, 8))
+            assert a is pinned_batch((4, 8))  # reused within a test
+            assert torch.equal(a, pinned_batch((4, 8), seed=0))
+            assert not torch.equal(a, pinned_batch((4, 8), seed=1))
+            assert torch.equal(pinned_batch(5, fill="arange"), torch.arange(5.0))
+            assert pinned_batch((2, 2), torch.int64, fill="ones").dtype == torch.int64
+            assert pinned_batch(3, torch.int32, fill="zeros").sum() == 0
+            ints = pinned_batch(1000, torch.int16, fill="rand")
+            assert 0 <= int(ints.min()) and int(ints.max()) < 100
+            assert a.is_pinned() == torch.cuda.is_available()
+            on_device = a.to(cuda_device, non_blocking=True)
+            assert torch.equal(on_device.cpu(), a)
+
+        def test_same_values_in_another_test(pinned_batch):
+            expected = torch.randn((4, 8), generator=torch.Generator().manual_seed(0))
+            assert torch.equal(pinned_batch((4, 8)), expected)
+
+        def test_bad_arguments(pinned_batch):
+            with pytest.raises(ValueError, match="fill must be one of randn"):
+                pinned_batch(3, fill="noise")
+            with pytest.raises(ValueError, match="shape must be non-negative integers"):
+                pinned_batch((-1, 2))
+    """)
+    pytester.runpytest().assert_outcomes(passed=3)
