@@ -94,7 +94,7 @@ class L2Flush:
         self._sum = torch_mod.sum
 
     def __call__(self) -> None:
-        self._sum(self.buffer, out=self._out)
+        self._sum(self.buffer, dim=0, out=self._out)
 
 
 class CudaEventSampler:
@@ -117,7 +117,7 @@ class CudaEventSampler:
         self.blocker = blocker
         self._flush = flush
         self._clocks = clocks
-        self._size = 2
+        self._size = 8
         self._enqueue_s = 1e-3
         self._events = [
             (torch_mod.cuda.Event(enable_timing=True), torch_mod.cuda.Event(enable_timing=True))

@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 from pytest_cudaperf.units import format_size
@@ -231,7 +233,7 @@ class CudaMemory:
 
         if not self.devices():
             return []
-        if _already_recording(cmem._snapshot()):
+        if _already_recording(self._torch):
             return ["(allocation sites not traced: memory history is already being recorded)"]
         cmem._record_memory_history(enabled="state", context="state", stacks="python")
         try:
@@ -265,14 +267,11 @@ class CudaMemory:
         )
 
 
-def _already_recording(snapshot: dict[str, Any]) -> bool:
-    if any(snapshot.get("device_traces") or []):
-        return True
-    return any(
-        block.get("frames")
-        for seg in snapshot.get("segments", [])
-        for block in seg.get("blocks", [])
-    )
+def _already_recording(torch_mod: Any) -> bool:
+    """Is memory history being recorded (by the user)? Blocks keep the frames of a finished
+    recording, so only the allocator's own flag tells; without it, assume not."""
+    enabled = getattr(torch_mod._C, "_cuda_isHistoryEnabled", None)
+    return bool(enabled()) if enabled is not None else False
 
 
 def _blocks(snapshot: dict[str, Any]) -> dict[tuple[int, int], tuple[int, list[dict[str, Any]]]]:
@@ -360,6 +359,18 @@ class BlockCheck:
         keys = sorted(set(self.before) | set(self.after))
         series = {k: [self.before.get(k, 0), self.after.get(k, 0)] for k in keys}
         return LeakResult(series=series, tolerance=self.tolerance)
+
+
+def release_frames(tb: TracebackType | None) -> None:
+    """Drop the locals of a failed test's frames (pytest keeps them until the next test).
+
+    ``frame.clear()`` leaves the snapshot dict that an earlier ``f_locals`` read cached on the
+    frame (Python <= 3.12); reading ``f_locals`` again re-syncs it with the cleared frame.
+    """
+    traceback.clear_frames(tb)
+    while tb is not None:
+        _ = tb.tb_frame.f_locals
+        tb = tb.tb_next
 
 
 def oom_summary() -> str:

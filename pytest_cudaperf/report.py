@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import json
 import sys
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ def finish_call_report(
         note_body_error(side, nodeid, call.excinfo)
         if _is_oom(call.excinfo.value):
             rep.sections.append(("cudaperf memory at OOM", memory.oom_summary()))
-            traceback.clear_frames(call.excinfo.tb)
+            memory.release_frames(call.excinfo.tb)
             memory.recover_after_oom()
     payload = side.report_payload(state, nodeid, body_passed)
     if payload is None:

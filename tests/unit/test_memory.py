@@ -76,3 +76,28 @@ def test_user_frame_skips_library_frames() -> None:
     ]
     assert user_frame(frames).endswith("tests/test_model.py:42 in forward")
     assert user_frame([]).startswith("an unknown site")
+
+
+def test_release_frames_frees_locals_even_after_an_f_locals_read() -> None:
+    import gc
+    import weakref
+
+    from pytest_cudaperf.memory import release_frames
+
+    refs = {}
+
+    def body() -> None:
+        keep = torch.ones(16)
+        refs["w"] = weakref.ref(keep)
+        raise MemoryError("out of memory")
+
+    try:
+        body()
+    except MemoryError as exc:
+        tb = exc.__traceback__
+        assert tb is not None
+        assert tb.tb_next is not None
+        _ = tb.tb_next.tb_frame.f_locals  # what traceback formatting does
+        release_frames(tb)
+    gc.collect()
+    assert refs["w"]() is None
