@@ -1,5 +1,5 @@
-"""Statistics on samples, numpy only: quantiles, distribution-free CI of the median, ratio CIs,
-stopping and stability rules.
+"""Statistics on samples, numpy only (imported lazily): quantiles, distribution-free CI of the
+median, ratio CIs, stopping and stability rules.
 """
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 Z95 = 1.959963984540054
 
@@ -50,6 +52,8 @@ def median_ci_indices(n: int, z: float = Z95) -> tuple[int, int]:
 
 
 def summarize(samples: Sequence[float] | np.ndarray, z: float = Z95) -> Summary:
+    import numpy as np  # imported on first use: the plugin's import stays cheap
+
     data = np.sort(np.asarray(samples, dtype=np.float64))
     if data.size == 0:
         raise ValueError("no samples")
@@ -89,6 +93,8 @@ def paired_ratio(
     """Median of per-round ratios with its distribution-free CI: (median, low, high)."""
     if len(numerators) != len(denominators) or not numerators:
         raise ValueError("need equally many rounds of both")
+    import numpy as np
+
     ratios = np.asarray(numerators, dtype=np.float64) / np.asarray(denominators, dtype=np.float64)
     summary = summarize(ratios)
     return summary.median, summary.ci[0], summary.ci[1]

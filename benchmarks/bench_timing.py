@@ -1,0 +1,109 @@
+"""Timing benchmark driver: runs bench_worker.py in N separate processes, one after another, and
+writes a Markdown table (per-sample spread, cross-process spread of the median, cost, A/A false
+regressions, planted-slowdown detection) plus the raw rows.
+
+    python benchmarks/bench_timing.py --processes 16 --out out/
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench_worker import SLOWDOWNS, TOLERANCE
+
+from pytest_cudaperf.verdict import Kind, judge
+
+
+def regression(tool: str, base: dict, cur: dict, tol: float) -> bool:
+    """Our tool: the plugin's verdict rule. Others: a threshold on their median."""
+    if tool.startswith("cudaperf"):
+        entry = {"value": base["median_ms"], "noise": base["halfwidth"], "env": {}}
+        return judge(cur["median_ms"], cur["halfwidth"], "ms", entry, tol, "x", {}).kind is (
+            Kind.REGRESSION
+        )
+    return cur["median_ms"] / base["median_ms"] > 1 + tol
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--processes", type=int, default=16)
+    parser.add_argument("--out", default="out")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    worker = Path(__file__).with_name("bench_worker.py")
+    rows = []
+    with open(out / "timing-raw.jsonl", "w") as raw:
+        for seed in range(args.processes):
+            proc = subprocess.run(
+                [sys.executable, str(worker), "--seed", str(seed)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                raise SystemExit(f"worker {seed} failed")
+            for line in proc.stdout.splitlines():
+                if line.startswith("{"):
+                    raw.write(line + "\n")
+                    rows.append(json.loads(line))
+            print(f"process {seed + 1}/{args.processes} done", flush=True)
+    by = defaultdict(list)
+    for row in rows:
+        by[(row["kernel"], row["tool"], row["scale"])].append(row)
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows))
+    toolnames = list(dict.fromkeys(r["tool"] for r in rows))
+    lines = [
+        "| kernel | tool | median | per-sample rel. IQR (median over processes) | "
+        "spread of the median across processes (max/min − 1) | median cost / measurement | "
+        "A/A false regressions | planted slowdown caught |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kernel in kernels:
+        tol = TOLERANCE.get(kernel, 0.05)
+        for tool in toolnames:
+            base = by[(kernel, tool, 1.0)]
+            medians = np.array([r["median_ms"] for r in base])
+            iqr = float(np.median([r["rel_iqr"] for r in base]))
+            spread = float(medians.max() / medians.min() - 1)
+            cost = float(np.median([r["cost_s"] for r in base]))
+            pairs = list(itertools.permutations(base, 2))
+            false_pos = sum(regression(tool, a, b, tol) for a, b in pairs)
+            caught = "—"
+            if kernel in SLOWDOWNS:
+                slow = by[(kernel, tool, SLOWDOWNS[kernel])]
+                hits = [
+                    regression(tool, a, b, tol)
+                    for a in base
+                    for b in slow
+                    if a["process"] != b["process"]
+                ]
+                realised = np.median([r["median_ms"] for r in slow]) / np.median(medians) - 1
+                caught = (
+                    f"{sum(hits)}/{len(hits)} ({sum(hits) / len(hits):.0%}) of "
+                    f"+{SLOWDOWNS[kernel] - 1:.0%} planted (realised {realised:+.1%})"
+                )
+            lines.append(
+                f"| {kernel} | {tool} | {np.median(medians) * 1e3:.2f} µs | {iqr:.2%} | "
+                f"{spread:.2%} | {cost:.3f} s | {false_pos}/{len(pairs)} (tol {tol:.0%}) | "
+                f"{caught} |"
+            )
+    table = "\n".join(lines) + "\n"
+    (out / "RESULTS-timing.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""One process of the timing benchmark: measures every kernel, original and with a planted
+slowdown, with pytest-cudaperf's CUDA backend (cold and hot L2), triton's do_bench and
+torch.utils.benchmark.Timer, and prints one JSON object per measurement.
+
+Run by bench_timing.py; on its own: python benchmarks/bench_worker.py --seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pytest_cudaperf.cuda_timing import CudaBackend
+from pytest_cudaperf.timing import Budget, measure
+
+DEV = torch.device("cuda:0")
+
+
+def kernels(scale: float) -> dict[str, Callable[[], object]]:
+    """The five workloads of issue 3; ``scale`` grows the work to plant a slowdown."""
+    n_add = int((1 << 21) * scale)  # 2 x 8 MiB read + 8 MiB written: ~7 µs
+    a1, b1, o1 = (torch.randn(n_add, device=DEV) for _ in range(3))
+    m_mm = int(512 * scale)
+    a2, b2 = torch.randn(m_mm, 512, device=DEV), torch.randn(512, 512, device=DEV)
+    n_stream = int((64 << 20) * scale)  # 256 MB read + 256 MB written
+    x3, y3 = torch.randn(n_stream, device=DEV), torch.empty(n_stream, device=DEV)
+    m_gemm = int(4096 * scale)
+    a4 = torch.randn(m_gemm, 4096, device=DEV, dtype=torch.bfloat16)
+    b4 = torch.randn(4096, 4096, device=DEV, dtype=torch.bfloat16)
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(1024, 1024),
+        torch.nn.GELU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.GELU(),
+        torch.nn.Linear(1024, 1024),
+    ).to(DEV)
+    x5 = torch.randn(64, 1024, device=DEV)
+
+    def mlp_forward() -> object:
+        with torch.no_grad():
+            return mlp(x5)
+
+    return {
+        "add 8 MiB (~7 µs)": lambda: torch.add(a1, b1, out=o1),
+        "matmul 512² fp32": lambda: torch.mm(a2, b2),
+        "stream 256 MB": lambda: torch.mul(x3, 2.0, out=y3),
+        "GEMM 4096² bf16": lambda: torch.mm(a4, b4),
+        "MLP forward (3 layers)": mlp_forward,
+    }
+
+
+def summary(samples_ms: list[float]) -> dict[str, float]:
+    data = np.asarray(samples_ms)
+    q1, q3 = np.quantile(data, [0.25, 0.75])
+    med = float(np.median(data))
+    return {"median_ms": med, "rel_iqr": float((q3 - q1) / med), "n": int(data.size)}
+
+
+def ours(fn: Callable[[], object], cache: str, tolerance: float) -> dict[str, object]:
+    props = torch.cuda.get_device_properties(0)
+    began = time.perf_counter()
+    backend = CudaBackend(DEV, cache, props.L2_cache_size, str(props.uuid))
+    try:
+        m = measure(backend, fn, Budget.for_tolerance(tolerance, max_time=1.0))
+    finally:
+        backend.close()
+    return {
+        **summary(list(m.samples_ms)),
+        "median_ms": m.median_ms,
+        "halfwidth": m.rel_halfwidth,
+        "cost_s": time.perf_counter() - began,
+        "blocking": m.blocking,
+        "host_ms": m.host_ms_per_call,
+        "warnings": list(m.warnings),
+    }
+
+
+def do_bench(fn: Callable[[], object]) -> dict[str, object]:
+    import triton.testing
+
+    began = time.perf_counter()
+    samples = triton.testing.do_bench(fn, return_mode="all")
+    return {**summary(list(samples)), "cost_s": time.perf_counter() - began}
+
+
+def torch_timer(fn: Callable[[], object]) -> dict[str, object]:
+    from torch.utils import benchmark
+
+    began = time.perf_counter()
+    result = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.2)
+    times_ms = [t * 1e3 for t in result.times]
+    return {
+        **summary(times_ms),
+        "median_ms": result.median * 1e3,
+        "cost_s": time.perf_counter() - began,
+    }
+
+
+SLOWDOWNS = {
+    "add 8 MiB (~7 µs)": 1.10,
+    "stream 256 MB": 1.03,
+    "GEMM 4096² bf16": 1.03,
+    "matmul 512² fp32": 1.10,
+}
+#: the tolerance a user would set: 1% to catch +3% on stable ≥100 µs kernels, else the default
+TOLERANCE = {"stream 256 MB": 0.01, "GEMM 4096² bf16": 0.01}
+
+
+def tools(kernel: str) -> dict[str, Callable[[Callable[[], object]], dict[str, object]]]:
+    tol = TOLERANCE.get(kernel, 0.05)
+    return {
+        "cudaperf cold": lambda fn: ours(fn, "cold", tol),
+        "cudaperf hot": lambda fn: ours(fn, "hot", tol),
+        "triton do_bench": do_bench,
+        "torch Timer": torch_timer,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)
+    variants = {1.0: kernels(1.0)}
+    for scale in sorted(set(SLOWDOWNS.values())):
+        variants[scale] = kernels(scale)
+    for name in variants[1.0]:
+        scales = [1.0] + ([SLOWDOWNS[name]] if name in SLOWDOWNS else [])
+        for scale in scales:
+            fn = variants[scale][name]
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            for tool, run in tools(name).items():
+                row = {
+                    "process": args.seed,
+                    "kernel": name,
+                    "scale": scale,
+                    "tool": tool,
+                    **run(fn),
+                }
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
