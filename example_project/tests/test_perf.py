@@ -1,0 +1,48 @@
+"""Performance tests: compared with the committed baselines of this device class."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tinyformer import Attention, TransformerBlock
+from tinyformer.ops import rms_norm
+
+
+@torch.no_grad()
+def test_block_forward(cuda_timer, block: TransformerBlock, x: torch.Tensor) -> None:
+    m = cuda_timer(block, x)
+    assert m.n >= 10
+
+
+@pytest.mark.perf(max_ms=50)
+@torch.no_grad()
+def test_fused_attention_within_budget(cuda_timer, cuda_device, x: torch.Tensor) -> None:
+    attention = Attention(256, 4, fused=True).to(cuda_device)
+    cuda_timer(attention, x, name="fused")
+
+
+@pytest.mark.gpu
+@pytest.mark.perf(min_speedup=1.2)
+@torch.no_grad()
+def test_fused_attention_beats_eager(cuda_timer, cuda_device, x: torch.Tensor) -> None:
+    fused = Attention(256, 4, fused=True).to(cuda_device)
+    eager = Attention(256, 4, fused=False).to(cuda_device)
+    eager.load_state_dict(fused.state_dict())
+    comparison = cuda_timer.compare(lambda: fused(x), lambda: eager(x), name="fused_vs_eager")
+    assert comparison.speedup > 1.0, comparison.describe()
+
+
+@pytest.mark.gpu
+@pytest.mark.perf(graph=True)
+@torch.no_grad()
+def test_block_forward_as_cuda_graph(cuda_timer, block: TransformerBlock, x: torch.Tensor) -> None:
+    m = cuda_timer(block, x)
+    assert m.graph
+
+
+@pytest.mark.perf(max_ms=20)
+def test_rms_norm_whole_test(cuda_device, x: torch.Tensor) -> None:
+    """@perf alone: the plugin re-runs and times this whole function (synchronized wall time)."""
+    weight = torch.ones(x.shape[-1], device=cuda_device)
+    rms_norm(x, weight).sum()
