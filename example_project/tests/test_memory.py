@@ -24,8 +24,9 @@ def test_train_step_does_not_leak(trainer, x: torch.Tensor) -> None:
 def test_train_step_memory(memory_guard, trainer, x: torch.Tensor) -> None:
     model, optimizer = trainer
     train_step(model, optimizer, x)  # warm up: Adam state, cuBLAS workspaces
-    with memory_guard(max_peak="1 GiB") as guard:
+    with memory_guard(max_peak="1 GiB") as guard:  # fails the test on a leak or a larger peak
         train_step(model, optimizer, x)
-    assert guard.leaked_bytes == 0
-    repeated = memory_guard.check(train_step, model, optimizer, x)
-    assert repeated.leaked_bytes == 0
+    if torch.cuda.is_available():
+        assert guard.peak_bytes is not None
+        assert guard.peak_bytes > 0
+    memory_guard.check(train_step, model, optimizer, x)  # warm-up, then repeated readings

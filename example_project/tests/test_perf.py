@@ -41,8 +41,10 @@ def test_block_forward_as_cuda_graph(cuda_timer, block: TransformerBlock, x: tor
     assert m.graph
 
 
-@pytest.mark.perf(max_ms=20)
+@pytest.mark.perf(max_ms=20, tolerance=0.5)
 def test_rms_norm_whole_test(cuda_device, x: torch.Tensor) -> None:
-    """@perf alone: the plugin re-runs and times this whole function (synchronized wall time)."""
+    """@perf alone: the plugin re-runs and times this whole function (synchronized wall time).
+    Wall time of host-bound code moved ±30% between processes on the H100 machine, hence the
+    loose tolerance; the device-time tests above hold 5%."""
     weight = torch.ones(x.shape[-1], device=cuda_device)
     rms_norm(x, weight).sum()
