@@ -23,11 +23,14 @@ from pytest_cudaperf.units import format_ms
 if TYPE_CHECKING:
     import torch
 
-#: spin iterations before the blocker gives up (each is one PCIe read, ~1 µs): a deadlock bound
-SPIN_MAX_ITERS = 2_000_000
+#: spin iterations before the blocker gives up (each is one PCIe read, ~1 µs on the H100): a
+#: deadlock bound of ~0.2 s
+SPIN_MAX_ITERS = 200_000
 #: a batch aims at this much queued device time
-BATCH_TARGET_MS = 4.0
-MAX_BATCH = 64
+BATCH_TARGET_MS = 2.0
+#: at most this many samples behind one blocker: the driver's launch queue is finite, and a host
+#: that fills it while the stream is blocked waits inside a launch and cannot release the flag
+MAX_BATCH = 32
 
 
 class SpinBlocker:
@@ -118,6 +121,8 @@ class CudaEventSampler:
         self._flush = flush
         self._clocks = clocks
         self._size = 8
+        self.max_size = MAX_BATCH
+        self.timeouts = 0
         self._enqueue_s = 1e-3
         self._events = [
             (torch_mod.cuda.Event(enable_timing=True), torch_mod.cuda.Event(enable_timing=True))
@@ -125,6 +130,18 @@ class CudaEventSampler:
         ]
 
     def batch(self) -> list[float]:
+        while True:
+            times = self._try_batch()
+            if times is not None:
+                return times
+            # The blocker timed out: too many launches queued behind it (the host then waits in
+            # a launch) or a callable that waits for the GPU. Retry smaller; give up at 2.
+            self.timeouts += 1
+            if self._size <= 2:
+                raise SynchronizesInside("the stream blocker timed out with 2 samples queued")
+            self.max_size = self._size = max(2, self._size // 2)
+
+    def _try_batch(self) -> list[float] | None:
         size, run, flush, blocker = self._size, self.run, self._flush, self.blocker
         events = self._events[:size]
         began = time.perf_counter()
@@ -143,11 +160,11 @@ class CudaEventSampler:
                 blocker.release()
         events[-1][1].synchronize()
         if blocker is not None and blocker.timed_out():
-            raise SynchronizesInside("the stream blocker timed out")
+            return None
         times = [start.elapsed_time(end) / self.calls for start, end in events]
         self._clocks.observe(size)
         per_sample = max(sum(times) / size * self.calls, 1e-3)
-        self._size = max(2, min(MAX_BATCH, int(BATCH_TARGET_MS / per_sample)))
+        self._size = max(2, min(self.max_size, int(BATCH_TARGET_MS / per_sample)))
         return times
 
 
@@ -269,6 +286,11 @@ class CudaBackend:
             notes.append(
                 f"host-bound: {format_ms(host)} per call on the host vs "
                 f"{format_ms(device_ms)} on the device"
+            )
+        if getattr(sampler, "timeouts", 0):
+            notes.append(
+                f"stream blocker timed out {sampler.timeouts} times: batches of at most "
+                f"{sampler.max_size} samples"
             )
         clock_warning = self.clocks.warning()
         if clock_warning:

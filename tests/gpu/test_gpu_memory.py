@@ -212,7 +212,7 @@ def test_true_leaks_are_flagged_with_their_site(pytester: pytest.Pytester) -> No
             "*on pinned host*",
             "*on outside torch on cuda:0*",
             # the hook's output is allocated inside Linear: the first frame outside torch is the call
-        "*512 B in 1 block at test_must_flag.py:* in test_forward_hook_storing_outputs",
+            "*512 B in 1 block at test_must_flag.py:* in test_forward_hook_storing_outputs",
             "*at test_must_flag.py:* in test_register_buffer_on_a_global_module",
             "*at test_must_flag.py:* in <lambda>",
         ]
