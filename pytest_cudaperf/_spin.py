@@ -1,4 +1,5 @@
-"""The Triton spin kernel that blocks a stream until the host releases a pinned flag.
+"""Triton kernels of the CUDA backend: the spin that blocks a stream until the host releases a
+pinned flag, and a read-only L2 flush with small launch parameters.
 
 Imported only on CUDA machines that have Triton; :mod:`pytest_cudaperf.cuda_timing` falls back to
 ``torch.cuda._sleep`` without it.
@@ -9,7 +10,7 @@ import triton.language as tl
 
 
 @triton.jit
-def spin_until_released(flag_ptr, count_ptr, max_iters):  # type: ignore[no-untyped-def]
+def spin_until_released(flag_ptr, count_ptr, max_iters):
     done = 0
     count = 0
     while done == 0:
@@ -17,3 +18,12 @@ def spin_until_released(flag_ptr, count_ptr, max_iters):  # type: ignore[no-unty
         count += 1
         done = ((value != 0) | (count >= max_iters)).to(tl.int32)
     tl.store(count_ptr, count)
+
+
+@triton.jit
+def read_flush(src_ptr, out_ptr, n, block: tl.constexpr):
+    """Read ``n`` floats (evicting L2 without dirtying it); one tiny store per program."""
+    pid = tl.program_id(0)
+    offsets = pid * block + tl.arange(0, block)
+    values = tl.load(src_ptr + offsets, mask=offsets < n, other=0.0)
+    tl.store(out_ptr + pid, tl.max(values, axis=0))

@@ -88,16 +88,38 @@ def sleep_cycles_per_ms(torch_mod: Any) -> float:
 
 
 class L2Flush:
-    """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind)."""
+    """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind).
+
+    A Triton kernel reads it with a few bytes of launch parameters; PyTorch's reductions carry a
+    parameter block of kilobytes, which fills the launch queue behind a blocked stream sooner
+    (``max_batch`` is then smaller)."""
+
+    BLOCK = 4096
 
     def __init__(self, torch_mod: Any, device: torch.device, l2_bytes: int) -> None:
-        elements = max(2 * l2_bytes, 8 << 20) // 4
-        self.buffer = torch_mod.ones(elements, dtype=torch_mod.float32, device=device)
+        self.n = max(2 * l2_bytes, 8 << 20) // 4
+        self.buffer = torch_mod.ones(self.n, dtype=torch_mod.float32, device=device)
+        programs = -(-self.n // self.BLOCK)
+        self._partial = torch_mod.empty(programs, dtype=torch_mod.float32, device=device)
         self._out = torch_mod.empty((), dtype=torch_mod.float32, device=device)
         self._sum = torch_mod.sum
+        self.max_batch = 8
+        self._kernel: Any = None
+        try:
+            from pytest_cudaperf._spin import read_flush
+
+            read_flush[(programs,)](self.buffer, self._partial, self.n, block=self.BLOCK)
+            self._kernel, self._grid = read_flush, (programs,)
+            self.max_batch = MAX_BATCH
+        # Triton missing or failing here: flush with torch.sum, fewer samples per batch.
+        except Exception:  # noqa: BLE001
+            self._kernel = None
 
     def __call__(self) -> None:
-        self._sum(self.buffer, dim=0, out=self._out)
+        if self._kernel is not None:
+            self._kernel[self._grid](self.buffer, self._partial, self.n, block=self.BLOCK)
+        else:
+            self._sum(self.buffer, dim=0, out=self._out)
 
 
 class CudaEventSampler:
@@ -120,8 +142,8 @@ class CudaEventSampler:
         self.blocker = blocker
         self._flush = flush
         self._clocks = clocks
-        self._size = 8
-        self.max_size = MAX_BATCH
+        self.max_size = flush.max_batch if flush is not None else MAX_BATCH
+        self._size = min(8, self.max_size)
         self.timeouts = 0
         self._enqueue_s = 1e-3
         self._events = [
