@@ -9,15 +9,16 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
-def spin_until_released(flag_ptr, count_ptr, max_iters):
+@triton.jit(do_not_specialize=["slot", "max_iters"])
+def spin_until_released(flag_ptr, count_ptr, slot, max_iters):
+    """Spin until the host sets ``flag[slot]`` (or ``max_iters`` reads); record the reads."""
     done = 0
     count = 0
     while done == 0:
-        value = tl.load(flag_ptr, volatile=True)
+        value = tl.load(flag_ptr + slot, volatile=True)
         count += 1
         done = ((value != 0) | (count >= max_iters)).to(tl.int32)
-    tl.store(count_ptr, count)
+    tl.store(count_ptr + slot, count)
 
 
 @triton.jit

@@ -1,9 +1,12 @@
 """The CUDA backend: event timing with launch latency hidden, explicit L2 state, graph mode.
 
-Each batch of samples is queued behind a *blocker* on the stream: a Triton kernel spinning on a
-pinned host flag (released by the host once the whole batch is queued), or ``torch.cuda._sleep``
-sized to the host's enqueue time when Triton is missing. The GPU then runs the batch back to back,
-so the events measure device time, not launch latency. In ``cold`` mode a read-only pass over twice
+Every sample is queued behind a *blocker* on the stream: a Triton kernel spinning on its own slot
+of a pinned host flag array, released by the host as soon as the sample (flush, start event, the
+callable's launches, stop event) is queued; ``torch.cuda._sleep`` sized to the host's enqueue time
+stands in when Triton is missing. The GPU therefore starts each sample with all its launches
+queued, so the events measure device time, not launch latency, and never holds more than one
+sample's launches behind a blocker (a full launch queue would stall the host that must release
+it). One synchronize per batch of samples. In ``cold`` mode a read-only pass over twice
 the L2 size precedes every sample (reads leave no dirty lines to write back inside the timed
 region). A callable that synchronizes inside cannot be queued behind a blocker: a dry run detects
 it and the measurement falls back to unblocked events, saying so.
@@ -26,36 +29,42 @@ if TYPE_CHECKING:
 #: spin iterations before the blocker gives up (each is one PCIe read, ~1 µs on the H100): a
 #: deadlock bound of ~0.2 s
 SPIN_MAX_ITERS = 200_000
-#: a batch aims at this much queued device time
+#: a batch (samples between two synchronizations) aims at this much device time
 BATCH_TARGET_MS = 2.0
-#: at most this many samples behind one blocker: the driver's launch queue is finite, and a host
-#: that fills it while the stream is blocked waits inside a launch and cannot release the flag
-MAX_BATCH = 32
+MAX_BATCH = 64
 
 
 class SpinBlocker:
     name = "spin"
 
-    def __init__(self, torch_mod: Any, device: torch.device) -> None:
+    def __init__(self, torch_mod: Any, device: torch.device, slots: int = 0) -> None:
         from pytest_cudaperf import _spin
 
+        slots = slots or MAX_BATCH
         self._kernel = _spin.spin_until_released
-        self._flag = torch_mod.zeros(1, dtype=torch_mod.int32, pin_memory=True)
-        self._count = torch_mod.zeros(1, dtype=torch_mod.int32, device=device)
+        self._flags = torch_mod.zeros(slots, dtype=torch_mod.int32, pin_memory=True)
+        self._host = self._flags.numpy()  # writes through numpy cost ~0.1 µs
+        self._counts = torch_mod.zeros(slots, dtype=torch_mod.int32, device=device)
+        self._used = 0
 
-    def block(self, enqueue_s: float) -> None:
-        self._flag.fill_(0)
-        self._kernel[(1,)](self._flag, self._count, SPIN_MAX_ITERS, num_warps=1)
+    def block(self, slot: int, enqueue_s: float) -> None:
+        if slot == 0:
+            self._host[:] = 0  # the previous batch has been synchronized
+        self._used = slot + 1
+        self._kernel[(1,)](self._flags, self._counts, slot, SPIN_MAX_ITERS, num_warps=1)
 
-    def release(self) -> None:
-        self._flag.fill_(1)
+    def release(self, slot: int) -> None:
+        self._host[slot] = 1
+
+    def release_all(self) -> None:
+        self._host[:] = 1
 
     def timed_out(self) -> bool:
-        return int(self._count.item()) >= SPIN_MAX_ITERS
+        return bool((self._counts[: self._used] >= SPIN_MAX_ITERS).any().item())
 
 
 class SleepBlocker:
-    """Fallback: a sleep kernel three times as long as the host needed to queue the last batch."""
+    """Fallback: a sleep kernel three times as long as the host needed to queue a sample."""
 
     name = "sleep"
 
@@ -63,11 +72,14 @@ class SleepBlocker:
         self._torch = torch_mod
         self._cycles_per_ms = cycles_per_ms
 
-    def block(self, enqueue_s: float) -> None:
-        ms = max(0.05, 3 * enqueue_s * 1e3)
+    def block(self, slot: int, enqueue_s: float) -> None:
+        ms = max(0.02, 3 * enqueue_s * 1e3)
         self._torch.cuda._sleep(int(ms * self._cycles_per_ms))
 
-    def release(self) -> None:
+    def release(self, slot: int) -> None:
+        pass
+
+    def release_all(self) -> None:
         pass
 
     def timed_out(self) -> bool:
@@ -142,9 +154,7 @@ class CudaEventSampler:
         self.blocker = blocker
         self._flush = flush
         self._clocks = clocks
-        self.max_size = flush.max_batch if flush is not None else MAX_BATCH
-        self._size = min(8, self.max_size)
-        self.timeouts = 0
+        self._size = 8
         self._enqueue_s = 1e-3
         self._events = [
             (torch_mod.cuda.Event(enable_timing=True), torch_mod.cuda.Event(enable_timing=True))
@@ -152,41 +162,32 @@ class CudaEventSampler:
         ]
 
     def batch(self) -> list[float]:
-        while True:
-            times = self._try_batch()
-            if times is not None:
-                return times
-            # The blocker timed out: too many launches queued behind it (the host then waits in
-            # a launch) or a callable that waits for the GPU. Retry smaller; give up at 2.
-            self.timeouts += 1
-            if self._size <= 2:
-                raise SynchronizesInside("the stream blocker timed out with 2 samples queued")
-            self.max_size = self._size = max(2, self._size // 2)
-
-    def _try_batch(self) -> list[float] | None:
         size, run, flush, blocker = self._size, self.run, self._flush, self.blocker
         events = self._events[:size]
         began = time.perf_counter()
-        if blocker is not None:
-            blocker.block(self._enqueue_s)
         try:
-            for start, end in events:
+            for slot, (start, end) in enumerate(events):
+                if blocker is not None:
+                    blocker.block(slot, self._enqueue_s)
                 if flush is not None:
                     flush()
                 start.record()
                 run()
                 end.record()
+                if blocker is not None:
+                    blocker.release(slot)
         finally:
-            self._enqueue_s = time.perf_counter() - began
+            self._enqueue_s = (time.perf_counter() - began) / size
             if blocker is not None:
-                blocker.release()
+                blocker.release_all()  # never leave the stream blocked, whatever happened
         events[-1][1].synchronize()
         if blocker is not None and blocker.timed_out():
-            return None
+            # the host could not release a sample: the callable waited for the GPU
+            raise SynchronizesInside("the stream blocker timed out")
         times = [start.elapsed_time(end) / self.calls for start, end in events]
         self._clocks.observe(size)
         per_sample = max(sum(times) / size * self.calls, 1e-3)
-        self._size = max(2, min(self.max_size, int(BATCH_TARGET_MS / per_sample)))
+        self._size = max(2, min(MAX_BATCH, int(BATCH_TARGET_MS / per_sample)))
         return times
 
 
@@ -206,8 +207,8 @@ def _make_blocker(
 ) -> SpinBlocker | SleepBlocker:
     try:
         blocker = SpinBlocker(torch_mod, device)
-        blocker.block(0.0)
-        blocker.release()
+        blocker.block(0, 0.0)
+        blocker.release(0)
         torch_mod.cuda.synchronize()
         return blocker
     # Triton missing, or unable to launch on this device: fall back to the sleep kernel.
