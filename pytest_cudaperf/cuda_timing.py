@@ -100,11 +100,8 @@ def sleep_cycles_per_ms(torch_mod: Any) -> float:
 
 
 class L2Flush:
-    """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind).
-
-    A Triton kernel reads it with a few bytes of launch parameters; PyTorch's reductions carry a
-    parameter block of kilobytes, which fills the launch queue behind a blocked stream sooner
-    (``max_batch`` is then smaller)."""
+    """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind), with a
+    Triton kernel of small launch parameters, or ``torch.sum`` without Triton."""
 
     BLOCK = 4096
 
@@ -115,15 +112,13 @@ class L2Flush:
         self._partial = torch_mod.empty(programs, dtype=torch_mod.float32, device=device)
         self._out = torch_mod.empty((), dtype=torch_mod.float32, device=device)
         self._sum = torch_mod.sum
-        self.max_batch = 8
         self._kernel: Any = None
         try:
             from pytest_cudaperf._spin import read_flush
 
             read_flush[(programs,)](self.buffer, self._partial, self.n, block=self.BLOCK)
             self._kernel, self._grid = read_flush, (programs,)
-            self.max_batch = MAX_BATCH
-        # Triton missing or failing here: flush with torch.sum, fewer samples per batch.
+        # Triton missing or failing here: flush with torch.sum.
         except Exception:  # noqa: BLE001
             self._kernel = None
 
@@ -309,11 +304,6 @@ class CudaBackend:
             notes.append(
                 f"host-bound: {format_ms(host)} per call on the host vs "
                 f"{format_ms(device_ms)} on the device"
-            )
-        if getattr(sampler, "timeouts", 0):
-            notes.append(
-                f"stream blocker timed out {sampler.timeouts} times: batches of at most "
-                f"{sampler.max_size} samples"
             )
         clock_warning = self.clocks.warning()
         if clock_warning:
