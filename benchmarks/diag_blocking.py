@@ -34,13 +34,13 @@ for name, fn in cases.items():
         counts = []
         if isinstance(spin, cuda_timing.SpinBlocker):
             for _ in range(5):
-                spin.block(0.0)
+                spin.block(0, 0.0)
                 for _ in range(8):
                     fn()
                 time.sleep(0.001)
-                spin.release()
+                spin.release(0)
                 torch.cuda.synchronize()
-                counts.append(int(spin._count.item()))
+                counts.append(int(spin._counts[0].item()))
         m = measure(backend, fn, Budget(max_time=0.3))
         backend.close()
         print(

@@ -73,10 +73,9 @@ class DeviceLock:
             yield
         finally:
             assert self._main is not None
-            if held:
-                self._through_gate(fcntl.LOCK_SH if fcntl else 0)
-            else:
-                _flock(self._main, fcntl.LOCK_UN if fcntl else 0)
+            # Downgrade in place, never through the gate: another measurement may hold the gate
+            # while it waits for our exclusive lock.
+            _flock(self._main, (fcntl.LOCK_SH if held else fcntl.LOCK_UN) if fcntl else 0)
 
     def close(self) -> None:
         if self._main is not None:

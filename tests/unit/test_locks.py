@@ -84,3 +84,34 @@ def test_a_dead_holder_releases_its_lock(tmp_path: Path) -> None:
     with lock.exclusive():
         pass
     assert time.monotonic() - began < 1.0
+
+
+MEASURE = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from pytest_cudaperf.locks import LockRegistry
+    lock = LockRegistry(Path(sys.argv[1])).get("gpu0")
+    lock.acquire_shared()  # the test's cuda_device
+    for _ in range(20):
+        with lock.exclusive():  # a measurement inside the test
+            time.sleep(0.005)
+    lock.release_shared()
+    print("done", flush=True)
+""")
+
+
+def test_concurrent_measurements_never_deadlock(tmp_path: Path) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", MEASURE, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=30)
+            assert out.strip() == "done"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
