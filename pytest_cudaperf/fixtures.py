@@ -335,13 +335,16 @@ class Timer:
         )
 
     def finish(self) -> None:
-        """Record every region's Measurement (called at fixture teardown)."""
+        """Record every region's Measurement, once (before the test's call report is built)."""
+        regions, self._regions = self._regions, {}
         if self.disabled:
             return
-        for name in list(self._regions):
-            if not (self._regions[name].samples or self._regions[name].pending):
+        for name, region in regions.items():
+            if not (region.samples or region.pending):
                 continue
+            self._regions = {name: region}
             measurement = self.result(name)
+            self._regions = {}
             key = record_key(self._nodeid, name, self._state)
             record, verdict = self._side.judge_time(
                 self._nodeid, key, measurement, self._perf, self._ctx.device_class

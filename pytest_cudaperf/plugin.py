@@ -28,6 +28,7 @@ RUN = pytest.StashKey["CudaperfRun"]()
 STATE = pytest.StashKey[ItemState]()
 MARKS = pytest.StashKey[dict[str, Any]]()
 DEVICE = pytest.StashKey[fixtures.DeviceContext]()
+TIMER = pytest.StashKey[fixtures.Timer]()
 
 
 class CudaperfRun:
@@ -208,9 +209,7 @@ def pinned_batch() -> Generator[fixtures.PinnedBatches, None, None]:
 
 
 @pytest.fixture
-def cuda_timer(
-    request: pytest.FixtureRequest, cuda_device: Any
-) -> Generator[fixtures.Timer, None, None]:
+def cuda_timer(request: pytest.FixtureRequest, cuda_device: Any) -> fixtures.Timer:
     """cuda_timer(fn, *args, name=None, cache=None, graph=None, warmup=None, min_time=None,
     max_time=None, **kwargs) -> Measurement; .region(name); .compare(candidate, reference)."""
     run = _run(request.config)
@@ -222,8 +221,8 @@ def cuda_timer(
         item.stash[DEVICE],
         item.stash.get(MARKS, {}).get("perf"),
     )
-    yield timer
-    timer.finish()
+    item.stash[TIMER] = timer
+    return timer
 
 
 @pytest.fixture
@@ -271,6 +270,8 @@ def pytest_runtest_makereport(
     rep = yield
     run = _run(item.config)
     if call.when == "call":
+        if TIMER in item.stash:
+            item.stash[TIMER].finish()  # regions: recorded before the call report is built
         report.finish_call_report(item, rep, call, run.side, _state(item), item.nodeid)
     return rep
 

@@ -82,8 +82,8 @@ class Measurement:
     @property
     def mode(self) -> str:
         """The comparison key part that says how it was measured: ``device/cold``, ``wall``."""
-        if self.metric == "wall":
-            return "wall"
+        if self.cache not in ("cold", "hot"):
+            return self.metric
         return f"{self.metric}/{self.cache}"
 
     @property

@@ -288,3 +288,22 @@ def test_ci_outputs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) 
     page = (pytester.path / "report.html").read_text()
     assert "<svg" in page
     assert "test_ci_outputs.py::test_slow" in page
+
+
+def test_regions_are_recorded(pytester: pytest.Pytester, mode: list[str]) -> None:
+    pytester.makepyfile("""
+        import time
+
+        def test_loop(cuda_timer):
+            for _ in range(12):
+                with cuda_timer.region("step"):
+                    time.sleep(0.001)
+            assert cuda_timer.result("step").n == 12
+    """)
+    result = pytester.runpytest(*mode, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["test_regions_are_recorded.py::test_loop#step  1.* ms  *NEW*"])
+    report = json.loads((pytester.path / "out.json").read_text())
+    (record,) = report["tests"][0]["records"]
+    assert record["series"] == "time:region"
+    assert record["n"] == 12
