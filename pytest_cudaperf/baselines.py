@@ -186,12 +186,13 @@ class Record:
     env: Mapping[str, Any]
 
     def entry(self) -> dict[str, Any]:
+        exact = self.unit == "bytes"  # byte counts stay integers, never rounded
         return {
-            "value": self.value,
+            "value": int(self.value) if exact else self.value,
             "unit": self.unit,
             "noise": self.noise,
             "n": self.n,
-            "ci": list(self.ci),
+            "ci": [int(c) for c in self.ci] if exact else list(self.ci),
             "env": dict(self.env),
         }
 

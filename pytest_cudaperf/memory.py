@@ -167,13 +167,21 @@ class CpuMemory:
         return {"cpu tensors": sum(size for size, _ in self._storages().values())}
 
     def sites(self, body: Callable[[], object]) -> list[str]:
-        """Run ``body`` once more and describe the tensors it left alive."""
+        """Run ``body`` twice more; describe the tensors the first run left alive that the
+        second did not free (replaced state, such as gradients, is not a leak)."""
         self.settle()
         before = set(self._storages())
         body()
         self.settle()
+        middle = self._storages()
+        body()
+        self.settle()
         after = self._storages()
-        new = [(size, desc) for ptr, (size, desc) in after.items() if ptr not in before]
+        new = [
+            (size, desc)
+            for ptr, (size, desc) in middle.items()
+            if ptr not in before and ptr in after
+        ]
         new.sort(reverse=True)
         return [
             f"{format_size(size)} in 1 tensor {desc} left alive by one run of the body"
@@ -241,7 +249,9 @@ class CudaMemory:
         return values
 
     def sites(self, body: Callable[[], object]) -> list[str]:
-        """Trace one more run of the body and name where its surviving blocks were allocated."""
+        """Trace two more runs of the body; name where the blocks allocated by the first and
+        still alive after the second were allocated (replaced state such as gradients moves to
+        new blocks each run and is not reported)."""
         from torch.cuda import memory as cmem
 
         if not self.devices():
@@ -254,11 +264,18 @@ class CudaMemory:
             before = _blocks(cmem._snapshot())
             body()
             self.settle()
+            middle = _blocks(cmem._snapshot())
+            body()
+            self.settle()
             after = _blocks(cmem._snapshot())
         finally:
             cmem._record_memory_history(enabled=None)
         return _group_sites(
-            [(size, frames) for key, (size, frames) in after.items() if key not in before]
+            [
+                (size, frames)
+                for key, (size, frames) in middle.items()
+                if key not in before and key in after
+            ]
         )
 
     def peak(self, fn: Callable[[], object]) -> PeakResult | None:

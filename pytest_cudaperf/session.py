@@ -175,7 +175,7 @@ class Judge:
         )
         state.records.append(self._payload(record, verdict, peak.to_dict()))
         if verdict.kind is Kind.REGRESSION and not self.settings.update:
-            state.failures.append(("memory", f"{label(key)}{verdict.message}"))
+            state.failures.append(("regression", f"{label(key)}{verdict.message}"))
         over = budget_failure(
             peak.peak_bytes, max_peak, "bytes", "max_peak", f"requested bytes on {peak.device}"
         )
