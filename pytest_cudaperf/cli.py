@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -196,6 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"cudaperf: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `cudaperf show FILE | head`
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
