@@ -118,6 +118,13 @@ _compiled = torch.compile(lambda x: torch.sin(x) * 2)
 @pytest.mark.no_leak
 def test_torch_compile_default():
     _compiled(torch.randn(1024, device="cuda")).sum().item()
+
+_graphed = torch.compile(lambda x: torch.cos(x) + 1, mode="reduce-overhead")
+_INPUT = torch.randn(2048, device="cuda")
+
+@pytest.mark.no_leak
+def test_torch_compile_reduce_overhead():
+    _graphed(_INPUT).sum().item()
 """
 
 MUST_FLAG = """
