@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import inspect
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -579,8 +579,22 @@ def leak_check_body(
                 state.failures.append(("memory", f"{nodeid}: {over}"))
 
 
-def fixture_generator(value: Any, teardown: Callable[[], None]) -> Generator[Any, None, None]:
-    try:
-        yield value
-    finally:
-        teardown()
+def after_body(
+    side: Judge,
+    state: ItemState,
+    nodeid: str,
+    marks: dict[str, Any],
+    body: Callable[[], object],
+    ctx: DeviceContext | None,
+    has_timer: bool,
+) -> None:
+    """After a passing body: ``@no_leak``'s repeat protocol, then ``@perf`` alone (without
+    ``cuda_timer`` in the test) timing the whole function."""
+    if "no_leak" in marks:
+        import torch
+
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        leak_check_body(side, state, nodeid, body, marks["no_leak"], device_type)
+    if "perf" in marks and not has_timer:
+        device_class_name = ctx.device_class if ctx else f"CPU {side.probe.cpu}"
+        measure_body(side, state, nodeid, body, marks["perf"], ctx, device_class_name)

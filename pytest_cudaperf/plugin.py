@@ -241,24 +241,18 @@ def memory_guard(request: pytest.FixtureRequest) -> fixtures.MemoryGuard:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
-    result = yield
+    result = yield  # the body's own run decides pass or fail; the checks below re-run it
     run = _run(pyfuncitem.config)
     marks = pyfuncitem.stash.get(MARKS, {})
-    if run.settings.disable or not ({"perf", "no_leak"} & marks.keys()):
-        return result
-    body = fixtures.body_of(pyfuncitem.obj, pyfuncitem.funcargs)
-    ctx = pyfuncitem.stash.get(DEVICE, None)
-    if "no_leak" in marks:
-        import torch
-
-        device_type = "cuda" if torch.cuda.is_available() else "cpu"
-        fixtures.leak_check_body(
-            run.side, _state(pyfuncitem), pyfuncitem.nodeid, body, marks["no_leak"], device_type
-        )
-    if "perf" in marks and "cuda_timer" not in pyfuncitem.fixturenames:
-        device_class = ctx.device_class if ctx else f"CPU {run.side.probe.cpu}"
-        fixtures.measure_body(
-            run.side, _state(pyfuncitem), pyfuncitem.nodeid, body, marks["perf"], ctx, device_class
+    if not run.settings.disable and {"perf", "no_leak"} & marks.keys():
+        fixtures.after_body(
+            run.side,
+            _state(pyfuncitem),
+            pyfuncitem.nodeid,
+            marks,
+            fixtures.body_of(pyfuncitem.obj, pyfuncitem.funcargs),
+            pyfuncitem.stash.get(DEVICE, None),
+            "cuda_timer" in pyfuncitem.fixturenames,
         )
     return result
 

@@ -254,7 +254,6 @@ class Results:
     updates: list[UpdateSummary] = field(default_factory=list)
     obsolete: dict[str, list[str]] = field(default_factory=dict)
     pruned_refused: bool = False
-    workers: dict[str, Any] = field(default_factory=dict)
 
     def add(self, nodeid: str, when: str, payload: Mapping[str, Any] | None) -> None:
         if when == "setup":

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_cudaperf.units import parse_fraction, parse_seconds
@@ -169,7 +168,7 @@ class Settings:
     html: str | None = None
     cache: str = "cold"
     max_time: float = 1.0
-    #: where each value came from, for messages ("--cudaperf-x", "PYTEST_CUDAPERF_X", "pytest.ini")
+    #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     def replace(self, **changes: Any) -> Settings:
@@ -214,8 +213,3 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str], ini_name: str) -> S
             f"--cudaperf-prune: only takes effect with --cudaperf-update ({sources['prune']})"
         )
     return Settings(**values, sources=sources)
-
-
-def describe_root(path: Path | None) -> str:
-    """The name used in messages for the ini file a value came from."""
-    return path.name if path is not None else "the ini file"

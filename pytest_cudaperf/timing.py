@@ -174,10 +174,10 @@ def run_adaptive(
     while True:
         samples.extend(sampler.batch())
         elapsed = clock() - start
-        if len(samples) >= budget.min_samples and elapsed >= budget.min_time:
-            summary = stats.summarize(samples)
-            if summary.rel_halfwidth <= budget.precision:
-                break
+        if elapsed >= budget.min_time and stats.precise_enough(
+            stats.summarize(samples), budget.precision, budget.min_samples
+        ):
+            break
         if elapsed >= budget.max_time and len(samples) >= 3:
             summary = stats.summarize(samples)
             if summary.rel_halfwidth > budget.precision:
