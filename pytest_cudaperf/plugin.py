@@ -178,8 +178,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     run = _run(item.config)
     if "gpu" in marks:
         reason = gpu_skip_reason(marks["gpu"], run.side.probe, run.worker)
-        if reason:
-            pytest.skip(reason)
+        if reason:  # pytest's skipping plugin runs next and reports the test's own location
+            item.add_marker(pytest.mark.skip(reason=reason))
+            return
         fault = run.side.faults.message()
         if fault:
             pytest.fail(fault, pytrace=False)

@@ -161,7 +161,11 @@ def test_gpu_tests_skip_with_the_reason(pytester: pytest.Pytester, mode: list[st
     """)
     result = pytester.runpytest(*mode, "-rs")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["SKIPPED*needs a GPU: torch * is built without CUDA*"])
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]1[]] test_gpu_tests_skip_with_the_reason.py:3: needs a GPU: torch * is built without CUDA*"
+        ]
+    )
     forced = pytester.runpytest(*mode, "-rs", "--cudaperf-device=cuda")
     forced.assert_outcomes(skipped=2)
     forced.stdout.fnmatch_lines(["SKIPPED*--cudaperf-device=cuda but no GPU: *"])
