@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_cudaperf.baselines import BaselineError, dumps, read_file
-from pytest_cudaperf.report import render_table
+from pytest_cudaperf.report import render_table, write_json
+from pytest_cudaperf.session import Results
 from pytest_cudaperf.units import format_pct, parse_fraction
 from pytest_cudaperf.verdict import Kind, format_value, judge
 
@@ -104,12 +105,8 @@ def cmd_merge(out: Path, inputs: Sequence[Path]) -> int:
     report["tests"] = [tests[k] for k in sorted(tests)]
     report["updates"] = [u for d in documents for u in d.get("updates", [])]
     report["complete_run"] = all(d.get("complete_run", False) for d in documents)
-    kinds_count: dict[str, int] = {}
-    for record in records(report):
-        kind = record.get("verdict", {}).get("kind", "new")
-        kinds_count[kind] = kinds_count.get(kind, 0) + 1
-    report["summary"] = {"measured": sum(kinds_count.values()), **kinds_count}
-    out.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    report["summary"] = Results(payloads=tests).counts()
+    write_json(out, report)
     print(f"cudaperf: merged {len(documents)} reports into {out} ({len(tests)} tests)")
     return 0
 

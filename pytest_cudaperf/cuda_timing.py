@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.nvml import ClockWatch
-from pytest_cudaperf.timing import Measurement, SynchronizesInside
+from pytest_cudaperf.timing import HOST_BOUND_RATIO, Measurement, SynchronizesInside
 from pytest_cudaperf.units import format_ms
 
 if TYPE_CHECKING:
@@ -300,7 +300,7 @@ class CudaBackend:
         device_ms = float(sorted(samples)[len(samples) // 2])
         host = host_ms_per_call(self._torch, fn, device_ms)
         notes = list(self.warnings)
-        if host > 1.5 * device_ms:
+        if host > HOST_BOUND_RATIO * device_ms:
             notes.append(
                 f"host-bound: {format_ms(host)} per call on the host vs "
                 f"{format_ms(device_ms)} on the device"

@@ -90,12 +90,6 @@ def close_device(ctx: DeviceContext, side: Judge, nodeid: str) -> None:
         ctx.lock.release_shared()
 
 
-def note_body_error(side: Judge, nodeid: str, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    """A sticky CUDA error raised in the body poisons the process's context."""
-    if isinstance(excinfo.value, RuntimeError) and is_sticky_cuda_error(str(excinfo.value)):
-        side.faults.record(nodeid, str(excinfo.value).strip().splitlines()[0])
-
-
 # --- pinned_batch --------------------------------------------------------------------------
 
 FILLS = ("randn", "rand", "zeros", "ones", "arange")
@@ -268,7 +262,6 @@ class Timer:
         measurement = measure_judged(
             self._side,
             self._state,
-            self._nodeid,
             key,
             run_once,
             lambda scale: self._budget(warmup, min_time, max_time, scale),
@@ -347,7 +340,7 @@ class Timer:
             self._regions = {}
             key = record_key(self._nodeid, name, self._state)
             record, verdict = self._side.judge_time(
-                self._nodeid, key, measurement, self._perf, self._ctx.device_class
+                key, measurement, self._perf, self._ctx.device_class
             )
             self._side.add_time(self._state, record, verdict, measurement, self._perf)
 
@@ -410,7 +403,7 @@ class MemoryGuard:
         guard.leak, guard.leaked_bytes = result, result.leaked_bytes
         key = self._key()
         self._side.add_leak(self._state, key, result)
-        self._check_peak(key, guard.peak_bytes, opts.max_peak)
+        self._side.check_peak(self._state, key, guard.peak_bytes, opts.max_peak, "this device")
 
     def _peak_start(self, backend: memory.MemoryBackend) -> tuple[int, Any]:
         if not isinstance(backend, memory.CudaMemory) or not backend.devices():
@@ -428,14 +421,6 @@ class MemoryGuard:
         torch_mod.cuda.synchronize()
         stats = torch_mod.cuda.memory_stats(torch_mod.cuda.current_device())
         return int(stats.get("requested_bytes.all.peak", 0)) - base
-
-    def _check_peak(self, key: str, peak: int | None, limit: int | None) -> None:
-        from pytest_cudaperf.verdict import budget_failure
-
-        if peak is not None:
-            over = budget_failure(peak, limit, "bytes", "max_peak", "requested bytes")
-            if over:
-                self._state.failures.append(("memory", f"{key}: {over}"))
 
     def check(
         self,
@@ -472,14 +457,15 @@ class MemoryGuard:
         guard.leak, guard.leaked_bytes = result, result.leaked_bytes
         peak = backend.peak(call)
         guard.peak_bytes = peak.peak_bytes if peak else None
-        self._check_peak(key, guard.peak_bytes, opts.max_peak)
+        self._side.check_peak(
+            self._state, key, guard.peak_bytes, opts.max_peak, peak.device if peak else "-"
+        )
         return guard
 
 
 def measure_judged(
     side: Judge,
     state: ItemState,
-    nodeid: str,
     key: str,
     run_once: Callable[[Budget], Measurement],
     budget_for: Callable[[float], Budget],
@@ -490,7 +476,7 @@ def measure_judged(
     time budget each time, at most REMEASURE times) before recording it."""
     for attempt in range(REMEASURE + 1):
         measurement = run_once(budget_for(2.0**attempt))
-        record, verdict = side.judge_time(nodeid, key, measurement, perf, device_class_name)
+        record, verdict = side.judge_time(key, measurement, perf, device_class_name)
         if verdict.kind is not Kind.INCONCLUSIVE:
             break
     side.add_time(state, record, verdict, measurement, perf)
@@ -540,7 +526,6 @@ def measure_body(
     measure_judged(
         side,
         state,
-        nodeid,
         key,
         run_once,
         lambda scale: dataclasses.replace(budget, max_time=budget.max_time * scale),
@@ -566,17 +551,7 @@ def leak_check_body(
     if opts.max_peak is not None:
         peak = backend.peak(body)
         if peak is not None:
-            from pytest_cudaperf.verdict import budget_failure
-
-            over = budget_failure(
-                peak.peak_bytes,
-                opts.max_peak,
-                "bytes",
-                "max_peak",
-                f"requested bytes on {peak.device}",
-            )
-            if over:
-                state.failures.append(("memory", f"{nodeid}: {over}"))
+            side.check_peak(state, nodeid, peak.peak_bytes, opts.max_peak, peak.device)
 
 
 def after_body(
@@ -591,10 +566,7 @@ def after_body(
     """After a passing body: ``@no_leak``'s repeat protocol, then ``@perf`` alone (without
     ``cuda_timer`` in the test) timing the whole function."""
     if "no_leak" in marks:
-        import torch
-
-        device_type = "cuda" if torch.cuda.is_available() else "cpu"
-        leak_check_body(side, state, nodeid, body, marks["no_leak"], device_type)
+        leak_check_body(side, state, nodeid, body, marks["no_leak"], memory.device_type())
     if "perf" in marks and not has_timer:
         device_class_name = ctx.device_class if ctx else f"CPU {side.probe.cpu}"
         measure_body(side, state, nodeid, body, marks["perf"], ctx, device_class_name)

@@ -66,10 +66,6 @@ class LeakResult:
     def iterations(self) -> int:
         return max((len(s) - 1 for s in self.series.values()), default=0)
 
-    def growth(self, key: str) -> int:
-        values = self.series[key]
-        return values[-1] - values[0]
-
     @property
     def leaks(self) -> dict[str, int]:
         """Signals that grew beyond the tolerance and were still growing in the last run."""
@@ -436,6 +432,13 @@ def recover_after_oom() -> None:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
+
+
+def device_type() -> str:
+    """``cuda`` when this process can use CUDA (leak checks read the allocator), else ``cpu``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def make_backend(

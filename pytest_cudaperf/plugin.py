@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf import fixtures, report
+from pytest_cudaperf import fixtures, memory, report
 from pytest_cudaperf.baselines import BaselineError, BaselineStore
 from pytest_cudaperf.devices import gpu_skip_reason, header_lines, worker_index
 from pytest_cudaperf.locks import LockRegistry
@@ -231,10 +231,9 @@ def memory_guard(request: pytest.FixtureRequest) -> fixtures.MemoryGuard:
     """with memory_guard(max_peak=None, leak_tolerance=0) as g: checks a block for leaks and
     peak memory (g.peak_bytes, g.leaked_bytes); memory_guard.check(fn, *args) repeats fn."""
     run = _run(request.config)
-    import torch
-
-    device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    return fixtures.MemoryGuard(run.side, _state(request.node), request.node.nodeid, device_type)
+    return fixtures.MemoryGuard(
+        run.side, _state(request.node), request.node.nodeid, memory.device_type()
+    )
 
 
 # --- running and reporting -----------------------------------------------------------------

@@ -38,11 +38,9 @@ def finish_call_report(
 ) -> None:
     """Attach the test's payload, turn a passed body with failures into a one-line failure,
     and summarise and clean up after a CUDA OOM."""
-    from pytest_cudaperf.fixtures import note_body_error
-
     body_passed = rep.passed
     if call.excinfo is not None:
-        note_body_error(side, nodeid, call.excinfo)
+        side.note_error(nodeid, call.excinfo.value)
         if _is_oom(call.excinfo.value):
             rep.sections.append(("cudaperf memory at OOM", memory.oom_summary()))
             memory.release_frames(call.excinfo.tb)
@@ -94,6 +92,9 @@ def table_rows(results: Results) -> list[list[str]]:
             other = record["others"][0]
             base = f"({other['device_class']}: {format_ms(other['value'])})"
         peak = peaks.get(record["key"])
+        peak_text = format_size(peak["value"]) if peak else ""
+        if peak and peak["verdict"]["kind"] not in ("pass", "new"):
+            peak_text += f" {peak['verdict']['kind'].upper()}"  # e.g. "14.0 MiB REGRESSION"
         rows.append(
             [
                 _short(record["key"]),
@@ -102,7 +103,7 @@ def table_rows(results: Results) -> list[list[str]]:
                 change,
                 ci,
                 verdict["kind"].upper(),
-                format_size(peak["value"]) if peak else "",
+                peak_text,
             ]
         )
     return rows
@@ -112,13 +113,12 @@ HEADER = ["test", "median", "baseline", "change", "95% CI", "verdict", "peak mem
 
 
 def render_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
-    lines.extend(
+    table = [header, *rows]
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
+    return [
         "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
-    return lines
+        for row in table
+    ]
 
 
 def terminal_summary(tr: Any, results: Results, settings: Any) -> None:
@@ -134,7 +134,7 @@ def terminal_summary(tr: Any, results: Results, settings: Any) -> None:
         if not payload.get("body_passed"):
             continue
         for kind, line in payload.get("failures", []):
-            if kind != "regression":  # regressions are in the table already
+            if kind != "regression":  # regressions show in the table (time and peak columns)
                 tr.write_line(f"{_short(nodeid)}: {line}")
     new = [r["key"] for r in results.records() if r["verdict"]["kind"] == "new"]
     if new and not settings.update:

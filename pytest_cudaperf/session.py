@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_cudaperf.baselines import BaselineStore, Record, UpdateSummary, test_file_of
-from pytest_cudaperf.devices import FaultState, Probe
+from pytest_cudaperf.devices import FaultState, Probe, is_sticky_cuda_error
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.memory import LeakResult, PeakResult
 from pytest_cudaperf.settings import Settings
@@ -47,7 +47,6 @@ class ItemState:
     leak: dict[str, Any] | None = None
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     names: Counter[str] = field(default_factory=Counter)
-    device_class: str | None = None
 
 
 def record_key(nodeid: str, name: str | None, state: ItemState) -> str:
@@ -96,8 +95,13 @@ class Judge:
             return perf.tolerance
         return self.settings.tolerance
 
+    def note_error(self, nodeid: str, exc: BaseException) -> None:
+        """A sticky CUDA error raised in a test body poisons this process's context."""
+        if isinstance(exc, RuntimeError) and is_sticky_cuda_error(str(exc)):
+            self.faults.record(nodeid, str(exc).strip().splitlines()[0])
+
     def judge_time(
-        self, nodeid: str, key: str, m: Measurement, perf: PerfOptions | None, device_class: str
+        self, key: str, m: Measurement, perf: PerfOptions | None, device_class: str
     ) -> tuple[Record, Verdict]:
         record = Record(
             key=key,
@@ -108,7 +112,7 @@ class Judge:
             n=m.n,
             ci=m.ci_ms,
             device_class=device_class,
-            env=environment(self._probe, m),
+            env=environment(self.probe, m),
         )
         baseline = self.store.lookup(device_class, key, record.series)
         verdict = judge(
@@ -130,7 +134,6 @@ class Judge:
         m: Measurement,
         perf: PerfOptions | None,
     ) -> None:
-        state.device_class = record.device_class
         state.records.append(self._payload(record, verdict, m.to_dict()))
         if verdict.kind is Kind.REGRESSION and not self.settings.update:
             state.failures.append(("regression", f"{label(record.key)}{verdict.message}"))
@@ -148,7 +151,7 @@ class Judge:
             perf.max_ms if perf else None,
             "ms",
             "max_ms",
-            m.describe().split("(", 1)[1].rstrip(")"),
+            m.how(),
             subject=record.key.rsplit("::", 1)[-1],
         )
         if over:
@@ -167,7 +170,7 @@ class Judge:
             n=1,
             ci=(peak.peak_bytes, peak.peak_bytes),
             device_class=device_class,
-            env=environment(self._probe),
+            env=environment(self.probe),
         )
         baseline = self.store.lookup(device_class, key, record.series)
         verdict = judge(
@@ -176,16 +179,22 @@ class Judge:
         state.records.append(self._payload(record, verdict, peak.to_dict()))
         if verdict.kind is Kind.REGRESSION and not self.settings.update:
             state.failures.append(("regression", f"{label(key)}{verdict.message}"))
-        over = budget_failure(
-            peak.peak_bytes, max_peak, "bytes", "max_peak", f"requested bytes on {peak.device}"
-        )
-        if over:
-            state.failures.append(("memory", f"{label(key)}{over}"))
+        self.check_peak(state, key, peak.peak_bytes, max_peak, peak.device)
         if peak.alloc_retries or peak.ooms:
             state.details.append(
                 f"{label(key)}allocator retried {peak.alloc_retries} times, "
                 f"{peak.ooms} OOMs (near the memory limit)"
             )
+
+    def check_peak(
+        self, state: ItemState, key: str, peak_bytes: int | None, limit: int | None, where: str
+    ) -> None:
+        """The ``max_peak`` budget of a marker or ``memory_guard``."""
+        if peak_bytes is None:
+            return
+        over = budget_failure(peak_bytes, limit, "bytes", "max_peak", f"requested bytes on {where}")
+        if over:
+            state.failures.append(("memory", f"{label(key)}{over}"))
 
     def add_comparison(
         self, state: ItemState, key: str, comparison: Comparison, min_speedup: float | None

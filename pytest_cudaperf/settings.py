@@ -151,8 +151,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 
-OPTIONS_BY_FIELD: dict[str, Option] = {option.field: option for option in OPTIONS}
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -170,9 +168,6 @@ class Settings:
     max_time: float = 1.0
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
-
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
 
 
 class _ConfigLike(Protocol):

@@ -20,6 +20,8 @@ from pytest_cudaperf.units import format_ms
 
 #: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
 MAX_KEPT_SAMPLES = 2000
+#: host time per call above this multiple of the device time is flagged ``host-bound``
+HOST_BOUND_RATIO = 1.5
 
 
 @dataclass(frozen=True)
@@ -94,12 +96,8 @@ class Measurement:
     def rel_halfwidth(self) -> float:
         return (self.ci_ms[1] - self.ci_ms[0]) / 2 / self.median_ms if self.median_ms else math.inf
 
-    @property
-    def host_bound(self) -> bool:
-        return self.host_ms_per_call is not None and self.host_ms_per_call > 1.5 * self.median_ms
-
-    def describe(self) -> str:
-        """``1.234 ms median (device time, 40 samples, cold L2)``."""
+    def how(self) -> str:
+        """``device time, 40 samples, cold L2``."""
         what = {
             "device": "device time",
             "graph": "graph throughput",
@@ -107,7 +105,11 @@ class Measurement:
             "region": "region time",
         }.get(self.metric, self.metric)
         cache = f", {self.cache} L2" if self.cache in ("cold", "hot") else ""
-        return f"{format_ms(self.median_ms)} median ({what}, {self.n} samples{cache})"
+        return f"{what}, {self.n} samples{cache}"
+
+    def describe(self) -> str:
+        """``1.234 ms median (device time, 40 samples, cold L2)``."""
+        return f"{format_ms(self.median_ms)} median ({self.how()})"
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_cudaperf.baselines import BaselineStore
+from pytest_cudaperf.baselines import BaselineStore, Record
 from pytest_cudaperf.report import (
     github_annotations,
     github_summary,
@@ -23,6 +23,19 @@ def measured(median: float) -> Measurement:
     )
 
 
+def judged(
+    test_side: Judge,
+    state: ItemState,
+    median: float,
+    perf: object = None,
+    device_class: str = "GPU X",
+) -> None:
+    """Measure-and-record as cuda_timer does, for a test called t.py::a."""
+    m = measured(median)
+    record, verdict = test_side.judge_time("t.py::a", m, perf, device_class)  # type: ignore[arg-type]
+    test_side.add_time(state, record, verdict, m, perf)  # type: ignore[arg-type]
+
+
 def side(tmp_path: Path, **settings: object) -> Judge:
     return Judge(Settings(**settings), BaselineStore.load(tmp_path))  # type: ignore[arg-type]
 
@@ -38,9 +51,7 @@ def test_record_keys() -> None:
 def test_payload_round_trips_as_json_and_feeds_the_update(tmp_path: Path) -> None:
     test_side = side(tmp_path)
     state = ItemState()
-    m = measured(1.0)
-    record, verdict = test_side.judge_time("t.py::a", "t.py::a", m, None, "GPU X")
-    test_side.add_time(state, record, verdict, m, None)
+    judged(test_side, state, 1.0)
     payload = test_side.report_payload(state, "t.py::a", body_passed=True)
     assert payload is not None
     wire = json.loads(json.dumps(payload))  # what xdist carries
@@ -58,12 +69,12 @@ def test_regression_and_budget_become_failure_lines(tmp_path: Path) -> None:
     from pytest_cudaperf.markers import PerfOptions
 
     first = measured(1.0)
-    record, _ = test_side.judge_time("t.py::a", "t.py::a", first, None, "GPU X")
+    record, _ = test_side.judge_time("t.py::a", first, None, "GPU X")
     test_side.store.update("GPU X", [record])
     state = ItemState()
     slow = measured(1.5)
     perf = PerfOptions(max_ms=1.2)
-    record, verdict = test_side.judge_time("t.py::a", "t.py::a", slow, perf, "GPU X")
+    record, verdict = test_side.judge_time("t.py::a", slow, perf, "GPU X")
     test_side.add_time(state, record, verdict, slow, perf)
     kinds = [kind for kind, _ in state.failures]
     assert kinds == ["regression", "budget"]
@@ -74,10 +85,10 @@ def test_regression_and_budget_become_failure_lines(tmp_path: Path) -> None:
 
 def test_update_mode_does_not_fail_regressions(tmp_path: Path) -> None:
     test_side = side(tmp_path, update=True)
-    record, _ = test_side.judge_time("t.py::a", "t.py::a", measured(1.0), None, "G")
+    record, _ = test_side.judge_time("t.py::a", measured(1.0), None, "G")
     test_side.store.update("G", [record])
     state = ItemState()
-    record, verdict = test_side.judge_time("t.py::a", "t.py::a", measured(2.0), None, "G")
+    record, verdict = test_side.judge_time("t.py::a", measured(2.0), None, "G")
     test_side.add_time(state, record, verdict, measured(2.0), None)
     assert state.failures == []
 
@@ -97,9 +108,7 @@ def test_crashed_worker_makes_the_run_partial() -> None:
 def test_reports_render(tmp_path: Path) -> None:
     test_side = side(tmp_path)
     state = ItemState()
-    m = measured(0.0123)
-    record, verdict = test_side.judge_time("t.py::a", "t.py::a", m, None, "GPU X")
-    test_side.add_time(state, record, verdict, m, None)
+    judged(test_side, state, 0.0123)
     state.failures.append(("budget", "perf: a median 12.30 µs > max_ms 0.001 ms (x)"))
     payload = test_side.report_payload(state, "t.py::a", True)
     assert payload is not None
@@ -129,3 +138,34 @@ def test_reports_render(tmp_path: Path) -> None:
     assert html_text.startswith("<!doctype html>")
     assert "<svg" in html_text
     assert "http" not in html_text.split("<body>", 1)[1]
+
+
+def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -> None:
+    from pytest_cudaperf.memory import PeakResult
+
+    test_side = side(tmp_path)
+    first = ItemState()
+    test_side.add_peak(first, "t.py::a", PeakResult(1 << 20, device="cuda:0"), "GPU X", None)
+    test_side.store.update("GPU X", [Record.from_dict(r) for r in first.records])
+    state = ItemState()
+    judged(test_side, state, 1.0)
+    test_side.add_peak(state, "t.py::a", PeakResult(2 << 20, device="cuda:0"), "GPU X", 1 << 20)
+    assert [kind for kind, _ in state.failures] == ["regression", "memory"]
+    assert state.failures[0][1].startswith("memory regression: peak memory 2.0 MiB vs baseline")
+    assert state.failures[1][1] == (
+        "memory: peak 2.0 MiB > max_peak 1.0 MiB (requested bytes on cuda:0)"
+    )
+    results = Results()
+    results.add("t.py::a", "call", test_side.report_payload(state, "t.py::a", True))
+    assert table_rows(results)[0][-1] == "2.0 MiB REGRESSION"
+
+
+def test_sticky_errors_in_a_body_poison_the_process(tmp_path: Path) -> None:
+    test_side = side(tmp_path)
+    test_side.note_error("t.py::a", ValueError("device-side assert triggered"))
+    test_side.note_error("t.py::b", RuntimeError("CUDA out of memory"))
+    assert test_side.faults.message() is None
+    test_side.note_error("t.py::c", RuntimeError("CUDA error: device-side assert triggered\nmore"))
+    assert test_side.faults.message() == (
+        "CUDA context unusable since t.py::c: CUDA error: device-side assert triggered"
+    )

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from pytest_cudaperf.nvml import ClockWatch, decode_reasons
+
+
+def test_decode_reasons_ignores_idle_and_application_clocks() -> None:
+    assert decode_reasons(0x1 | 0x2) == []
+    assert decode_reasons(0x4 | 0x40) == ["sw-power-cap", "hw-thermal"]
+
+
+def test_without_nvml_clocks_are_not_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    watch = ClockWatch("abc")
+    watch.observe(10)
+    assert watch.summary() == {"recorded": False}
+    assert watch.warning() is None
+
+
+def test_throttled_batches_are_counted_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    reasons = iter([0x0, 0x4, 0x1])
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByUUID=lambda uuid: uuid,
+        NVML_CLOCK_SM=0,
+        nvmlDeviceGetClockInfo=lambda handle, clock: 1980,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda handle: next(reasons),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    watch = ClockWatch("abc")
+    for _ in range(3):
+        watch.observe(8)
+    assert watch.summary() == {
+        "recorded": True,
+        "sm_mhz_min": 1980,
+        "sm_mhz_max": 1980,
+        "throttle_reasons": ["sw-power-cap"],
+        "throttled_samples": 8,
+    }
+    assert watch.warning() == "throttled: 8 of 24 samples taken while sw-power-cap"
