@@ -101,3 +101,16 @@ def test_release_frames_frees_locals_even_after_an_f_locals_read() -> None:
         release_frames(tb)
     gc.collect()
     assert refs["w"]() is None
+
+
+def test_cpu_census_counts_replaced_state_as_no_growth() -> None:
+    """State replaced by every run (like gradients) is no growth; only the kept tensor is."""
+    state = {"grad": torch.ones(1 << 18)}
+    kept: list[torch.Tensor] = []
+
+    def step() -> None:
+        state["grad"] = torch.ones(1 << 18)  # replaces a tensor created before the check
+        kept.append(torch.ones(1))
+
+    result = check_leaks(step, CpuMemory(), warmup=1, iterations=3, tolerance=0)
+    assert result.message() == "leak: +12 B over 3 runs (+4 B each) on cpu tensors"
