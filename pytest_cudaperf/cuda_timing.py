@@ -296,6 +296,7 @@ class CudaBackend:
         warnings: list[str],
         cost_s: float,
         name: str | None,
+        round_medians_ms: tuple[float, ...] = (),
     ) -> Measurement:
         device_ms = float(sorted(samples)[len(samples) // 2])
         host = host_ms_per_call(self._torch, fn, device_ms)
@@ -321,6 +322,7 @@ class CudaBackend:
             warnings=tuple(dict.fromkeys(notes + warnings)),
             cost_s=cost_s,
             name=name,
+            round_medians_ms=round_medians_ms,
         )
 
     def close(self) -> None:

@@ -242,8 +242,10 @@ def memory_guard(request: pytest.FixtureRequest) -> fixtures.MemoryGuard:
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     result = yield  # the body's own run decides pass or fail; the checks below re-run it
-    run = _run(pyfuncitem.config)
     marks = pyfuncitem.stash.get(MARKS, {})
+    if not marks:
+        return result
+    run = _run(pyfuncitem.config)
     if not run.settings.disable and {"perf", "no_leak"} & marks.keys():
         fixtures.after_body(
             run.side,
@@ -262,11 +264,12 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     rep = yield
-    run = _run(item.config)
-    if call.when == "call":
-        if TIMER in item.stash:
-            item.stash[TIMER].finish()  # regions: recorded before the call report is built
-        report.finish_call_report(item, rep, call, run.side, _state(item), item.nodeid)
+    # a test that used nothing of the plugin and raised nothing has nothing to report
+    if call.when != "call" or (STATE not in item.stash and call.excinfo is None):
+        return rep
+    if TIMER in item.stash:
+        item.stash[TIMER].finish()  # regions: recorded before the call report is built
+    report.finish_call_report(item, rep, call, _run(item.config).side, _state(item), item.nodeid)
     return rep
 
 
