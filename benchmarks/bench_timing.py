@@ -39,13 +39,25 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--processes", type=int, default=16)
     parser.add_argument("--out", default="out")
+    parser.add_argument(
+        "--from-raw", metavar="JSONL", help="build the table from the raw rows of an earlier run"
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.from_raw:
+        rows = [json.loads(line) for line in Path(args.from_raw).read_text().splitlines()]
+    else:
+        rows = collect(args.processes, out)
+    write_table(rows, out)
+
+
+def collect(processes: int, out: Path) -> list[dict]:
+    """Run the worker in ``processes`` separate processes; keep the raw rows."""
     worker = Path(__file__).with_name("bench_worker.py")
     rows = []
     with open(out / "timing-raw.jsonl", "w") as raw:
-        for seed in range(args.processes):
+        for seed in range(processes):
             proc = subprocess.run(
                 [sys.executable, str(worker), "--seed", str(seed)],
                 capture_output=True,
@@ -59,7 +71,11 @@ def main() -> None:
                 if line.startswith("{"):
                     raw.write(line + "\n")
                     rows.append(json.loads(line))
-            print(f"process {seed + 1}/{args.processes} done", flush=True)
+            print(f"process {seed + 1}/{processes} done", flush=True)
+    return rows
+
+
+def write_table(rows: list[dict], out: Path) -> None:
     by = defaultdict(list)
     for row in rows:
         by[(row["kernel"], row["tool"], row["scale"])].append(row)
@@ -75,6 +91,8 @@ def main() -> None:
         tol = TOLERANCE.get(kernel, 0.05)
         for tool in toolnames:
             base = by[(kernel, tool, 1.0)]
+            if not base:  # a control run for some kernels only
+                continue
             medians = np.array([r["median_ms"] for r in base])
             iqr = float(np.median([r["rel_iqr"] for r in base]))
             spread = float(medians.max() / medians.min() - 1)
