@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from pytest_cudaperf.units import format_size
@@ -127,6 +128,64 @@ class PeakResult:
         }
 
 
+def tensor_storages(
+    torch_mod: Any, keep: Callable[[Any], bool] | None = None
+) -> dict[int, tuple[int, str]]:
+    """Live CPU tensors found through the garbage collector: storage address -> (bytes, a
+    ``float32[1024]`` description), optionally only those ``keep`` accepts."""
+    tensor_type = torch_mod.Tensor
+    found: dict[int, tuple[int, str]] = {}
+    for obj in gc.get_objects():
+        try:
+            # type(), not isinstance(): no __class__ lookups on proxies and deprecated names
+            if not issubclass(type(obj), tensor_type) or obj.device.type != "cpu":
+                continue
+            storage = obj.untyped_storage()
+            ptr = storage.data_ptr()
+            if ptr and ptr not in found and (keep is None or keep(obj)):
+                found[ptr] = (
+                    storage.nbytes(),
+                    f"{str(obj.dtype).replace('torch.', '')}{list(obj.shape)}",
+                )
+        # odd objects (proxies, sparse or meta tensors) cannot be measured: skip them
+        except Exception:  # noqa: BLE001, S112
+            continue
+    return found
+
+
+def group_storages(
+    new: list[tuple[int, str, str]], label: str, error: str | None = None
+) -> list[str]:
+    """``4.0 MiB in 1 tensor at tests/test_x.py:12 in test_leak (float32[1048576])`` lines
+    from (bytes, description, site), grouped by site, largest first."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for size, desc, site in new:
+        groups.setdefault(site, []).append((size, desc))
+    ordered = sorted(groups.items(), key=lambda kv: -sum(size for size, _ in kv[1]))
+    lines = []
+    for site, found in ordered[:10]:
+        found.sort(reverse=True)
+        plural = "s" if len(found) != 1 else ""
+        shapes = ", ".join(desc for _, desc in found[:3]) + (", …" if len(found) > 3 else "")
+        total = format_size(sum(size for size, _ in found))
+        lines.append(f"{total} in {len(found)} {label}{plural} at {site} ({shapes})")
+    if error:
+        lines.append(f"({label} creation sites not traced: {error})")
+    return lines
+
+
+def kept_by_run(
+    before: Collection[int], middle: dict[int, tuple[int, str]], after: Collection[int]
+) -> list[tuple[int, int, str]]:
+    """(address, bytes, description) of what the first traced run created and the second did
+    not free (replaced state, such as new gradients each run, is not kept)."""
+    return [
+        (ptr, size, desc)
+        for ptr, (size, desc) in middle.items()
+        if ptr not in before and ptr in after
+    ]
+
+
 class CpuMemory:
     """Live torch tensors on the CPU found through the garbage collector, by storage."""
 
@@ -142,50 +201,29 @@ class CpuMemory:
     def settle(self) -> list[str]:
         return [f"gc.collect x{collect_garbage()}"]
 
-    def _storages(self) -> dict[int, tuple[int, str]]:
-        tensor_type = self._torch.Tensor
-        found: dict[int, tuple[int, str]] = {}
-        for obj in gc.get_objects():
-            try:
-                # type(), not isinstance(): no __class__ lookups on proxies and deprecated names
-                if not issubclass(type(obj), tensor_type) or obj.device.type != "cpu":
-                    continue
-                storage = obj.untyped_storage()
-                ptr = storage.data_ptr()
-                if ptr and ptr not in found:
-                    found[ptr] = (
-                        storage.nbytes(),
-                        f"{str(obj.dtype).replace('torch.', '')}{list(obj.shape)}",
-                    )
-            # odd objects (proxies, sparse or meta tensors) cannot be measured: skip them
-            except Exception:  # noqa: BLE001, S112
-                continue
-        return found
-
     def read(self) -> dict[str, int]:
-        return {"cpu tensors": sum(size for size, _ in self._storages().values())}
+        return {"cpu tensors": sum(size for size, _ in tensor_storages(self._torch).values())}
 
-    def sites(self, body: Callable[[], object]) -> list[str]:
-        """Run ``body`` twice more; describe the tensors the first run left alive that the
-        second did not free (replaced state, such as gradients, is not a leak)."""
+    def sites(self, body: Callable[[], object], leaked: Collection[str] = ()) -> list[str]:
+        """Run ``body`` twice more, recording where tensors are created during the first; name
+        the tensors the first run left alive that the second did not free, by creation site."""
+        recorder = CreationSites()
         self.settle()
-        before = set(self._storages())
+        before = set(tensor_storages(self._torch))
+        if not recorder.run(body):
+            self.settle()
+            before = set(tensor_storages(self._torch))
+            body()
+        self.settle()
+        middle = tensor_storages(self._torch)
         body()
         self.settle()
-        middle = self._storages()
-        body()
-        self.settle()
-        after = self._storages()
+        after = set(tensor_storages(self._torch))
         new = [
-            (size, desc)
-            for ptr, (size, desc) in middle.items()
-            if ptr not in before and ptr in after
+            (size, desc, recorder.site(ptr))
+            for ptr, size, desc in kept_by_run(before, middle, after)
         ]
-        new.sort(reverse=True)
-        return [
-            f"{format_size(size)} in 1 tensor {desc} left alive by one run of the body"
-            for size, desc in new[:5]
-        ]
+        return group_storages(new, "tensor", recorder.error)
 
     def peak(self, fn: Callable[[], object]) -> PeakResult | None:
         return None
@@ -206,10 +244,17 @@ class CudaMemory:
         self.outside_torch = outside_torch
 
     def devices(self) -> list[int]:
+        """Devices this process has a CUDA context on: synchronizing or reading another would
+        create one (~500 MiB of device memory each on every GPU of the machine)."""
         torch = self._torch
         if not torch.cuda.is_initialized():
             return []
-        return list(range(torch.cuda.device_count()))
+        has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+        return [
+            index
+            for index in range(torch.cuda.device_count())
+            if has_context is None or has_context(index)
+        ]
 
     def settle(self) -> list[str]:
         torch = self._torch
@@ -249,35 +294,88 @@ class CudaMemory:
             values["pinned host"] = int(host.get("allocated_bytes.current", 0))
         return values
 
-    def sites(self, body: Callable[[], object]) -> list[str]:
-        """Trace two more runs of the body; name where the blocks allocated by the first and
-        still alive after the second were allocated (replaced state such as gradients moves to
-        new blocks each run and is not reported)."""
+    def _pinned(self) -> dict[int, tuple[int, str]]:
+        return tensor_storages(self._torch, keep=lambda tensor: bool(tensor.is_pinned()))
+
+    def _outside_torch(self) -> int:
+        """Device memory in use outside torch's allocator, summed over initialised devices."""
+        torch = self._torch
+        total = 0
+        for index in self.devices():
+            free, size = torch.cuda.mem_get_info(index)
+            total += int(size - free) - int(torch.cuda.memory_reserved(index))
+        return total
+
+    def sites(self, body: Callable[[], object], leaked: Collection[str] = ()) -> list[str]:
+        """Trace two more runs of the body; name where what the first run allocated and the
+        second did not free was allocated (replaced state such as gradients moves to new blocks
+        each run and is not reported): allocator blocks from the memory history, pinned host
+        tensors from their creation sites, memory outside torch by line tracing."""
         from torch.cuda import memory as cmem
 
         if not self.devices():
             return []
-        if _already_recording(self._torch):
-            return ["(allocation sites not traced: memory history is already being recorded)"]
-        cmem._record_memory_history(enabled="state", context="state", stacks="python")
+        leaked = set(leaked) or {f"cuda:{index}" for index in self.devices()}
+        notes: list[str] = []
+        record = any(key.startswith("cuda:") for key in leaked)
+        if record and _already_recording(self._torch):
+            notes.append("(allocation sites not traced: memory history is already being recorded)")
+            record = False
+        pinned = "pinned host" in leaked
+        creation = CreationSites()
+        lines = (
+            LineGrowth(self._outside_torch)
+            if any(key.startswith("outside torch") for key in leaked)
+            else None
+        )
+        if record:
+            cmem._record_memory_history(enabled="state", context="state", stacks="python")
         try:
             self.settle()
-            before = _blocks(cmem._snapshot())
+            blocks_before = _blocks(cmem._snapshot()) if record else {}
+            pinned_before = set(self._pinned()) if pinned else set()
+            with contextlib.ExitStack() as stack:
+                if lines is not None:
+                    stack.enter_context(lines.tracing())
+                if pinned:
+                    ran = creation.run(body)
+                else:
+                    body()
+                    ran = True
+            if not ran:  # failed under the dispatch mode: run plain, sites unknown
+                body()
+            self.settle()
+            blocks_middle = _blocks(cmem._snapshot()) if record else {}
+            pinned_middle = self._pinned() if pinned else {}
             body()
             self.settle()
-            middle = _blocks(cmem._snapshot())
-            body()
-            self.settle()
-            after = _blocks(cmem._snapshot())
+            blocks_after = _blocks(cmem._snapshot()) if record else {}
+            pinned_after = set(self._pinned()) if pinned else set()
         finally:
-            cmem._record_memory_history(enabled=None)
-        return _group_sites(
+            if record:
+                cmem._record_memory_history(enabled=None)
+        found = notes + _group_sites(
             [
                 (size, frames)
-                for key, (size, frames) in middle.items()
-                if key not in before and key in after
+                for key, (size, frames) in blocks_middle.items()
+                if key not in blocks_before and key in blocks_after
             ]
         )
+        if pinned:
+            kept = kept_by_run(pinned_before, pinned_middle, pinned_after)
+            found += group_storages(
+                [(size, desc, creation.site(ptr)) for ptr, size, desc in kept],
+                "pinned host tensor",
+                creation.error,
+            )
+        if lines is not None:
+            found += [
+                f"{format_size(size)} outside torch's allocator at {site} (by line tracing)"
+                for size, site in lines.sites()[:5]
+            ]
+            if lines.error:
+                found.append(f"(memory outside torch not traced: {lines.error})")
+        return found
 
     def peak(self, fn: Callable[[], object]) -> PeakResult | None:
         """Requested-bytes peak of one run of ``fn`` above what was allocated at its start."""
@@ -319,16 +417,178 @@ def _blocks(snapshot: dict[str, Any]) -> dict[tuple[int, int], tuple[int, list[d
     return found
 
 
+UNKNOWN_SITE = "an unknown site (no Python frame outside torch)"
+
+
+def _is_internal(filename: str) -> bool:
+    return not filename or any(part in filename for part in _INTERNAL_PATHS)
+
+
+def _site(filename: str, line: object, name: object) -> str:
+    with contextlib.suppress(ValueError):  # another drive on Windows
+        filename = os.path.relpath(filename)
+    return f"{filename}:{line} in {name}"
+
+
 def user_frame(frames: list[dict[str, Any]]) -> str:
     """The first frame (innermost first) outside torch, pytest and this plugin."""
     for frame in frames:
         filename = str(frame.get("filename", ""))
-        if not filename or any(part in filename for part in _INTERNAL_PATHS):
-            continue
-        with contextlib.suppress(ValueError):  # another drive on Windows
-            filename = os.path.relpath(filename)
-        return f"{filename}:{frame.get('line')} in {frame.get('name')}"
-    return "an unknown site (no Python frame outside torch)"
+        if not _is_internal(filename):
+            return _site(filename, frame.get("line"), frame.get("name"))
+    return UNKNOWN_SITE
+
+
+def calling_site(frame: FrameType | None) -> str:
+    """The innermost live frame outside torch, pytest and this plugin, from ``frame`` out."""
+    while frame is not None:
+        if not _is_internal(frame.f_code.co_filename):
+            return _site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return UNKNOWN_SITE
+
+
+def _storage_ptrs(values: object, found: dict[int, Any] | None = None) -> dict[int, Any]:
+    """Tensors in (nested tuples/lists/dicts of) ``values`` by storage address."""
+    found = {} if found is None else found
+    if isinstance(values, (tuple, list)):
+        for value in values:
+            _storage_ptrs(value, found)
+    elif isinstance(values, dict):
+        for value in values.values():
+            _storage_ptrs(value, found)
+    else:
+        storage = getattr(values, "untyped_storage", None)
+        if storage is not None:
+            with contextlib.suppress(Exception):  # meta, sparse or odd tensors have no storage
+                ptr = storage().data_ptr()
+                if ptr:
+                    found[ptr] = values
+    return found
+
+
+class CreationSites:
+    """Where each host tensor storage was created, by address: a ``TorchDispatchMode`` sees
+    every operator on this thread (factories, ``pin_memory()``, backward on the CPU) and notes
+    the innermost frame outside torch for each output storage that is not one of its inputs'
+    (views and in-place results keep the site of the storage they share)."""
+
+    def __init__(self) -> None:
+        self.sites: dict[int, str] = {}
+        self.error: str | None = None
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        try:
+            from torch.utils._python_dispatch import TorchDispatchMode
+        except ImportError as exc:  # private module: feature-detected
+            self.error = f"TorchDispatchMode unavailable ({exc})"
+            yield
+            return
+        sites = self.sites
+
+        class _Mode(TorchDispatchMode):  # type: ignore[misc]
+            def __torch_dispatch__(  # type: ignore[no-untyped-def]
+                self, func, types, args=(), kwargs=None
+            ):
+                out = func(*args, **(kwargs or {}))
+                created = _storage_ptrs(out)
+                if created:
+                    inputs = _storage_ptrs((args, kwargs or {}))
+                    site = None
+                    for ptr, tensor in created.items():
+                        if ptr in inputs or tensor.device.type != "cpu":
+                            continue
+                        site = site or calling_site(sys._getframe(1))
+                        sites[ptr] = site
+                return out
+
+        with _Mode():
+            yield
+
+    def site(self, ptr: int) -> str:
+        return self.sites.get(ptr, UNKNOWN_SITE)
+
+    def run(self, body: Callable[[], object]) -> bool:
+        """Run ``body`` recording; False (and :attr:`error` set) when it failed under the mode,
+        which the caller answers by running it again without."""
+        try:
+            with self.recording():
+                body()
+        # a body that passed without the mode and fails under it: report, do not fail the test
+        except Exception as exc:  # noqa: BLE001
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self.error = f"the body failed under TorchDispatchMode ({type(exc).__name__}: {first})"
+            self.sites.clear()
+            return False
+        return True
+
+
+class LineGrowth:
+    """Attributes the growth of a byte count that has no per-block records (memory allocated
+    outside torch's allocator) to source lines: ``sys.settrace`` on frames outside torch,
+    pytest and this plugin reads the count at every line event, charges growth to the line
+    that just ran (a library call counts as its caller's line) and matches each decrease with
+    the latest growth of the same size, else the most recent growth (last allocated, first
+    freed), so what is left at the end is what the run kept. One reading per traced line:
+    only for attribution runs."""
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self._read = read
+        self.kept: list[tuple[str, int]] = []
+        self.error: str | None = None
+        self._last = 0
+        self._line: str | None = None
+
+    def _observe(self) -> None:
+        value = self._read()
+        delta, self._last = value - self._last, value
+        if delta > 0:
+            self.kept.append((self._line or UNKNOWN_SITE, delta))
+        elif delta < 0:
+            # a free releases a whole allocation: the latest growth of exactly that size
+            for index in range(len(self.kept) - 1, -1, -1):
+                if self.kept[index][1] == -delta:
+                    del self.kept[index]
+                    return
+        while delta < 0 and self.kept:
+            site, size = self.kept.pop()
+            if size > -delta:
+                self.kept.append((site, size + delta))
+            delta += size
+
+    def _local(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event in ("line", "return"):
+            self._observe()
+            self._line = _site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        return self._local
+
+    def _global(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event != "call" or _is_internal(frame.f_code.co_filename):
+            return None
+        self._observe()
+        return self._local
+
+    @contextlib.contextmanager
+    def tracing(self) -> Iterator[None]:
+        previous = sys.gettrace()
+        if previous is not None:
+            self.error = "another tracer (a debugger or coverage) is active"
+            yield
+            return
+        self._last = self._read()
+        sys.settrace(self._global)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
+            self._observe()
+
+    def sites(self) -> list[tuple[int, str]]:
+        totals: dict[str, int] = {}
+        for site, size in self.kept:
+            totals[site] = totals.get(site, 0) + size
+        return sorted(((size, site) for site, size in totals.items()), reverse=True)
 
 
 def _group_sites(blocks: list[tuple[int, list[dict[str, Any]]]]) -> list[str]:
@@ -367,7 +627,7 @@ def check_leaks(
     series = {key: [reading.get(key, 0) for reading in readings] for key in keys}
     result = LeakResult(series=series, tolerance=tolerance, settle_steps=steps)
     if result.leaks and attribute:
-        result.sites = backend.sites(body)
+        result.sites = backend.sites(body, set(result.leaks))
     return result
 
 

@@ -217,7 +217,11 @@ def test_true_leaks_are_flagged_with_their_site(pytester: pytest.Pytester) -> No
             "*1.0 MiB in 1 block at test_must_flag.py:* in test_global_list_of_tensors",
             "leak: +1.5 KiB over 3 runs (+512 B each) on cuda:0",
             "*on pinned host*",
+            "*in 1 pinned host tensor at test_must_flag.py:* in test_pinned_host_tensor_kept *",
+            "*1.0 MiB in 1 block at test_must_flag.py:* in test_caching_allocator_alloc_without*",
             "*on outside torch on cuda:0*",
+            "* outside torch's allocator at test_must_flag.py:* in "
+            "test_raw_cudamalloc_never_freed (by line tracing)",
             # the hook's output is allocated inside Linear: the first frame outside torch is the call
             "*512 B in 1 block at test_must_flag.py:* in test_forward_hook_storing_outputs",
             "*at test_must_flag.py:* in test_register_buffer_on_a_global_module",

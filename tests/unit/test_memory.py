@@ -1,8 +1,21 @@
 from __future__ import annotations
 
+import sys
+import types
+
+import pytest
 import torch
 
-from pytest_cudaperf.memory import CpuMemory, LeakResult, check_leaks, user_frame
+from pytest_cudaperf.memory import (
+    CpuMemory,
+    CreationSites,
+    CudaMemory,
+    LeakResult,
+    LineGrowth,
+    check_leaks,
+    group_storages,
+    user_frame,
+)
 
 
 def test_steady_growth_is_a_leak_with_a_per_run_message() -> None:
@@ -40,8 +53,9 @@ def test_cpu_census_flags_a_module_level_list_and_names_the_tensor() -> None:
         _HELD.clear()
     assert result.leaks == {"cpu tensors": 3 * 4 * (1 << 20)}
     assert result.message() == "leak: +12.0 MiB over 3 runs (+4.0 MiB each) on cpu tensors"
+    line = leaky.__code__.co_firstlineno + 1
     assert result.sites == [
-        "4.0 MiB in 1 tensor float32[1048576] left alive by one run of the body"
+        f"4.0 MiB in 1 tensor at tests/unit/test_memory.py:{line} in leaky (float32[1048576])"
     ]
     assert result.settle_steps[0].startswith("gc.collect")
 
@@ -114,3 +128,108 @@ def test_cpu_census_counts_replaced_state_as_no_growth() -> None:
 
     result = check_leaks(step, CpuMemory(), warmup=1, iterations=3, tolerance=0)
     assert result.message() == "leak: +12 B over 3 runs (+4 B each) on cpu tensors"
+
+
+def _make(n: int) -> torch.Tensor:
+    return torch.zeros(n)
+
+
+def test_creation_sites_name_the_innermost_user_frame_and_keep_it_through_views() -> None:
+    recorder = CreationSites()
+    with recorder.recording():
+        made = _make(256)
+        view = made[:10]
+        view.add_(1)  # in place: the same storage, the site stays
+        clone_line = sys._getframe().f_lineno + 1
+        other = made.clone()
+    made_line = _make.__code__.co_firstlineno + 1
+    ptr = made.untyped_storage().data_ptr()
+    assert recorder.site(ptr) == f"tests/unit/test_memory.py:{made_line} in _make"
+    assert recorder.site(other.untyped_storage().data_ptr()).endswith(
+        f"test_memory.py:{clone_line} in "
+        "test_creation_sites_name_the_innermost_user_frame_and_keep_it_through_views"
+    )
+    assert recorder.site(12345).startswith("an unknown site")
+
+
+def test_creation_sites_run_reports_a_body_that_fails_under_the_mode() -> None:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    def fragile() -> None:
+        torch.ones(3)
+        if _get_current_dispatch_mode() is not None:
+            raise RuntimeError("not under a mode, please")
+
+    recorder = CreationSites()
+    assert recorder.run(fragile) is False
+    assert recorder.error is not None
+    assert "RuntimeError: not under a mode, please" in recorder.error
+    assert recorder.sites == {}
+    assert CreationSites().run(lambda: torch.ones(3)) is True
+
+
+def test_line_growth_keeps_what_the_run_did_not_free() -> None:
+    pool: list[int] = []
+
+    def body() -> None:
+        pool.append(100)  # a temporary, freed below
+        pool.append(7)  # kept
+        pool.remove(100)
+
+    first = body.__code__.co_firstlineno
+    growth = LineGrowth(lambda: sum(pool))
+    with growth.tracing():
+        body()
+    assert growth.error is None
+    # the temporary is freed out of order: the decrease is matched by size, not by order
+    assert growth.sites() == [(7, f"tests/unit/test_memory.py:{first + 2} in body")]
+
+
+def test_line_growth_stands_aside_for_another_tracer() -> None:
+    def other(frame: object, event: str, arg: object) -> None:
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(other)
+    try:
+        growth = LineGrowth(lambda: 0)
+        with growth.tracing():
+            pass
+        assert sys.gettrace() is other
+    finally:
+        sys.settrace(previous)
+    assert growth.error is not None
+    assert "another tracer" in growth.error
+
+
+def test_group_storages_groups_by_site_largest_first() -> None:
+    lines = group_storages(
+        [(10, "a[1]", "x.py:1 in f"), (30, "b[2]", "y.py:2 in g"), (5, "c[3]", "x.py:1 in f")],
+        "pinned host tensor",
+        "something failed",
+    )
+    assert lines == [
+        "30 B in 1 pinned host tensor at y.py:2 in g (b[2])",
+        "15 B in 2 pinned host tensors at x.py:1 in f (a[1], c[3])",
+        "(pinned host tensor creation sites not traced: something failed)",
+    ]
+
+
+def test_cuda_memory_reads_only_devices_with_a_context() -> None:
+    """Synchronizing or reading a device without a context would create one."""
+    memory = CudaMemory.__new__(CudaMemory)
+    fake_cuda = types.SimpleNamespace(is_initialized=lambda: True, device_count=lambda: 4)
+    contexts = {0: True, 1: False, 2: True, 3: False}
+    fake_c = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: contexts[i])
+    memory._torch = types.SimpleNamespace(cuda=fake_cuda, _C=fake_c)
+    assert memory.devices() == [0, 2]
+    fake_cuda.is_initialized = lambda: False
+    assert memory.devices() == []
+
+
+@pytest.mark.parametrize("leaked", [(), ("cpu tensors",)])
+def test_cpu_sites_accept_the_leaked_signals(leaked: tuple[str, ...]) -> None:
+    held: list[torch.Tensor] = []
+    sites = CpuMemory().sites(lambda: held.append(torch.ones(8)), leaked)
+    assert len(sites) == 1
+    assert "1 tensor at tests/unit/test_memory.py:" in sites[0]
