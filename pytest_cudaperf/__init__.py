@@ -1,12 +1,24 @@
 """pytest-cudaperf: GPU performance and memory regression testing for PyTorch code.
 
 Importing this package never imports torch; the plugin module is loaded by pytest through the
-``pytest11`` entry point ``cudaperf`` (disable it with ``-p no:cudaperf``).
+``pytest11`` entry point ``cudaperf`` (disable it with ``-p no:cudaperf``). ``Measurement`` and
+``Comparison`` load on first use, so a run that measures nothing never loads the timing code.
 """
 
 from __future__ import annotations
 
-from pytest_cudaperf.timing import Comparison, Measurement
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.timing import Comparison, Measurement
 
 __version__ = "0.1.0"
 __all__ = ["Comparison", "Measurement", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Comparison", "Measurement"):
+        from pytest_cudaperf import timing
+
+        return getattr(timing, name)
+    raise AttributeError(f"module 'pytest_cudaperf' has no attribute {name!r}")

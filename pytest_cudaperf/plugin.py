@@ -7,11 +7,11 @@ import tempfile
 import uuid
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_cudaperf import fixtures, memory, report
+from pytest_cudaperf import report
 from pytest_cudaperf.baselines import BaselineError, BaselineStore
 from pytest_cudaperf.devices import gpu_skip_reason, header_lines, worker_index
 from pytest_cudaperf.locks import LockRegistry
@@ -24,11 +24,14 @@ from pytest_cudaperf.session import (
 )
 from pytest_cudaperf.settings import OPTIONS, SettingError, resolve
 
+if TYPE_CHECKING:  # imported where used: a run that uses no fixture or marker never loads them
+    from pytest_cudaperf import fixtures
+
 RUN = pytest.StashKey["CudaperfRun"]()
 STATE = pytest.StashKey[ItemState]()
 MARKS = pytest.StashKey[dict[str, Any]]()
-DEVICE = pytest.StashKey[fixtures.DeviceContext]()
-TIMER = pytest.StashKey[fixtures.Timer]()
+DEVICE = pytest.StashKey["fixtures.DeviceContext"]()
+TIMER = pytest.StashKey["fixtures.Timer"]()
 
 
 class CudaperfRun:
@@ -57,6 +60,7 @@ class CudaperfRun:
         self.results = Results()
         self.output_dir = config.invocation_params.dir
         self.annotations: list[str] = []
+        self.devices_reported = False
 
     # Hooks of the registered run object (as pytest's junitxml registers LogXML).
 
@@ -134,10 +138,37 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     run = _run(config)
     mode = "update" if run.settings.update else "disabled" if run.settings.disable else "compare"
-    return [
-        *header_lines(run.side.probe, run.settings.device),
-        f"cudaperf: baselines {run.baseline_dir} ({mode})",
-    ]
+    lines = [f"cudaperf: baselines {run.baseline_dir} ({mode})"]
+    # Device lines need torch and initialise the CUDA driver (~0.2 s): print them now only where
+    # collection is not seen here (the xdist controller) or a GPU is required anyway; otherwise
+    # after collection, and only when a collected test uses the plugin.
+    if run.settings.require_gpu or _is_xdist_controller(config):
+        run.devices_reported = True
+        lines[:0] = header_lines(run.side.probe, run.settings.device)
+    return lines
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    run = _run(config)
+    if run.devices_reported or not any(uses_plugin(item) for item in items):
+        return []
+    run.devices_reported = True
+    return header_lines(run.side.probe, run.settings.device)
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput") and bool(config.getoption("dist", "no") != "no")
+
+
+#: fixtures that need the device facts
+_FIXTURES = frozenset({"cuda_device", "cuda_timer", "memory_guard", "pinned_batch"})
+
+
+def uses_plugin(item: pytest.Item) -> bool:
+    """Does the test use a cudaperf marker or fixture?"""
+    return bool(item.stash.get(MARKS, {})) or not _FIXTURES.isdisjoint(
+        getattr(item, "fixturenames", ())
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -154,10 +185,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parsed: dict[str, Any] = {}
+        closest: dict[str, pytest.Mark] = {}
+        for mark in item.iter_markers():  # closest first: one pass instead of one per marker
+            if mark.name in SPECS:
+                closest.setdefault(mark.name, mark)
         for name in SPECS:
-            mark = item.get_closest_marker(name)
-            if mark is None:
+            if name not in closest:
                 continue
+            mark = closest[name]
             try:
                 parsed[name] = parse(name, mark.args, dict(mark.kwargs))
             except MarkerError as exc:
@@ -193,6 +228,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def cuda_device(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
     """The test's torch.device: CUDA when available (worker i of xdist gets GPU i mod n), else
     the CPU; see --cudaperf-device. Synchronizes at teardown to catch asynchronous errors."""
+    from pytest_cudaperf import fixtures
+
     run = _run(request.config)
     ctx = fixtures.open_device(run.side, run.locks, run.worker, request.node.nodeid)
     request.node.stash[DEVICE] = ctx
@@ -204,6 +241,8 @@ def cuda_device(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
 def pinned_batch() -> Generator[fixtures.PinnedBatches, None, None]:
     """pinned_batch(shape, dtype=torch.float32, *, fill='randn', seed=0): a deterministic
     page-locked host tensor (plain host tensor without CUDA), released at teardown."""
+    from pytest_cudaperf import fixtures
+
     batches = fixtures.PinnedBatches()
     yield batches
     batches.release()
@@ -213,6 +252,8 @@ def pinned_batch() -> Generator[fixtures.PinnedBatches, None, None]:
 def cuda_timer(request: pytest.FixtureRequest, cuda_device: Any) -> fixtures.Timer:
     """cuda_timer(fn, *args, name=None, cache=None, graph=None, warmup=None, min_time=None,
     max_time=None, **kwargs) -> Measurement; .region(name); .compare(candidate, reference)."""
+    from pytest_cudaperf import fixtures
+
     run = _run(request.config)
     item = request.node
     timer = fixtures.Timer(
@@ -230,6 +271,8 @@ def cuda_timer(request: pytest.FixtureRequest, cuda_device: Any) -> fixtures.Tim
 def memory_guard(request: pytest.FixtureRequest) -> fixtures.MemoryGuard:
     """with memory_guard(max_peak=None, leak_tolerance=0) as g: checks a block for leaks and
     peak memory (g.peak_bytes, g.leaked_bytes); memory_guard.check(fn, *args) repeats fn."""
+    from pytest_cudaperf import fixtures, memory
+
     run = _run(request.config)
     return fixtures.MemoryGuard(
         run.side, _state(request.node), request.node.nodeid, memory.device_type()
@@ -247,6 +290,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
         return result
     run = _run(pyfuncitem.config)
     if not run.settings.disable and {"perf", "no_leak"} & marks.keys():
+        from pytest_cudaperf import fixtures
+
         fixtures.after_body(
             run.side,
             _state(pyfuncitem),

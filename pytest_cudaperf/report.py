@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf import memory
 from pytest_cudaperf.session import ItemState, Judge, Results, failure_text
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
@@ -42,6 +41,8 @@ def finish_call_report(
     if call.excinfo is not None:
         side.note_error(nodeid, call.excinfo.value)
         if _is_oom(call.excinfo.value):
+            from pytest_cudaperf import memory
+
             rep.sections.append(("cudaperf memory at OOM", memory.oom_summary()))
             memory.release_frames(call.excinfo.tb)
             memory.recover_after_oom()

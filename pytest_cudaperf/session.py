@@ -12,15 +12,17 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.baselines import BaselineStore, Record, UpdateSummary, test_file_of
 from pytest_cudaperf.devices import FaultState, Probe, is_sticky_cuda_error
-from pytest_cudaperf.markers import PerfOptions
-from pytest_cudaperf.memory import LeakResult, PeakResult
 from pytest_cudaperf.settings import Settings
-from pytest_cudaperf.timing import Comparison, Measurement
 from pytest_cudaperf.verdict import Kind, Verdict, budget_failure, judge
+
+if TYPE_CHECKING:  # measurement and memory modules load with the first test that uses them
+    from pytest_cudaperf.markers import PerfOptions
+    from pytest_cudaperf.memory import LeakResult, PeakResult
+    from pytest_cudaperf.timing import Comparison, Measurement
 
 #: default tolerance for peak memory: the requested-bytes peak is bit-identical across runs
 MEMORY_TOLERANCE = 0.01

@@ -21,8 +21,9 @@ def test_header_and_probe_create_no_cuda_context(pytester: pytest.Pytester) -> N
                     json.dump({"context": torch._C._cuda_hasPrimaryContext(0)}, f)
     """)
     pytester.makepyfile("""
-        import torch
+        import pytest, torch
 
+        @pytest.mark.gpu  # a test that uses the plugin: the device lines follow collection
         def test_no_context_before_gpu_use():
             assert not torch._C._cuda_hasPrimaryContext(0)
     """)

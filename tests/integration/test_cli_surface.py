@@ -50,13 +50,46 @@ def test_help_and_markers_never_import_torch(pytester: pytest.Pytester, args: li
     result.stdout.fnmatch_lines(["TORCH-FREE"])
 
 
-def test_header_on_a_cpu_machine(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_x(): pass")
+def test_device_lines_follow_collection_when_a_test_uses_the_plugin(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_x(cuda_device): pass")
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(
         [
+            "cudaperf: baselines */.cudaperf (compare)",
+            "collected 1 item",
             "cudaperf: torch *, CUDA runtime *, driver *, device mode auto",
             "cudaperf: no usable GPU (torch.cuda.is_available() is False*); CPU: *",
+        ]
+    )
+
+
+def test_a_run_that_uses_nothing_of_the_plugin_never_imports_torch(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_unconfigure(config):  # after the plugin's summary and report writing
+            print("TORCH IMPORTED" if "torch" in sys.modules else "TORCH NOT IMPORTED")
+    """)
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["cudaperf: baselines */.cudaperf (compare)", "*TORCH NOT IMPORTED"]
+    )
+    result.stdout.no_fnmatch_line("cudaperf: torch *")
+
+
+def test_device_lines_in_the_header_under_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("-n", "2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: torch *, CUDA runtime *, driver *, device mode auto",
             "cudaperf: baselines */.cudaperf (compare)",
         ]
     )
