@@ -255,6 +255,8 @@ class CudaBackend:
         self.clocks = ClockWatch(uuid)
         self.cycles_per_ms = sleep_cycles_per_ms(torch)
         self.blocker = _make_blocker(torch, device, self.cycles_per_ms, self.warnings)
+        #: what holds for every measurement of this backend; the rest is per measurement
+        self._lasting = len(self.warnings)
         self._graphs: list[Any] = []
 
     def sampler(self, fn: Callable[[], object], graph: bool) -> CudaEventSampler:
@@ -324,6 +326,12 @@ class CudaBackend:
             name=name,
             round_medians_ms=round_medians_ms,
         )
+
+    def reset(self) -> None:
+        """Before reusing this backend for another measurement: drop the previous one's
+        warnings and clock readings (what holds for the backend itself stays)."""
+        del self.warnings[self._lasting :]
+        self.clocks.reset()
 
     def close(self) -> None:
         """Release flush buffers and graph pools."""

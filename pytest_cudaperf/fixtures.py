@@ -193,6 +193,9 @@ class Timer:
         self._ctx = ctx
         self._perf = perf or PerfOptions()
         self._regions: dict[str, _Region] = {}
+        #: one backend per cache mode for the test: re-measuring an inconclusive result or
+        #: measuring several callables does not rebuild the flush buffer and the blocker
+        self._backends: dict[str, Backend] = {}
 
     @property
     def disabled(self) -> bool:
@@ -215,20 +218,28 @@ class Timer:
         )
 
     def _backend(self, cache: str | None) -> Backend:
-        if self._ctx.is_cuda:
-            from pytest_cudaperf.cuda_timing import CudaBackend
+        if not self._ctx.is_cuda:
+            return CpuBackend()
+        from pytest_cudaperf.cuda_timing import CudaBackend
 
-            chosen = cache or self._perf.cache or self._side.settings.cache
-            return CudaBackend(self._ctx.device, chosen, self._ctx.l2_bytes, self._ctx.uuid)
-        return CpuBackend()
+        chosen = cache or self._perf.cache or self._side.settings.cache
+        if chosen not in self._backends:
+            self._backends[chosen] = CudaBackend(
+                self._ctx.device, chosen, self._ctx.l2_bytes, self._ctx.uuid
+            )
+        return self._backends[chosen]
 
     def _run(self, work: Callable[[Backend], Any], cache: str | None) -> Any:
         with self._ctx.lock.exclusive():
             backend = self._backend(cache)
-            try:
-                return work(backend)
-            finally:
-                backend.close()
+            backend.reset()
+            return work(backend)
+
+    def close(self) -> None:
+        """Release the backends' flush buffers and graph pools."""
+        backends, self._backends = self._backends, {}
+        for backend in backends.values():
+            backend.close()
 
     def __call__(
         self,
@@ -329,6 +340,7 @@ class Timer:
 
     def finish(self) -> None:
         """Record every region's Measurement, once (before the test's call report is built)."""
+        self.close()
         regions, self._regions = self._regions, {}
         if self.disabled:
             return

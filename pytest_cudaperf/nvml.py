@@ -60,6 +60,13 @@ class ClockWatch:
             self.reasons.update(reasons)
             self.throttled_samples += samples
 
+    def reset(self) -> None:
+        """Start a new measurement: forget the readings, keep the NVML handle."""
+        self.sm_mhz = []
+        self.reasons = set()
+        self.throttled_samples = 0
+        self.samples = 0
+
     def summary(self) -> dict[str, Any]:
         if not self.available:
             return {"recorded": False}

@@ -291,6 +291,9 @@ class CpuBackend:
             round_medians_ms=round_medians_ms,
         )
 
+    def reset(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -310,6 +313,8 @@ class Backend(Protocol):
         name: str | None,
         round_medians_ms: tuple[float, ...] = (),
     ) -> Measurement: ...
+
+    def reset(self) -> None: ...
 
     def close(self) -> None: ...
 

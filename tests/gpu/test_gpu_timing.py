@@ -59,6 +59,12 @@ def test_region_and_compare(cuda_timer, cuda_device):
     assert c.speedup > 4, c.describe()
     assert c.ci[0] <= c.speedup <= c.ci[1]
 
+def test_backend_reused_without_carrying_warnings(cuda_timer, cuda_device):
+    x = torch.randn(1 << 16, device=cuda_device)
+    _dump("reuse_sync", cuda_timer(lambda: x.sum().item(), name="sync"))
+    _dump("reuse_plain", cuda_timer(torch.add, x, x, name="plain"))
+    assert len(cuda_timer._backends) == 1  # one cold backend served both
+
 @pytest.mark.perf(max_ms=1000)
 def test_whole_body(cuda_device):
     a = torch.randn(512, 512, device=cuda_device)
@@ -69,11 +75,16 @@ def test_whole_body(cuda_device):
 def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_timed=TIMED)
     result = pytester.runpytest("--cudaperf-json=out.json", "--cudaperf-max-time=0.5")
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=8)
     m = {
         name: json.loads((pytester.path / f"m-{name}.json").read_text())
-        for name in ("cold", "hot", "graph", "sync", "hostbound")
+        for name in ("cold", "hot", "graph", "sync", "hostbound", "reuse_sync", "reuse_plain")
     }
+    assert len(m["cold"]["round_medians_ms"]) == 2  # two independent rounds, pooled
+    # a reused backend: the second measurement is blocked again and carries no sync warning
+    assert any("synchroniz" in w for w in m["reuse_sync"]["warnings"])
+    assert m["reuse_plain"]["blocking"] in ("spin", "sleep")
+    assert not any("synchroniz" in w for w in m["reuse_plain"]["warnings"])
     assert m["cold"]["metric"] == "device"
     assert m["cold"]["cache"] == "cold"
     assert m["cold"]["blocking"] in ("spin", "sleep"), m["cold"]["warnings"]

@@ -42,3 +42,16 @@ def test_throttled_batches_are_counted_and_named(monkeypatch: pytest.MonkeyPatch
         "throttled_samples": 8,
     }
     assert watch.warning() == "throttled: 8 of 24 samples taken while sw-power-cap"
+
+
+def test_reset_starts_a_new_measurement() -> None:
+    watch = ClockWatch("GPU-none")
+    watch.sm_mhz, watch.reasons, watch.throttled_samples, watch.samples = [1980], {"x"}, 4, 8
+    watch.reset()
+    assert (watch.sm_mhz, watch.reasons, watch.throttled_samples, watch.samples) == (
+        [],
+        set(),
+        0,
+        0,
+    )
+    assert watch.warning() is None
