@@ -71,7 +71,9 @@ class Stopwatch:
 
     def pytest_configure(self, config: Any) -> None:
         pm = config.pluginmanager
-        ours = {pm.get_plugin("cudaperf"), pm.get_plugin("cudaperf-run")} - {None}
+        # registered by its entry point ("cudaperf") or, from a checkout, through PYTEST_PLUGINS
+        names = ("cudaperf", "pytest_cudaperf.plugin", "cudaperf-run")
+        ours = {pm.get_plugin(name) for name in names} - {None}
         for caller in vars(pm.hook).values():
             for impl in getattr(caller, "get_hookimpls", list)():
                 if impl.plugin in ours:
@@ -107,6 +109,8 @@ def main() -> None:
     per_call = stopwatch_cost()
     own = {name: spent - per_call * CALLS.get(name, 0) for name, spent in SPENT.items()}
     total = sum(own.values())
+    if not CALLS:
+        raise SystemExit("the plugin was not loaded (install it, or set PYTEST_PLUGINS)")
     print(
         f"exit {code}; session wall {wall:.3f} s; plugin's own time {total * 1e3:.1f} ms "
         f"= {total / wall:.2%} of the session (stopwatch cost {per_call * 1e6:.2f} µs per "
