@@ -65,8 +65,8 @@ def summary(samples_ms: list[float]) -> dict[str, float]:
     return {"median_ms": med, "rel_iqr": float((q3 - q1) / med), "n": int(data.size)}
 
 
-#: rounds per measurement for the "cudaperf" rows (the plugin's default: 2)
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
+#: rounds per measurement for the "cudaperf" rows (default: the plugin's)
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "0")) or Budget().rounds
 
 
 def ours(

@@ -215,6 +215,7 @@ class Timer:
             min_time=min_time if min_time is not None else (perf.min_time or 0.0),
             max_time=scale
             * (max_time if max_time is not None else (perf.max_time or settings.max_time)),
+            rounds=perf.rounds or settings.rounds,
         )
 
     def _backend(self, cache: str | None) -> Backend:
@@ -528,6 +529,7 @@ def measure_body(
         warmup=perf.warmup or 0.05,
         min_time=perf.min_time or 0.0,
         max_time=perf.max_time or side.settings.max_time,
+        rounds=perf.rounds or side.settings.rounds,
     )
     key = record_key(nodeid, None, state)
 

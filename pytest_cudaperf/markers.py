@@ -37,6 +37,7 @@ class PerfOptions:
     max_time: float | None = None
     min_speedup: float | None = None
     max_peak: int | None = None
+    rounds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,13 @@ def perf(
     max_time: float | str | None = None,
     min_speedup: float | None = None,
     max_peak: int | str | None = None,
+    rounds: int | None = None,
 ) -> PerfOptions:
     """performance test: fails when the median exceeds `max_ms`, regresses beyond `tolerance`
     (0.05 or '5%') against its baseline, or a cuda_timer.compare speedup is below `min_speedup`.
     `cache` 'cold'|'hot', `graph` (CUDA-graph throughput), `warmup`/`min_time`/`max_time`
-    (seconds) tune cuda_timer; `max_peak` limits peak GPU memory. Without cuda_timer the whole
-    test function is re-run and timed."""
+    (seconds) and `rounds` (independent rounds, pooled) tune cuda_timer; `max_peak` limits peak
+    GPU memory. Without cuda_timer the whole test function is re-run and timed."""
     return PerfOptions(
         max_ms=_check("max_ms", max_ms, _positive_number),
         tolerance=_check("tolerance", tolerance, parse_fraction),
@@ -123,6 +125,7 @@ def perf(
         max_time=_check("max_time", max_time, parse_seconds),
         min_speedup=_check("min_speedup", min_speedup, _positive_number),
         max_peak=_check("max_peak", max_peak, parse_size),
+        rounds=_check("rounds", rounds, _int_at_least(1)),
     )
 
 

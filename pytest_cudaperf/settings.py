@@ -39,6 +39,17 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def parse_count(text: str) -> int:
+    """A whole number >= 1."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def _path(text: str) -> str:
     if not text.strip():
         raise ValueError("expected a path, got an empty string")
@@ -149,6 +160,14 @@ OPTIONS: tuple[Option, ...] = (
         1.0,
         metavar="SECONDS",
     ),
+    Option(
+        "rounds",
+        "independent rounds per measurement, pooled; the median's CI covers every round's "
+        "median (default: 3)",
+        parse_count,
+        3,
+        metavar="N",
+    ),
 )
 
 
@@ -166,6 +185,7 @@ class Settings:
     html: str | None = None
     cache: str = "cold"
     max_time: float = 1.0
+    rounds: int = 3
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

@@ -311,3 +311,29 @@ def test_regions_are_recorded(pytester: pytest.Pytester, mode: list[str]) -> Non
     (record,) = report["tests"][0]["records"]
     assert record["series"] == "time:region"
     assert record["n"] == 12
+
+
+def test_rounds_from_the_option_and_the_marker(pytester: pytest.Pytester, mode: list[str]) -> None:
+    pytester.makepyfile("""
+        import time
+        import pytest
+
+        def test_default(cuda_timer):
+            cuda_timer(lambda: time.sleep(0.001))
+
+        @pytest.mark.perf(rounds=1)
+        def test_one_round(cuda_timer):
+            cuda_timer(lambda: time.sleep(0.001))
+    """)
+    result = pytester.runpytest(*mode, *FAST, "--cudaperf-json=out.json", "--cudaperf-rounds=2")
+    result.assert_outcomes(passed=2)
+    report = json.loads((pytester.path / "out.json").read_text())
+    rounds = {
+        t["nodeid"].split("::")[-1]: t["records"][0]["measurement"]["round_medians_ms"]
+        for t in report["tests"]
+    }
+    assert len(rounds["test_default"]) == 2  # the option
+    assert rounds["test_one_round"] == []  # the marker overrides it
+    bad = pytester.runpytest(*mode, "--cudaperf-rounds=0")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["ERROR: --cudaperf-rounds: expected a whole number >= 1, got '0'*"])

@@ -63,6 +63,17 @@ def test_bad_cli_value() -> None:
         resolve(FakeConfig({"cudaperf_max_time": "-3"}), {}, "x")
 
 
+def test_rounds_is_a_whole_number_of_at_least_one() -> None:
+    assert resolve(FakeConfig(), {}, "x").rounds == 3
+    assert resolve(FakeConfig(ini={"cudaperf_rounds": "1"}), {}, "x").rounds == 1
+    for bad in ("0", "two", "1.5"):
+        with pytest.raises(SettingError) as excinfo:
+            resolve(FakeConfig({"cudaperf_rounds": bad}), {}, "x")
+        assert str(excinfo.value) == (
+            f"--cudaperf-rounds: expected a whole number >= 1, got {bad!r} (from the command line)"
+        )
+
+
 def test_prune_needs_update() -> None:
     with pytest.raises(SettingError, match="--cudaperf-prune"):
         resolve(FakeConfig({"cudaperf_prune": True}), {}, "x")
