@@ -80,7 +80,7 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
         name: json.loads((pytester.path / f"m-{name}.json").read_text())
         for name in ("cold", "hot", "graph", "sync", "hostbound", "reuse_sync", "reuse_plain")
     }
-    assert len(m["cold"]["round_medians_ms"]) == 2  # two independent rounds, pooled
+    assert len(m["cold"]["round_medians_ms"]) == 3  # the default: three independent rounds
     # a reused backend: the second measurement is blocked again and carries no sync warning
     assert any("synchroniz" in w for w in m["reuse_sync"]["warnings"])
     assert m["reuse_plain"]["blocking"] in ("spin", "sleep")
