@@ -96,16 +96,12 @@ def table_rows(results: Results) -> list[list[str]]:
         peak_text = format_size(peak["value"]) if peak else ""
         if peak and peak["verdict"]["kind"] not in ("pass", "new"):
             peak_text += f" {peak['verdict']['kind'].upper()}"  # e.g. "14.0 MiB REGRESSION"
+        word = verdict["kind"].upper()
+        threshold, tolerance = verdict.get("threshold"), verdict.get("tolerance")
+        if threshold is not None and tolerance is not None and threshold > tolerance:
+            word += f" (t={threshold:.0%})"  # the baseline's noise raised the threshold
         rows.append(
-            [
-                _short(record["key"]),
-                format_ms(record["value"]),
-                base,
-                change,
-                ci,
-                verdict["kind"].upper(),
-                peak_text,
-            ]
+            [_short(record["key"]), format_ms(record["value"]), base, change, ci, word, peak_text]
         )
     return rows
 

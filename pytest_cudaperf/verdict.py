@@ -32,6 +32,17 @@ class Verdict:
     ci: tuple[float, float] | None = None
     threshold: float | None = None
     message: str = ""
+    #: the user's tolerance; ``threshold`` is larger when the baseline's noise is
+    tolerance: float | None = None
+
+    @property
+    def noise_raised(self) -> bool:
+        """Did the baseline's recorded noise raise the threshold above the tolerance?"""
+        return (
+            self.threshold is not None
+            and self.tolerance is not None
+            and self.threshold > self.tolerance
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +50,7 @@ class Verdict:
             "ratio": self.ratio,
             "ci": list(self.ci) if self.ci else None,
             "threshold": self.threshold,
+            "tolerance": self.tolerance,
             "message": self.message,
         }
 
@@ -95,16 +107,21 @@ def judge(
         else "baseline is zero"
     )
     env_text = environment_change(baseline.get("env", {}), env)
+    allowed = (
+        f"tolerance {tolerance:.1%}, raised to {threshold:.1%} by the baseline's noise"
+        if threshold > tolerance
+        else f"tolerance {threshold:.1%}"
+    )
     message = (
         f"{what} {format_value(value, unit)} vs baseline {format_value(base_value, unit)} "
-        f"({change}, tolerance {threshold:.1%}) — {device_class}; baseline "
+        f"({change}, {allowed}) — {device_class}; baseline "
         f"{baseline.get('env', {}).get('date', 'undated')}, {env_text}"
     )
     prefix = {
         Kind.REGRESSION: "perf regression: " if unit != "bytes" else "memory regression: ",
         Kind.INCONCLUSIVE: "inconclusive: ",
     }.get(kind, "")
-    return Verdict(kind, ratio, ci, threshold, prefix + message)
+    return Verdict(kind, ratio, ci, threshold, prefix + message, tolerance)
 
 
 def budget_failure(

@@ -169,3 +169,20 @@ def test_sticky_errors_in_a_body_poison_the_process(tmp_path: Path) -> None:
     assert test_side.faults.message() == (
         "CUDA context unusable since t.py::c: CUDA error: device-side assert triggered"
     )
+
+
+def test_table_shows_a_threshold_raised_by_noise() -> None:
+    from pytest_cudaperf.verdict import judge
+
+    base = {"value": 1.0, "noise": 0.4, "env": {}}
+    record = {
+        "key": "t.py::noisy",
+        "unit": "ms",
+        "value": 1.19,
+        "series": "time:wall",
+        "verdict": judge(1.19, 0.2, "ms", base, 0.05, "CPU x", {}).to_dict(),
+        "others": [],
+    }
+    results = Results()
+    results.add("t.py::noisy", "call", {"records": [record]})
+    assert table_rows(results)[0][5] == "INCONCLUSIVE (t=40%)"

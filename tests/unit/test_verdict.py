@@ -36,9 +36,14 @@ def test_ci_straddling_the_threshold_is_inconclusive() -> None:
     assert verdict.message.startswith("inconclusive: ")
 
 
-def test_recorded_noise_raises_the_threshold() -> None:
+def test_recorded_noise_raises_the_threshold_and_says_so() -> None:
     noisy = {**BASE, "noise": 0.15}
-    assert judge(1.2, 0.0, "ms", noisy, 0.05, "X", ENV).kind is not Kind.REGRESSION
+    verdict = judge(1.2, 0.0, "ms", noisy, 0.05, "X", ENV)
+    assert verdict.kind is not Kind.REGRESSION
+    assert verdict.noise_raised
+    assert "tolerance 5.0%, raised to 15.0% by the baseline's noise" in verdict.message
+    assert verdict.to_dict()["tolerance"] == 0.05
+    assert not judge(1.2, 0.0, "ms", BASE, 0.05, "X", ENV).noise_raised
 
 
 def test_memory_verdicts() -> None:
