@@ -41,10 +41,19 @@ def test_block_forward_as_cuda_graph(cuda_timer, block: TransformerBlock, x: tor
     assert m.graph
 
 
-@pytest.mark.perf(max_ms=20, tolerance=0.5)
-def test_rms_norm_whole_test(cuda_device, x: torch.Tensor) -> None:
-    """@perf alone: the plugin re-runs and times this whole function (synchronized wall time).
-    Wall time of host-bound code moved ±30% between processes on the H100 machine, hence the
-    loose tolerance; the device-time tests above hold 5%."""
-    weight = torch.ones(x.shape[-1], device=cuda_device)
-    rms_norm(x, weight).sum()
+@pytest.fixture
+def activations(cuda_device: torch.device) -> torch.Tensor:
+    """Enough rows that the GPU work (not Python dispatch) dominates the test's wall time."""
+    rows = 16384 if cuda_device.type == "cuda" else 64
+    return torch.randn(rows, 4096, generator=torch.Generator().manual_seed(1)).to(cuda_device)
+
+
+@pytest.mark.perf(max_ms=50, tolerance=0.1)
+def test_rms_norm_whole_test(cuda_device, activations: torch.Tensor) -> None:
+    """@perf alone: the plugin re-runs and times this whole function (synchronized wall time,
+    host included). Host-bound code moved by up to +67% between processes on the H100 machine
+    (a 0.1 ms body: 120 µs in one process, 200 µs in another), so this body does ~2 ms of GPU
+    work; the device-time tests above are the ones to hold to 5%."""
+    weight = torch.ones(activations.shape[-1], device=cuda_device)
+    for _ in range(8):
+        rms_norm(activations, weight)
