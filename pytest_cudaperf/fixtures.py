@@ -409,31 +409,14 @@ class MemoryGuard:
         backend = self._backend(pinned, outside_torch)
         check = memory.BlockCheck(backend, opts.tolerance)
         check.start()
-        base, torch_mod = self._peak_start(backend)
-        yield guard
-        guard.peak_bytes = self._peak_end(base, torch_mod)
+        with backend.peak_window() as window:
+            yield guard
+        guard.peak_bytes = window.result.peak_bytes if window.result else None
         result = check.finish()
         guard.leak, guard.leaked_bytes = result, result.leaked_bytes
         key = self._key()
         self._side.add_leak(self._state, key, result)
         self._side.check_peak(self._state, key, guard.peak_bytes, opts.max_peak, "this device")
-
-    def _peak_start(self, backend: memory.MemoryBackend) -> tuple[int, Any]:
-        if not isinstance(backend, memory.CudaMemory) or not backend.devices():
-            return 0, None
-        import torch
-
-        index = torch.cuda.current_device()
-        base = int(torch.cuda.memory_stats(index).get("requested_bytes.all.current", 0))
-        torch.cuda.reset_peak_memory_stats(index)
-        return base, torch
-
-    def _peak_end(self, base: int, torch_mod: Any) -> int | None:
-        if torch_mod is None:
-            return None
-        torch_mod.cuda.synchronize()
-        stats = torch_mod.cuda.memory_stats(torch_mod.cuda.current_device())
-        return int(stats.get("requested_bytes.all.peak", 0)) - base
 
     def check(
         self,

@@ -112,6 +112,14 @@ class LeakResult:
         }
 
 
+@dataclass
+class PeakWindow:
+    """What ``peak_window()`` yields: its result once the window has closed (None on the CPU
+    or before CUDA is initialised)."""
+
+    result: PeakResult | None = None
+
+
 @dataclass(frozen=True)
 class PeakResult:
     peak_bytes: int
@@ -227,6 +235,11 @@ class CpuMemory:
 
     def peak(self, fn: Callable[[], object]) -> PeakResult | None:
         return None
+
+    @contextlib.contextmanager
+    def peak_window(self) -> Iterator[PeakWindow]:
+        """No peak on the CPU: the census cannot see transient allocations."""
+        yield PeakWindow()
 
 
 class CudaMemory:
@@ -379,16 +392,28 @@ class CudaMemory:
 
     def peak(self, fn: Callable[[], object]) -> PeakResult | None:
         """Requested-bytes peak of one run of ``fn`` above what was allocated at its start."""
+        with self.peak_window() as window:
+            fn()
+        return window.result
+
+    @contextlib.contextmanager
+    def peak_window(self) -> Iterator[PeakWindow]:
+        """Requested-bytes peak on the current device between entering and leaving, above
+        what was allocated on entering; allocator retries and OOMs in between."""
         torch = self._torch
+        window = PeakWindow()
+        if not torch.cuda.is_initialized():  # never initialise CUDA to look
+            yield window
+            return
         torch.cuda.synchronize()
         index = torch.cuda.current_device()
         start = torch.cuda.memory_stats(index)
         base = int(start.get("requested_bytes.all.current", 0))
         torch.cuda.reset_peak_memory_stats(index)
-        fn()
+        yield window
         torch.cuda.synchronize()
         end = torch.cuda.memory_stats(index)
-        return PeakResult(
+        window.result = PeakResult(
             peak_bytes=int(end.get("requested_bytes.all.peak", 0)) - base,
             alloc_retries=int(end.get("num_alloc_retries", 0) - start.get("num_alloc_retries", 0)),
             ooms=int(end.get("num_ooms", 0) - start.get("num_ooms", 0)),

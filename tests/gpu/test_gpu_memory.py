@@ -228,3 +228,40 @@ def test_true_leaks_are_flagged_with_their_site(pytester: pytest.Pytester) -> No
             "*at test_must_flag.py:* in <lambda>",
         ]
     )
+
+
+GUARDED = """
+import pytest
+import torch
+
+def test_guard_reports_the_block_peak(memory_guard):
+    torch.empty(1024, device="cuda")  # CUDA initialised before the guard
+    with memory_guard() as guard:
+        y = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+        del y
+    assert guard.peak_bytes == 8 << 20, guard.peak_bytes
+    assert guard.leaked_bytes == 0
+
+def test_guard_over_its_peak_budget(memory_guard):
+    torch.empty(1, device="cuda")
+    with memory_guard(max_peak="4 MiB"):
+        y = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+        del y
+
+@pytest.mark.no_leak(max_peak="1 MiB")
+def test_no_leak_over_its_peak_budget():
+    y = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
+    del y
+"""
+
+
+def test_peak_budgets_of_the_guard_and_the_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_guarded=GUARDED)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "memory: peak 8.0 MiB > max_peak 4.0 MiB (requested bytes on this device)",
+            "memory: peak 4.0 MiB > max_peak 1.0 MiB (requested bytes on cuda:0)",
+        ]
+    )
