@@ -4,7 +4,9 @@ with, without, ...) so that drifting machine state hits both arms alike; --repea
 7); the table gives the median and the best of each arm. Default verbosity, so the report header
 (and the plugin's device probe behind it) is part of the run, as it is for a user.
 Two suites: one whose test module imports torch (as a PyTorch project's tests do), one that
-does not (the plugin's header then pays for importing torch).
+does not. Neither uses a cudaperf marker or fixture, so the plugin imports no torch for them.
+Identical whole-process runs vary by far more than 2% on a busy machine; bench_own_time.py
+measures the plugin's own share from inside the session.
 
     python benchmarks/bench_overhead.py --out out/
 """
