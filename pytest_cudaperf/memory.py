@@ -165,7 +165,8 @@ def group_storages(
     new: list[tuple[int, str, str]], label: str, error: str | None = None
 ) -> list[str]:
     """``4.0 MiB in 1 tensor at tests/test_x.py:12 in test_leak (float32[1048576])`` lines
-    from (bytes, description, site), grouped by site, largest first."""
+    from (bytes, description, site), grouped by site, largest first; without descriptions
+    (allocator blocks) no parentheses."""
     groups: dict[str, list[tuple[int, str]]] = {}
     for size, desc, site in new:
         groups.setdefault(site, []).append((size, desc))
@@ -174,9 +175,12 @@ def group_storages(
     for site, found in ordered[:10]:
         found.sort(reverse=True)
         plural = "s" if len(found) != 1 else ""
-        shapes = ", ".join(desc for _, desc in found[:3]) + (", …" if len(found) > 3 else "")
+        shapes = ", ".join(desc for _, desc in found[:3] if desc)
+        if shapes and len(found) > 3:
+            shapes += ", …"
         total = format_size(sum(size for size, _ in found))
-        lines.append(f"{total} in {len(found)} {label}{plural} at {site} ({shapes})")
+        described = f" ({shapes})" if shapes else ""
+        lines.append(f"{total} in {len(found)} {label}{plural} at {site}{described}")
     if error:
         lines.append(f"({label} creation sites not traced: {error})")
     return lines
@@ -197,7 +201,6 @@ def kept_by_run(
 class CpuMemory:
     """Live torch tensors on the CPU found through the garbage collector, by storage."""
 
-    name = "cpu"
     #: the census walks gc.get_objects(), which does not list frozen objects: never freeze
     can_freeze = False
 
@@ -212,7 +215,7 @@ class CpuMemory:
     def read(self) -> dict[str, int]:
         return {"cpu tensors": sum(size for size, _ in tensor_storages(self._torch).values())}
 
-    def sites(self, body: Callable[[], object], leaked: Collection[str] = ()) -> list[str]:
+    def sites(self, body: Callable[[], object], leaked: Collection[str]) -> list[str]:
         """Run ``body`` twice more, recording where tensors are created during the first; name
         the tensors the first run left alive that the second did not free, by creation site."""
         recorder = CreationSites()
@@ -245,7 +248,6 @@ class CpuMemory:
 class CudaMemory:
     """The caching allocator's statistics on every initialised device, plus pinned host memory."""
 
-    name = "cuda"
     #: readings come from the allocator, not the gc: freezing the heap only makes settling cheap
     can_freeze = True
 
@@ -311,15 +313,10 @@ class CudaMemory:
         return tensor_storages(self._torch, keep=lambda tensor: bool(tensor.is_pinned()))
 
     def _outside_torch(self) -> int:
-        """Device memory in use outside torch's allocator, summed over initialised devices."""
-        torch = self._torch
-        total = 0
-        for index in self.devices():
-            free, size = torch.cuda.mem_get_info(index)
-            total += int(size - free) - int(torch.cuda.memory_reserved(index))
-        return total
+        """Memory outside torch's allocator, summed over devices (line tracing reads this)."""
+        return sum(v for k, v in self.read().items() if k.startswith("outside torch"))
 
-    def sites(self, body: Callable[[], object], leaked: Collection[str] = ()) -> list[str]:
+    def sites(self, body: Callable[[], object], leaked: Collection[str]) -> list[str]:
         """Trace two more runs of the body; name where what the first run allocated and the
         second did not free was allocated (replaced state such as gradients moves to new blocks
         each run and is not reported): allocator blocks from the memory history, pinned host
@@ -328,7 +325,6 @@ class CudaMemory:
 
         if not self.devices():
             return []
-        leaked = set(leaked) or {f"cuda:{index}" for index in self.devices()}
         notes: list[str] = []
         record = any(key.startswith("cuda:") for key in leaked)
         if record and _already_recording(self._torch):
@@ -367,12 +363,13 @@ class CudaMemory:
         finally:
             if record:
                 cmem._record_memory_history(enabled=None)
-        found = notes + _group_sites(
+        found = notes + group_storages(
             [
-                (size, frames)
+                (size, "", user_frame(frames))
                 for key, (size, frames) in blocks_middle.items()
                 if key not in blocks_before and key in blocks_after
-            ]
+            ],
+            "block",
         )
         if pinned:
             kept = kept_by_run(pinned_before, pinned_middle, pinned_after)
@@ -616,17 +613,6 @@ class LineGrowth:
         return sorted(((size, site) for site, size in totals.items()), reverse=True)
 
 
-def _group_sites(blocks: list[tuple[int, list[dict[str, Any]]]]) -> list[str]:
-    groups: dict[str, list[int]] = {}
-    for size, frames in blocks:
-        groups.setdefault(user_frame(frames), []).append(size)
-    ordered = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
-    return [
-        f"{format_size(sum(sizes))} in {len(sizes)} block{'s' if len(sizes) != 1 else ''} at {site}"
-        for site, sizes in ordered[:10]
-    ]
-
-
 MemoryBackend = CpuMemory | CudaMemory
 
 
@@ -636,7 +622,6 @@ def check_leaks(
     warmup: int,
     iterations: int,
     tolerance: int,
-    attribute: bool = True,
 ) -> LeakResult:
     """The repeat protocol; ``body`` has usually run once already (that run counts as warm-up)."""
     for _ in range(warmup):
@@ -648,12 +633,17 @@ def check_leaks(
             body()
             backend.settle()
             readings.append(backend.read())
-    keys = sorted({key for reading in readings for key in reading})
-    series = {key: [reading.get(key, 0) for reading in readings] for key in keys}
-    result = LeakResult(series=series, tolerance=tolerance, settle_steps=steps)
-    if result.leaks and attribute:
+    result = LeakResult(series=series_of(readings), tolerance=tolerance, settle_steps=steps)
+    if result.leaks:
         result.sites = backend.sites(body, set(result.leaks))
     return result
+
+
+def series_of(readings: list[dict[str, int]]) -> dict[str, list[int]]:
+    """Readings (signal -> bytes) as one series per signal; a signal missing from a reading
+    (a device initialised later) reads 0 there."""
+    keys = sorted({key for reading in readings for key in reading})
+    return {key: [reading.get(key, 0) for reading in readings] for key in keys}
 
 
 @dataclass
@@ -663,8 +653,6 @@ class BlockCheck:
     backend: MemoryBackend
     tolerance: int
     before: dict[str, int] = field(default_factory=dict)
-    after: dict[str, int] = field(default_factory=dict)
-    peak: PeakResult | None = None
 
     def start(self) -> None:
         self.backend.settle()
@@ -672,9 +660,7 @@ class BlockCheck:
 
     def finish(self) -> LeakResult:
         self.backend.settle()
-        self.after = self.backend.read()
-        keys = sorted(set(self.before) | set(self.after))
-        series = {k: [self.before.get(k, 0), self.after.get(k, 0)] for k in keys}
+        series = series_of([self.before, self.backend.read()])
         return LeakResult(series=series, tolerance=self.tolerance)
 
 

@@ -233,3 +233,38 @@ def test_cpu_sites_accept_the_leaked_signals(leaked: tuple[str, ...]) -> None:
     sites = CpuMemory().sites(lambda: held.append(torch.ones(8)), leaked)
     assert len(sites) == 1
     assert "1 tensor at tests/unit/test_memory.py:" in sites[0]
+
+
+def test_group_storages_without_descriptions_names_blocks_plainly() -> None:
+    assert group_storages([(512, "", "m.py:3 in f"), (512, "", "m.py:3 in f")], "block") == [
+        "1.0 KiB in 2 blocks at m.py:3 in f"
+    ]
+
+
+def test_cuda_readings_and_memory_outside_torch_with_a_fake_torch() -> None:
+    """Allocated bytes per device with a context, pinned host bytes, and used minus reserved
+    device memory as the outside-torch signal (line tracing sums the latter)."""
+    stats = {
+        0: {"allocated_bytes.all.current": 100, "reserved_bytes.all.current": 1000},
+        1: {"allocated_bytes.all.current": 7, "reserved_bytes.all.current": 50},
+    }
+    fake_cuda = types.SimpleNamespace(
+        is_initialized=lambda: True,
+        device_count=lambda: 2,
+        memory_stats=lambda i: stats[i],
+        mem_get_info=lambda i: (10_000 - 1500 if i == 0 else 10_000 - 80, 10_000),
+        host_memory_stats=lambda: {"allocated_bytes.current": 64},
+    )
+    memory = CudaMemory.__new__(CudaMemory)
+    memory._torch = types.SimpleNamespace(
+        cuda=fake_cuda, _C=types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: True)
+    )
+    memory.pinned, memory.outside_torch = True, True
+    assert memory.read() == {
+        "cuda:0": 100,
+        "outside torch on cuda:0": 500,
+        "cuda:1": 7,
+        "outside torch on cuda:1": 30,
+        "pinned host": 64,
+    }
+    assert memory._outside_torch() == 530
