@@ -201,23 +201,6 @@ class Timer:
     def disabled(self) -> bool:
         return self._side.settings.disable
 
-    def _budget(
-        self,
-        warmup: float | None,
-        min_time: float | None,
-        max_time: float | None,
-        scale: float = 1.0,
-    ) -> Budget:
-        perf, settings = self._perf, self._side.settings
-        return Budget.for_tolerance(
-            self._side.tolerance(perf),
-            warmup=warmup if warmup is not None else (perf.warmup or 0.05),
-            min_time=min_time if min_time is not None else (perf.min_time or 0.0),
-            max_time=scale
-            * (max_time if max_time is not None else (perf.max_time or settings.max_time)),
-            rounds=perf.rounds or settings.rounds,
-        )
-
     def _backend(self, cache: str | None) -> Backend:
         if not self._ctx.is_cuda:
             return CpuBackend()
@@ -263,6 +246,7 @@ class Timer:
             )
         use_graph = self._perf.graph if graph is None else graph
         key = record_key(self._nodeid, name, self._state)
+        base = budget_for(self._side, self._perf, warmup, min_time, max_time)
 
         def run_once(budget: Budget) -> Measurement:
             work = functools.partial(
@@ -276,7 +260,7 @@ class Timer:
             self._state,
             key,
             run_once,
-            lambda scale: self._budget(warmup, min_time, max_time, scale),
+            base,
             self._perf,
             self._ctx.device_class,
         )
@@ -300,7 +284,7 @@ class Timer:
     ) -> Comparison:
         """Measure both interleaved in this run; ``speedup`` = reference time / candidate time."""
         use_graph = self._perf.graph if graph is None else graph
-        budget = self._budget(None, None, max_time)
+        budget = budget_for(self._side, self._perf, max_time=max_time)
         if self.disabled:
             budget = Budget(warmup=0.0, max_time=1e-9, min_samples=1)
         comparison: Comparison = self._run(
@@ -330,13 +314,15 @@ class Timer:
 
     def result(self, name: str) -> Measurement:
         """The Measurement of a region so far (also recorded at the end of the test)."""
-        region = self._regions[name]
+        return self._measured(self._regions[name])
+
+    def _measured(self, region: _Region) -> Measurement:
         if region.pending:
             region.pending[-1][1].synchronize()
             region.samples.extend(s.elapsed_time(e) for s, e in region.pending)
             region.pending.clear()
         return Measurement.from_samples(
-            list(region.samples), metric="region", device=str(self._ctx.device), name=name
+            list(region.samples), metric="region", device=str(self._ctx.device), name=region.name
         )
 
     def finish(self) -> None:
@@ -348,9 +334,7 @@ class Timer:
         for name, region in regions.items():
             if not (region.samples or region.pending):
                 continue
-            self._regions = {name: region}
-            measurement = self.result(name)
-            self._regions = {}
+            measurement = self._measured(region)
             key = record_key(self._nodeid, name, self._state)
             record, verdict = self._side.judge_time(
                 key, measurement, self._perf, self._ctx.device_class
@@ -459,19 +443,38 @@ class MemoryGuard:
         return guard
 
 
+def budget_for(
+    side: Judge,
+    perf: PerfOptions,
+    warmup: float | None = None,
+    min_time: float | None = None,
+    max_time: float | None = None,
+) -> Budget:
+    """A measurement's budget: explicit arguments, else the marker's, else the run's settings;
+    the precision follows the tolerance."""
+    settings = side.settings
+    return Budget.for_tolerance(
+        side.tolerance(perf),
+        warmup=warmup if warmup is not None else (perf.warmup or 0.05),
+        min_time=min_time if min_time is not None else (perf.min_time or 0.0),
+        max_time=max_time if max_time is not None else (perf.max_time or settings.max_time),
+        rounds=perf.rounds or settings.rounds,
+    )
+
+
 def measure_judged(
     side: Judge,
     state: ItemState,
     key: str,
     run_once: Callable[[Budget], Measurement],
-    budget_for: Callable[[float], Budget],
+    budget: Budget,
     perf: PerfOptions | None,
     device_class_name: str,
 ) -> Measurement:
     """Measure, judge against the baseline, and re-measure an inconclusive result (twice the
     time budget each time, at most REMEASURE times) before recording it."""
     for attempt in range(REMEASURE + 1):
-        measurement = run_once(budget_for(2.0**attempt))
+        measurement = run_once(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
         record, verdict = side.judge_time(key, measurement, perf, device_class_name)
         if verdict.kind is not Kind.INCONCLUSIVE:
             break
@@ -507,13 +510,6 @@ def measure_body(
         metric="wall",
         device=str(ctx.device) if ctx else "cpu",
     )
-    budget = Budget.for_tolerance(
-        side.tolerance(perf),
-        warmup=perf.warmup or 0.05,
-        min_time=perf.min_time or 0.0,
-        max_time=perf.max_time or side.settings.max_time,
-        rounds=perf.rounds or side.settings.rounds,
-    )
     key = record_key(nodeid, None, state)
 
     def run_once(budget: Budget) -> Measurement:
@@ -525,7 +521,7 @@ def measure_body(
         state,
         key,
         run_once,
-        lambda scale: dataclasses.replace(budget, max_time=budget.max_time * scale),
+        budget_for(side, perf),
         perf,
         device_class_name,
     )
@@ -565,5 +561,5 @@ def after_body(
     if "no_leak" in marks:
         leak_check_body(side, state, nodeid, body, marks["no_leak"], memory.device_type())
     if "perf" in marks and not has_timer:
-        device_class_name = ctx.device_class if ctx else f"CPU {side.probe.cpu}"
+        device_class_name = ctx.device_class if ctx else device_class("cpu", side.probe)
         measure_body(side, state, nodeid, body, marks["perf"], ctx, device_class_name)

@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_cudaperf.baselines import BaselineStore, Record
 from pytest_cudaperf.report import (
     github_annotations,
@@ -186,3 +188,16 @@ def test_table_shows_a_threshold_raised_by_noise() -> None:
     results = Results()
     results.add("t.py::noisy", "call", {"records": [record]})
     assert table_rows(results)[0][5] == "INCONCLUSIVE (t=40%)"
+
+
+def test_budget_for_takes_arguments_then_the_marker_then_the_settings(tmp_path: Path) -> None:
+    from pytest_cudaperf.fixtures import budget_for
+    from pytest_cudaperf.markers import PerfOptions
+
+    test_side = side(tmp_path, max_time=2.0, rounds=4)
+    plain = budget_for(test_side, PerfOptions())
+    assert (plain.max_time, plain.rounds, plain.warmup) == (2.0, 4, 0.05)
+    marked = budget_for(test_side, PerfOptions(max_time=0.5, rounds=1, tolerance=0.01))
+    assert (marked.max_time, marked.rounds) == (0.5, 1)
+    assert marked.precision == pytest.approx(0.001)
+    assert budget_for(test_side, PerfOptions(max_time=0.5), max_time=0.1).max_time == 0.1
