@@ -21,7 +21,7 @@ from pytest_cudaperf.baselines import BaselineError, dumps, read_file
 from pytest_cudaperf.report import render_table, write_json
 from pytest_cudaperf.session import Results
 from pytest_cudaperf.units import format_pct, parse_fraction
-from pytest_cudaperf.verdict import Kind, format_value, judge
+from pytest_cudaperf.verdict import Kind, ci_text, format_value, judge
 
 
 class CliError(Exception):
@@ -141,11 +141,7 @@ def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
         )
         regressions += verdict.kind is Kind.REGRESSION
         change = format_pct(verdict.ratio - 1) if verdict.ratio is not None else ""
-        ci = (
-            f"{format_pct(verdict.ci[0] - 1)}…{format_pct(verdict.ci[1] - 1)}"
-            if verdict.ci is not None
-            else ""
-        )
+        ci = ci_text(verdict.ci) if verdict.ci is not None else ""
         rows.append(
             [
                 record["key"],

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_cudaperf.session import ItemState, Judge, Results, failure_text
 from pytest_cudaperf.units import format_ms, format_pct, format_size
+from pytest_cudaperf.verdict import ci_text
 
 JSON_SCHEMA = 1
 
@@ -88,7 +89,7 @@ def table_rows(results: Results) -> list[list[str]]:
             base_value = record["value"] / verdict["ratio"]
             base = format_ms(base_value)
             change = format_pct(verdict["ratio"] - 1)
-            ci = f"{format_pct(verdict['ci'][0] - 1)}…{format_pct(verdict['ci'][1] - 1)}"
+            ci = ci_text(verdict["ci"])
         elif record.get("others"):
             other = record["others"][0]
             base = f"({other['device_class']}: {format_ms(other['value'])})"

@@ -369,23 +369,19 @@ def compare(
         cand_rounds, ref_rounds, warnings = run_interleaved(cand_sampler, ref_sampler, budget)
     cost = time.perf_counter() - begin
     speedup, low, high = speedup_of(cand_rounds, ref_rounds)
-    flat = [x for r in cand_rounds for x in r]
-    cand = backend.finish(
-        cand_sampler,
-        candidate,
-        flat,
-        warnings,
-        cost / 2,
-        f"{name}:candidate" if name else "candidate",
-    )
-    flat = [x for r in ref_rounds for x in r]
-    ref = backend.finish(
-        ref_sampler,
-        reference,
-        flat,
-        warnings,
-        cost / 2,
-        f"{name}:reference" if name else "reference",
+    cand, ref = (
+        backend.finish(
+            sampler,
+            fn,
+            [x for r in rounds for x in r],
+            warnings,
+            cost / 2,
+            f"{name}:{role}" if name else role,
+        )
+        for sampler, fn, rounds, role in (
+            (cand_sampler, candidate, cand_rounds, "candidate"),
+            (ref_sampler, reference, ref_rounds, "reference"),
+        )
     )
     return Comparison(speedup, (low, high), cand, ref, len(cand_rounds))
 

@@ -35,15 +35,6 @@ class Verdict:
     #: the user's tolerance; ``threshold`` is larger when the baseline's noise is
     tolerance: float | None = None
 
-    @property
-    def noise_raised(self) -> bool:
-        """Did the baseline's recorded noise raise the threshold above the tolerance?"""
-        return (
-            self.threshold is not None
-            and self.tolerance is not None
-            and self.threshold > self.tolerance
-        )
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind.value,
@@ -59,8 +50,13 @@ def format_value(value: float, unit: str) -> str:
     return format_size(value) if unit == "bytes" else format_ms(value)
 
 
+def ci_text(ci: tuple[float, float] | list[float]) -> str:
+    """A ratio's CI as changes: ``+10.1%…+14.0%``."""
+    return f"{format_pct(ci[0] - 1)}…{format_pct(ci[1] - 1)}"
+
+
 def environment_change(baseline_env: Mapping[str, Any], current_env: Mapping[str, Any]) -> str:
-    """``torch 2.11 → now torch 2.12`` for keys that differ, or ``same environment``."""
+    """``now torch 2.11 → 2.12`` for keys that differ, or ``same torch/CUDA/driver``."""
     changed = [
         f"{key} {baseline_env.get(key)} → {current_env.get(key)}"
         for key in ("torch", "cuda", "driver")
@@ -102,7 +98,7 @@ def judge(
             kind = Kind.INCONCLUSIVE
     what = "peak memory" if unit == "bytes" else "median"
     change = (
-        f"{format_pct(ratio - 1)}, 95% CI {format_pct(ci[0] - 1)}…{format_pct(ci[1] - 1)}"
+        f"{format_pct(ratio - 1)}, 95% CI {ci_text(ci)}"
         if ratio is not None and ci is not None
         else "baseline is zero"
     )

@@ -40,10 +40,12 @@ def test_recorded_noise_raises_the_threshold_and_says_so() -> None:
     noisy = {**BASE, "noise": 0.15}
     verdict = judge(1.2, 0.0, "ms", noisy, 0.05, "X", ENV)
     assert verdict.kind is not Kind.REGRESSION
-    assert verdict.noise_raised
+    assert verdict.threshold == 0.15
     assert "tolerance 5.0%, raised to 15.0% by the baseline's noise" in verdict.message
     assert verdict.to_dict()["tolerance"] == 0.05
-    assert not judge(1.2, 0.0, "ms", BASE, 0.05, "X", ENV).noise_raised
+    plain = judge(1.12, 0.0, "ms", BASE, 0.05, "X", ENV)
+    assert plain.threshold == plain.tolerance == 0.05
+    assert "tolerance 5.0%) —" in plain.message
 
 
 def test_memory_verdicts() -> None:
