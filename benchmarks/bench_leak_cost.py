@@ -12,9 +12,9 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
+from _table import publish
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -78,10 +78,7 @@ def main() -> None:
         f"(overhead beyond the body runs: {total_ms - 4 * step_ms:.2f}, "
         f"{(total_ms - 4 * step_ms) / 4:.2f} per reading) |"
     )
-    table = "\n".join(lines) + "\n"
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "RESULTS-leak-cost.md").write_text(table)
-    print(table)
+    publish(lines, args.out, "RESULTS-leak-cost.md")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _table import publish
+
 SUITES = {
     "imports torch": "import torch\nimport pytest\n\n@pytest.mark.parametrize('i', range(2000))\n"
     "def test_trivial(i):\n    assert torch.__version__\n",
@@ -80,10 +82,7 @@ def main() -> None:
                 f"| {name} | {clock} | {a:.2f} / {min(off):.2f} s | {b:.2f} / {min(on):.2f} s "
                 f"| {b / a - 1:+.1%} / {min(on) / min(off) - 1:+.1%} |"
             )
-    table = "\n".join(lines) + "\n"
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "RESULTS-overhead.md").write_text(table)
-    print(table)
+    publish(lines, args.out, "RESULTS-overhead.md")
 
 
 if __name__ == "__main__":

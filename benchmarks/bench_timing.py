@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from _table import publish
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -118,9 +119,7 @@ def write_table(rows: list[dict], out: Path) -> None:
                 f"{spread:.2%} | {cost:.3f} s | {false_pos}/{len(pairs)} (tol {tol:.0%}) | "
                 f"{caught} |"
             )
-    table = "\n".join(lines) + "\n"
-    (out / "RESULTS-timing.md").write_text(table)
-    print(table)
+    publish(lines, out, "RESULTS-timing.md")
 
 
 if __name__ == "__main__":

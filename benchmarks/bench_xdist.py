@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _table import publish
+
 SUITE = """
 import time
 import pytest
@@ -92,9 +94,7 @@ def main() -> None:
         changes.append(b / a - 1)
         lines.append(f"| {key} | {a * 1e3:.1f} µs | {b * 1e3:.1f} µs | {b / a - 1:+.2%} |")
     lines.append(f"| **largest change** | | | {max(changes, key=abs):+.2%} |")
-    table = "\n".join(lines) + "\n"
-    (out / "RESULTS-xdist.md").write_text(table)
-    print(table)
+    publish(lines, out, "RESULTS-xdist.md")
 
 
 if __name__ == "__main__":
