@@ -64,6 +64,9 @@ def test_backend_reused_without_carrying_warnings(cuda_timer, cuda_device):
     _dump("reuse_sync", cuda_timer(lambda: x.sum().item(), name="sync"))
     _dump("reuse_plain", cuda_timer(torch.add, x, x, name="plain"))
     assert len(cuda_timer._backends) == 1  # one cold backend served both
+    (backend,) = cuda_timer._backends.values()
+    # one 20 ms dry run per callable, not one per round
+    assert [answer for _, answer in backend._synchronizing] == [True, False]
 
 @pytest.mark.perf(max_ms=1000)
 def test_whole_body(cuda_device):
