@@ -12,7 +12,10 @@ Variants differ in what happens before each round:
 - ``sleep20``: a 20 ms ``torch.cuda._sleep`` and a synchronize (the per-round dry run of the
   first releases);
 - ``idle50``: 50 ms with the GPU idle;
-- ``burst``: 10 ms of back-to-back calls of the kernel.
+- ``burst``: 10 ms of back-to-back calls of the kernel;
+- ``warm20`` / ``warm50`` / ``warm150``: the round's sampler takes batches for at least 20 / 50 /
+  150 ms before its adaptive warm-up starts (is the slow state a transient after a sampler
+  starts?).
 
 Run: python benchmarks/diag_clock_state.py --seed 0 > rows.jsonl (several processes).
 """
@@ -115,9 +118,17 @@ def before_round(variant: str, fn: Callable[[], object], backend: CudaBackend) -
 
 
 def one_round(
-    backend: CudaBackend, blocker: ClockedBlocker, fn: Callable[[], object], budget: Budget
+    backend: CudaBackend,
+    blocker: ClockedBlocker,
+    fn: Callable[[], object],
+    budget: Budget,
+    variant: str,
 ) -> dict[str, Any]:
     sampler = backend.sampler(fn, False)
+    if variant.startswith("warm"):
+        until = time.perf_counter() + int(variant[4:]) / 1e3
+        while time.perf_counter() < until:
+            sampler.batch()
     mhz: list[float] = []
     batch = sampler.batch
 
@@ -142,6 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--variants", default="plain,sleep20,idle50,burst")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     props = torch.cuda.get_device_properties(0)
@@ -154,11 +166,11 @@ def main() -> None:
     for kind in ("add 8 MiB", "matmul 512²"):
         fn = make(kind)
         for rep in range(args.reps):
-            for variant in ("plain", "sleep20", "idle50", "burst"):
+            for variant in args.variants.split(","):
                 rounds = []
                 for _ in range(3):
                     before_round(variant, fn, backend)
-                    rounds.append(one_round(backend, blocker, fn, per_round))
+                    rounds.append(one_round(backend, blocker, fn, per_round, variant))
                 row = {"process": args.seed, "kernel": kind, "variant": variant, "rep": rep}
                 print(json.dumps({**row, "rounds": rounds}), flush=True)
         row = {"process": args.seed, "kernel": kind, "variant": "do_bench"}
