@@ -9,7 +9,12 @@ kernels (three rounds, as the plugin does), ``--reps`` times per process:
 - ``2x``: the plugin's flush, a read of twice the L2 size;
 - ``1.25x`` / ``4x``: the same read over 1.25 / 4 times the L2 size;
 - ``alt2``: two 2x buffers, read alternately;
-- ``zero256``: triton do_bench's flush, writing 256 MiB of zeros (dirty lines).
+- ``zero256``: triton do_bench's flush, writing 256 MiB of zeros (dirty lines);
+- ``8x``: a read of eight times the L2 size;
+- ``2x+discard`` / ``2x-last+discard``: the 2x read (plain, or with the ``evict_last`` hint),
+  then ``discard.global.L2`` over the buffer, which leaves those lines invalid: an empty L2.
+
+``--variants`` picks some (comma-separated).
 
 Run: python benchmarks/diag_flush_variants.py --seed 0 > rows.jsonl (several processes).
 """
@@ -23,6 +28,8 @@ import sys
 from collections.abc import Callable
 
 import torch
+import triton
+import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,6 +37,48 @@ from pytest_cudaperf.cuda_timing import CudaBackend, L2Flush
 from pytest_cudaperf.timing import Budget, measure
 
 DEV = torch.device("cuda:0")
+
+
+@triton.jit
+def read_last(src_ptr, out_ptr, n, block: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * block + tl.arange(0, block)
+    values = tl.load(src_ptr + offsets, mask=offsets < n, other=0.0, eviction_policy="evict_last")
+    tl.store(out_ptr + pid, tl.max(values, axis=0))
+
+
+@triton.jit
+def discard(src_ptr, n_lines, block: tl.constexpr):
+    """``discard.global.L2`` on ``block`` 128-byte lines per program."""
+    pid = tl.program_id(0)
+    lines = pid * block + tl.arange(0, block)
+    ptrs = src_ptr + lines.to(tl.int64) * 32  # float32: 32 per 128-byte line
+    tl.inline_asm_elementwise(
+        "discard.global.L2 [$1], 128;\n mov.u32 $0, 0;",
+        "=r,l",
+        [ptrs],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+class DiscardFlush:
+    def __init__(self, l2: int, last: bool) -> None:
+        self.read = L2Flush(torch, DEV, l2)
+        self.last = last
+        self.lines = self.read.n // 32
+        self.programs = self.lines // 1024  # whole programs only (the tail stays valid)
+        self()
+        torch.cuda.synchronize()
+
+    def __call__(self) -> None:
+        r = self.read
+        if self.last:
+            read_last[r._grid](r.buffer, r._partial, r.n, block=r.BLOCK)
+        else:
+            r()
+        discard[(self.programs,)](r.buffer, self.lines, block=1024)
 
 
 def flushes(l2: int) -> dict[str, Callable[[], None]]:
@@ -47,13 +96,26 @@ def flushes(l2: int) -> dict[str, Callable[[], None]]:
         "4x": L2Flush(torch, DEV, 2 * l2),
         "alt2": alternate,
         "zero256": zeros.zero_,
+        "8x": L2Flush(torch, DEV, 4 * l2),
+        **discarding(l2),
     }
+
+
+def discarding(l2: int) -> dict[str, Callable[[], None]]:
+    found: dict[str, Callable[[], None]] = {}
+    for name, last in (("2x+discard", False), ("2x-last+discard", True)):
+        try:
+            found[name] = DiscardFlush(l2, last)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{name} unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--variants", default="")
     args = parser.parse_args()
     props = torch.cuda.get_device_properties(0)
     backend = CudaBackend(DEV, "cold", props.L2_cache_size, str(props.uuid))
@@ -62,6 +124,8 @@ def main() -> None:
     work = {"add 8 MiB": lambda: torch.add(a, b, out=c), "matmul 512²": lambda: torch.mm(x, y)}
     budget = Budget.for_tolerance(0.05, max_time=0.6)
     variants = flushes(props.L2_cache_size)
+    if args.variants:
+        variants = {k: v for k, v in variants.items() if k in args.variants.split(",")}
     for rep in range(args.reps):
         for variant, flush in variants.items():
             backend.flush = flush  # type: ignore[assignment]
