@@ -12,7 +12,9 @@ kernels (three rounds, as the plugin does), ``--reps`` times per process:
 - ``zero256``: triton do_bench's flush, writing 256 MiB of zeros (dirty lines);
 - ``8x``: a read of eight times the L2 size;
 - ``2x+discard`` / ``2x-last+discard``: the 2x read (plain, or with the ``evict_last`` hint),
-  then ``discard.global.L2`` over the buffer, which leaves those lines invalid: an empty L2.
+  then ``discard.global.L2`` over the buffer, which leaves those lines invalid: an empty L2;
+- ``own+2x+discard``: the kernel's own tensors discarded first (did some of them survive the
+  read?); ``8x+discard``: an 8x read, then discarded.
 
 ``--variants`` picks some (comma-separated).
 
@@ -64,9 +66,10 @@ def discard(src_ptr, n_lines, block: tl.constexpr):
 
 
 class DiscardFlush:
-    def __init__(self, l2: int, last: bool) -> None:
+    def __init__(self, l2: int, last: bool, own: tuple[torch.Tensor, ...] = ()) -> None:
         self.read = L2Flush(torch, DEV, l2)
         self.last = last
+        self.own = own
         self.lines = self.read.n // 32
         self.programs = self.lines // 1024  # whole programs only (the tail stays valid)
         self()
@@ -74,6 +77,8 @@ class DiscardFlush:
 
     def __call__(self) -> None:
         r = self.read
+        for t in self.own:  # the timed kernel's own lines first
+            discard[(t.numel() // 32 // 1024,)](t, t.numel() // 32, block=1024)
         if self.last:
             read_last[r._grid](r.buffer, r._partial, r.n, block=r.BLOCK)
         else:
@@ -81,7 +86,7 @@ class DiscardFlush:
         discard[(self.programs,)](r.buffer, self.lines, block=1024)
 
 
-def flushes(l2: int) -> dict[str, Callable[[], None]]:
+def flushes(l2: int, own: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], None]]:
     two = [L2Flush(torch, DEV, l2), L2Flush(torch, DEV, l2)]
     turn = [0]
 
@@ -97,15 +102,20 @@ def flushes(l2: int) -> dict[str, Callable[[], None]]:
         "alt2": alternate,
         "zero256": zeros.zero_,
         "8x": L2Flush(torch, DEV, 4 * l2),
-        **discarding(l2),
+        **discarding(l2, own),
     }
 
 
-def discarding(l2: int) -> dict[str, Callable[[], None]]:
+def discarding(l2: int, own: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], None]]:
     found: dict[str, Callable[[], None]] = {}
-    for name, last in (("2x+discard", False), ("2x-last+discard", True)):
+    for name, size, last, mine in (
+        ("2x+discard", l2, False, ()),
+        ("2x-last+discard", l2, True, ()),
+        ("own+2x+discard", l2, False, own),
+        ("8x+discard", 4 * l2, False, ()),
+    ):
         try:
-            found[name] = DiscardFlush(l2, last)
+            found[name] = DiscardFlush(size, last, mine)
         except Exception as exc:  # noqa: BLE001
             print(f"{name} unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
     return found
@@ -123,7 +133,7 @@ def main() -> None:
     x, y = torch.randn(512, 512, device=DEV), torch.randn(512, 512, device=DEV)
     work = {"add 8 MiB": lambda: torch.add(a, b, out=c), "matmul 512²": lambda: torch.mm(x, y)}
     budget = Budget.for_tolerance(0.05, max_time=0.6)
-    variants = flushes(props.L2_cache_size)
+    variants = flushes(props.L2_cache_size, (a, b, c, x, y))
     if args.variants:
         variants = {k: v for k, v in variants.items() if k in args.variants.split(",")}
     for rep in range(args.reps):
