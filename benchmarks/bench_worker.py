@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_cudaperf.cuda_timing import CudaBackend
+from pytest_cudaperf.cuda_timing import CudaBackend, L2Flush
 from pytest_cudaperf.timing import Budget, measure
 
 DEV = torch.device("cuda:0")
@@ -70,11 +70,17 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "0")) or Budget().rounds
 
 
 def ours(
-    fn: Callable[[], object], cache: str, tolerance: float, rounds: int = ROUNDS
+    fn: Callable[[], object],
+    cache: str,
+    tolerance: float,
+    rounds: int = ROUNDS,
+    discard: bool = True,
 ) -> dict[str, object]:
     props = torch.cuda.get_device_properties(0)
     began = time.perf_counter()
     backend = CudaBackend(DEV, cache, props.L2_cache_size, str(props.uuid))
+    if not discard:  # the flush of earlier releases: the read alone
+        backend.flush = L2Flush(torch, DEV, props.L2_cache_size, discard=False)
     try:
         m = measure(backend, fn, Budget.for_tolerance(tolerance, max_time=1.0, rounds=rounds))
     finally:
@@ -85,6 +91,7 @@ def ours(
         "halfwidth": m.rel_halfwidth,
         "cost_s": time.perf_counter() - began,
         "blocking": m.blocking,
+        "flush": m.flush,
         "host_ms": m.host_ms_per_call,
         "warnings": list(m.warnings),
     }
@@ -127,10 +134,13 @@ def tools(kernel: str) -> dict[str, Callable[[Callable[[], object]], dict[str, o
         "cudaperf cold": lambda fn: ours(fn, "cold", tol),
         "cudaperf hot": lambda fn: ours(fn, "hot", tol),
     }
-    # the single-round protocol of the first release, beside the default two rounds
+    # the single-round protocol of the first release, beside the default three rounds
     if kernel in ONE_ROUND_CONTROL:
         cache = ONE_ROUND_CONTROL[kernel]
         found[f"cudaperf {cache}, 1 round"] = lambda fn: ours(fn, cache, tol, rounds=1)
+    # the flush of the releases before the discard: read only
+    if kernel in READ_ONLY_CONTROL:
+        found["cudaperf cold, read-only flush"] = lambda fn: ours(fn, "cold", tol, discard=False)
     found["triton do_bench"] = do_bench
     found["torch Timer"] = torch_timer
     return found
@@ -142,6 +152,10 @@ ONE_ROUND_CONTROL = {
     "MLP forward (3 layers)": "cold",
     "GEMM 4096² bf16": "hot",
 }
+
+
+#: kernels whose cold rounds landed on two levels with the read-only flush
+READ_ONLY_CONTROL = {"add 8 MiB (~7 µs)", "matmul 512² fp32", "MLP forward (3 layers)"}
 
 
 def main() -> None:

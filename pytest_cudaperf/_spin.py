@@ -1,5 +1,6 @@
 """Triton kernels of the CUDA backend: the spin that blocks a stream until the host releases a
-pinned flag, and a read-only L2 flush with small launch parameters.
+pinned flag, a read-only L2 flush with small launch parameters, and the discard that leaves the
+flush buffer's lines invalid in L2 afterwards.
 
 Imported only on CUDA machines that have Triton; :mod:`pytest_cudaperf.cuda_timing` falls back to
 ``torch.cuda._sleep`` without it.
@@ -28,3 +29,20 @@ def read_flush(src_ptr, out_ptr, n, block: tl.constexpr):
     offsets = pid * block + tl.arange(0, block)
     values = tl.load(src_ptr + offsets, mask=offsets < n, other=0.0)
     tl.store(out_ptr + pid, tl.max(values, axis=0))
+
+
+@triton.jit
+def discard_lines(src_ptr, block: tl.constexpr):
+    """``discard.global.L2`` (sm_80+) on ``block`` consecutive 128-byte lines per program of a
+    float32 buffer: the lines become invalid without a write-back (their contents undefined)."""
+    pid = tl.program_id(0)
+    lines = pid * block + tl.arange(0, block)
+    ptrs = src_ptr + lines.to(tl.int64) * 32
+    tl.inline_asm_elementwise(
+        "discard.global.L2 [$1], 128;\n mov.u32 $0, 0;",
+        "=r,l",
+        [ptrs],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )

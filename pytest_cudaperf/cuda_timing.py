@@ -100,31 +100,63 @@ def sleep_cycles_per_ms(torch_mod: Any) -> float:
 
 
 class L2Flush:
-    """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind), with a
-    Triton kernel of small launch parameters, or ``torch.sum`` without Triton."""
+    """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind), then
+    discards the buffer's lines (``discard.global.L2``), so that every sample starts from an L2
+    whose lines are invalid rather than full of whatever the replacement policy kept.
+
+    Why the discard: with the read alone, the cold 512² matmul's rounds landed on 16.2 or
+    17.0 µs and the cold 8 MiB add's on 10.2 or 10.8 µs depending on what the previous samples
+    left (benchmarks/RESULTS.md, ``diag_flush_variants.py``); read-then-discard reproduced within
+    2-3% across processes. Falls back to the read alone where the discard does not compile
+    (before sm_80, or a Triton without inline PTX), and to ``torch.sum`` without Triton.
+    """
 
     BLOCK = 4096
+    #: lines discarded per program; the buffer is a whole number of programs' lines
+    DISCARD_BLOCK = 1024
+    FLOATS_PER_LINE = 32
 
-    def __init__(self, torch_mod: Any, device: torch.device, l2_bytes: int) -> None:
-        self.n = max(2 * l2_bytes, 8 << 20) // 4
+    def __init__(
+        self, torch_mod: Any, device: torch.device, l2_bytes: int, discard: bool = True
+    ) -> None:
+        chunk = self.DISCARD_BLOCK * self.FLOATS_PER_LINE
+        self.n = -(-max(2 * l2_bytes, 8 << 20) // 4 // chunk) * chunk
         self.buffer = torch_mod.ones(self.n, dtype=torch_mod.float32, device=device)
         programs = -(-self.n // self.BLOCK)
         self._partial = torch_mod.empty(programs, dtype=torch_mod.float32, device=device)
         self._out = torch_mod.empty((), dtype=torch_mod.float32, device=device)
         self._sum = torch_mod.sum
         self._kernel: Any = None
+        self._discard: Any = None
+        #: how this flush works: ``read+discard``, ``read`` or ``torch.sum``
+        self.method = "torch.sum"
         try:
             from pytest_cudaperf._spin import read_flush
 
             read_flush[(programs,)](self.buffer, self._partial, self.n, block=self.BLOCK)
             self._kernel, self._grid = read_flush, (programs,)
+            self.method = "read"
         # Triton missing or failing here: flush with torch.sum.
         except Exception:  # noqa: BLE001
             self._kernel = None
+        if self._kernel is not None and discard:
+            try:
+                from pytest_cudaperf._spin import discard_lines
+
+                grid = (self.n // chunk,)
+                discard_lines[grid](self.buffer, block=self.DISCARD_BLOCK)
+                torch_mod.cuda.synchronize()
+                self._discard, self._discard_grid = discard_lines, grid
+                self.method = "read+discard"
+            # no discard.global.L2 here (before sm_80, or no inline PTX): the read alone
+            except Exception:  # noqa: BLE001
+                self._discard = None
 
     def __call__(self) -> None:
         if self._kernel is not None:
             self._kernel[self._grid](self.buffer, self._partial, self.n, block=self.BLOCK)
+            if self._discard is not None:
+                self._discard[self._discard_grid](self.buffer, block=self.DISCARD_BLOCK)
         else:
             self._sum(self.buffer, dim=0, out=self._out)
 
@@ -334,6 +366,7 @@ class CudaBackend:
             host_ms_per_call=host,
             device=str(self.device),
             blocking=sampler.blocker.name if sampler.blocker is not None else "none",
+            flush=self.flush.method if self.flush is not None else "none",
             clocks=self.clocks.summary(),
             warnings=tuple(dict.fromkeys(notes + warnings)),
             cost_s=cost_s,

@@ -79,6 +79,8 @@ class Measurement:
     host_ms_per_call: float | None = None
     device: str = "cpu"
     blocking: str = "none"
+    #: how L2 was flushed before each sample: ``read+discard``, ``read``, ``torch.sum``, ``none``
+    flush: str = "none"
     clocks: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     peak_bytes: int | None = None

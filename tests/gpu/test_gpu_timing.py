@@ -91,6 +91,16 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     assert m["cold"]["metric"] == "device"
     assert m["cold"]["cache"] == "cold"
     assert m["cold"]["blocking"] in ("spin", "sleep"), m["cold"]["warnings"]
+    # the read-then-discard flush wherever Triton and sm_80+ allow it; hot never flushes
+    import importlib.util
+
+    import torch
+
+    triton = importlib.util.find_spec("triton") is not None
+    sm80 = torch.cuda.get_device_capability() >= (8, 0)
+    flush = ("read+discard" if sm80 else "read") if triton else "torch.sum"
+    assert m["cold"]["flush"] == flush, m["cold"]["flush"]
+    assert m["hot"]["flush"] == "none"
     assert m["cold"]["host_ms_per_call"] > 0
     assert m["hot"]["cache"] == "hot"
     assert m["graph"]["metric"] == "graph"
