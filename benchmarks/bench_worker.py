@@ -154,6 +154,9 @@ ONE_ROUND_CONTROL = {
 }
 
 
+#: idle seconds before each measurement
+IDLE_S = 0.2
+
 #: kernels whose cold rounds landed on two levels with the read-only flush
 READ_ONLY_CONTROL = {"add 8 MiB (~7 µs)", "matmul 512² fp32", "MLP forward (3 layers)"}
 
@@ -173,12 +176,20 @@ def main() -> None:
             for _ in range(3):
                 fn()
             torch.cuda.synchronize()
-            for tool, run in tools(name).items():
+            # each process starts the tools at a different one, so that no tool always comes
+            # right after sustained load (the bf16 GEMM reaches the power cap: the first tool
+            # after it measured the MLP 2-9% slower in some processes); a short idle gap each
+            found = list(tools(name).items())
+            turn = args.seed % len(found)
+            for position, (tool, run) in enumerate(found[turn:] + found[:turn]):
+                torch.cuda.synchronize()
+                time.sleep(IDLE_S)
                 row = {
                     "process": args.seed,
                     "kernel": name,
                     "scale": scale,
                     "tool": tool,
+                    "position": position,
                     **run(fn),
                 }
                 print(json.dumps(row), flush=True)
