@@ -291,7 +291,8 @@ class CudaBackend:
         self.cycles_per_ms = sleep_cycles_per_ms(torch)
         self.blocker = _make_blocker(torch, device, self.cycles_per_ms, self.lasting)
         self._graphs: list[Any] = []
-        #: the dry run's answer per callable (each round of a measurement asks again)
+        #: the dry run's answer per callable during one measurement (each round asks again);
+        #: emptied by :meth:`finish`, so no callable outlives its measurement here
         self._synchronizing: list[tuple[Callable[[], object], bool]] = []
 
     def synchronizes(self, fn: Callable[[], object]) -> bool:
@@ -346,6 +347,8 @@ class CudaBackend:
         name: str | None,
         round_medians_ms: tuple[float, ...] = (),
     ) -> Measurement:
+        # the callables end with the measurement: the cache must not keep their tensors alive
+        self._synchronizing.clear()
         device_ms = float(sorted(samples)[len(samples) // 2])
         host = host_ms_per_call(self._torch, fn, device_ms)
         notes = self.lasting + self.warnings

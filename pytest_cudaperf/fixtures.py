@@ -238,11 +238,12 @@ class Timer:
         **kwargs: Any,
     ) -> Measurement:
         call = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
-        if self.disabled:
+        if self.disabled or self._state.replaying:
             began = time.perf_counter()
             call()
+            why = "measurement disabled" if self.disabled else "not measured: the body re-run"
             return Measurement.from_samples(
-                [(time.perf_counter() - began) * 1e3], warnings=("measurement disabled",), name=name
+                [(time.perf_counter() - began) * 1e3], warnings=(why,), name=name
             )
         use_graph = self._perf.graph if graph is None else graph
         key = record_key(self._nodeid, name, self._state)
@@ -285,12 +286,13 @@ class Timer:
         """Measure both interleaved in this run; ``speedup`` = reference time / candidate time."""
         use_graph = self._perf.graph if graph is None else graph
         budget = budget_for(self._side, self._perf, max_time=max_time)
-        if self.disabled:
+        skip = self.disabled or self._state.replaying
+        if skip:
             budget = Budget(warmup=0.0, max_time=1e-9, min_samples=1)
         comparison: Comparison = self._run(
             lambda b: compare_backend(b, candidate, reference, budget, use_graph, name), cache
         )
-        if not self.disabled:
+        if not skip:
             key = f"{self._nodeid}#{name or 'compare'}"
             self._side.add_comparison(self._state, key, comparison, self._perf.min_speedup)
         return comparison
@@ -298,6 +300,9 @@ class Timer:
     @contextlib.contextmanager
     def region(self, name: str) -> Iterator[None]:
         """Time a region each time it runs (events on CUDA, the host clock on CPU)."""
+        if self._state.replaying:  # its runs in the test's own call are the region's samples
+            yield
+            return
         region = self._regions.setdefault(name, _Region(name))
         if self._ctx.is_cuda:
             import torch
@@ -387,7 +392,7 @@ class MemoryGuard:
             "no_leak", (), {"tolerance": leak_tolerance, "max_peak": max_peak}
         )
         guard = Guard()
-        if self._side.settings.disable:
+        if self._side.settings.disable or self._state.replaying:
             yield guard
             return
         backend = self._backend(pinned, outside_torch)
@@ -427,7 +432,7 @@ class MemoryGuard:
         )
         call = functools.partial(fn, *args, **kwargs)
         guard = Guard()
-        if self._side.settings.disable:
+        if self._side.settings.disable or self._state.replaying:
             call()
             return guard
         backend = self._backend()
@@ -513,7 +518,7 @@ def measure_body(
     key = record_key(nodeid, None, state)
 
     def run_once(budget: Budget) -> Measurement:
-        with ctx.lock.exclusive() if ctx else contextlib.nullcontext():
+        with ctx.lock.exclusive() if ctx else contextlib.nullcontext(), replaying(state):
             return measure_backend(backend, body, budget)
 
     measure_judged(
@@ -527,6 +532,17 @@ def measure_body(
     )
 
 
+@contextlib.contextmanager
+def replaying(state: ItemState) -> Iterator[None]:
+    """While the plugin re-runs a test's body, its cuda_timer and memory_guard calls only run
+    their code: the first call's measurements and checks stand, none is recorded again."""
+    state.replaying = True
+    try:
+        yield
+    finally:
+        state.replaying = False
+
+
 def leak_check_body(
     side: Judge,
     state: ItemState,
@@ -537,12 +553,14 @@ def leak_check_body(
 ) -> None:
     """``@no_leak``: the body already ran once (the first warm-up run)."""
     backend = memory.make_backend(device_type, opts.pinned, opts.outside_torch)
-    result = memory.check_leaks(
-        body, backend, max(0, opts.warmup - 1), opts.iterations, opts.tolerance
-    )
+    with replaying(state):
+        result = memory.check_leaks(
+            body, backend, max(0, opts.warmup - 1), opts.iterations, opts.tolerance
+        )
     side.add_leak(state, nodeid, result)
     if opts.max_peak is not None:
-        peak = backend.peak(body)
+        with replaying(state):
+            peak = backend.peak(body)
         if peak is not None:
             side.check_peak(state, nodeid, peak.peak_bytes, opts.max_peak, peak.device)
 

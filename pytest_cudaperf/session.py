@@ -49,6 +49,9 @@ class ItemState:
     leak: dict[str, Any] | None = None
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     names: Counter[str] = field(default_factory=Counter)
+    #: the body is being re-run by ``@no_leak``'s protocol or a whole-test ``@perf``: the
+    #: measurements and guards inside it ran on the first call and are not taken again
+    replaying: bool = False
 
 
 def record_key(nodeid: str, name: str | None, state: ItemState) -> str:

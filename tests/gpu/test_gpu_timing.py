@@ -59,14 +59,22 @@ def test_region_and_compare(cuda_timer, cuda_device):
     assert c.speedup > 4, c.describe()
     assert c.ci[0] <= c.speedup <= c.ci[1]
 
-def test_backend_reused_without_carrying_warnings(cuda_timer, cuda_device):
+def test_backend_reused_without_carrying_warnings(cuda_timer, cuda_device, monkeypatch):
+    from pytest_cudaperf import cuda_timing
+
+    dry_runs = []
+    real = cuda_timing._synchronizes
+    monkeypatch.setattr(
+        cuda_timing, "_synchronizes", lambda *a: dry_runs.append(real(*a)) or dry_runs[-1]
+    )
     x = torch.randn(1 << 16, device=cuda_device)
     _dump("reuse_sync", cuda_timer(lambda: x.sum().item(), name="sync"))
     _dump("reuse_plain", cuda_timer(torch.add, x, x, name="plain"))
     assert len(cuda_timer._backends) == 1  # one cold backend served both
     (backend,) = cuda_timer._backends.values()
-    # one 20 ms dry run per callable, not one per round
-    assert [answer for _, answer in backend._synchronizing] == [True, False]
+    # one 20 ms dry run per measured callable, not one per round; none kept afterwards
+    assert dry_runs == [True, False]
+    assert backend._synchronizing == []
 
 @pytest.mark.perf(max_ms=1000)
 def test_whole_body(cuda_device):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -86,3 +88,38 @@ def test_pinned_batch_on_cpu(pytester: pytest.Pytester) -> None:
                 pinned_batch((-1, 2))
     """)
     pytester.runpytest().assert_outcomes(passed=3)
+
+
+def test_body_rerun_by_the_plugin_records_its_measurements_once(
+    pytester: pytest.Pytester, mode: list[str]
+) -> None:
+    """@no_leak and a whole-test @perf re-run the body: the cuda_timer and memory_guard calls
+    inside it record on the test's own call only (not #2, #3… for every re-run), and the timer
+    does not measure again."""
+    pytester.makepyfile("""
+        import time
+
+        import pytest
+
+        @pytest.mark.no_leak
+        def test_timer_and_guard_under_no_leak(cuda_timer, memory_guard):
+            m = cuda_timer(lambda: time.sleep(0.001), max_time=0.1)
+            with memory_guard():
+                pass
+            with open("samples.txt", "a") as f:
+                f.write(f"{m.n}\\n")
+
+        @pytest.mark.perf
+        def test_guard_in_whole_test_perf(memory_guard):
+            with memory_guard():
+                time.sleep(0.001)
+    """)
+    result = pytester.runpytest(*mode, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=2)
+    runs = [int(n) for n in (pytester.path / "samples.txt").read_text().split()]
+    assert len(runs) >= 3, runs
+    assert runs[0] > 1, runs  # the test's own call measured
+    assert set(runs[1:]) == {1}, runs  # the re-runs only ran the callable
+    report = json.loads((pytester.path / "out.json").read_text())
+    keys = sorted(r["key"].split("::")[-1] for t in report["tests"] for r in t["records"])
+    assert keys == ["test_guard_in_whole_test_perf", "test_timer_and_guard_under_no_leak"]
