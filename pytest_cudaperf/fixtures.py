@@ -243,7 +243,10 @@ class Timer:
             call()
             why = "measurement disabled" if self.disabled else "not measured: the body re-run"
             return Measurement.from_samples(
-                [(time.perf_counter() - began) * 1e3], warnings=(why,), name=name
+                [(time.perf_counter() - began) * 1e3],
+                warnings=(why,),
+                name=name,
+                device=str(self._ctx.device),
             )
         use_graph = self._perf.graph if graph is None else graph
         key = record_key(self._nodeid, name, self._state)

@@ -15,6 +15,8 @@ pytestmark = pytest.mark.gpu
 def test_workers_measure_and_check_memory_on_their_own_gpu(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import json
+        import os
+
         import pytest
         import torch
 
@@ -26,6 +28,8 @@ def test_workers_measure_and_check_memory_on_their_own_gpu(pytester: pytest.Pyte
                 (x * 2).sum()
             m = cuda_timer(torch.add, x, x, max_time=0.2)
             others = [d for d in range(torch.cuda.device_count()) if d != cuda_device.index]
+            if os.path.exists(f"w-{worker_id}-{i}.json"):
+                return  # @no_leak re-runs the body: keep what its measured call saw
             with open(f"w-{worker_id}-{i}.json", "w") as f:
                 json.dump({
                     "worker": worker_id,
