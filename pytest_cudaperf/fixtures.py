@@ -403,12 +403,15 @@ class MemoryGuard:
         check.start()
         with backend.peak_window() as window:
             yield guard
-        guard.peak_bytes = window.result.peak_bytes if window.result else None
+        peak = window.result
+        guard.peak_bytes = peak.peak_bytes if peak else None
         result = check.finish()
         guard.leak, guard.leaked_bytes = result, result.leaked_bytes
         key = self._key()
         self._side.add_leak(self._state, key, result)
-        self._side.check_peak(self._state, key, guard.peak_bytes, opts.max_peak, "this device")
+        self._side.check_peak(
+            self._state, key, guard.peak_bytes, opts.max_peak, peak.device if peak else "-"
+        )
 
     def check(
         self,

@@ -326,7 +326,9 @@ class Results:
                 self.obsolete[device_class] = found
 
     def counts(self) -> dict[str, int]:
-        counts = Counter(r["verdict"]["kind"] for r in self.records())
+        records = self.records()
+        counts = Counter(r["verdict"]["kind"] for r in records)
+        peaks = sum(1 for r in records if r["series"].startswith("memory:"))
         leaks = sum(
             1
             for p in self.payloads.values()
@@ -339,6 +341,8 @@ class Results:
         )
         return {
             "measured": sum(counts.values()),
+            "times": sum(counts.values()) - peaks,
+            "peaks": peaks,
             "regression": counts["regression"],
             "improved": counts["improved"],
             "new": counts["new"],
@@ -349,8 +353,12 @@ class Results:
 
     def summary_line(self) -> str:
         counts = self.counts()
+        measured = f"{counts['measured']} measured"
+        if counts["peaks"]:  # a time and a peak are judged alike: say how many of each
+            times, peaks = counts["times"], counts["peaks"]
+            measured += f" ({times} time{'s' if times != 1 else ''}, {peaks} peak memory)"
         parts = [
-            f"{counts['measured']} measured",
+            measured,
             f"{counts['regression']} regression{'s' if counts['regression'] != 1 else ''}",
             f"{counts['improved']} improved",
             f"{counts['new']} new",

@@ -261,7 +261,7 @@ def test_peak_budgets_of_the_guard_and_the_marker(pytester: pytest.Pytester) -> 
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines_random(
         [
-            "memory: peak 8.0 MiB > max_peak 4.0 MiB (requested bytes on this device)",
+            "memory: peak 8.0 MiB > max_peak 4.0 MiB (requested bytes on cuda:0)",
             "memory: peak 4.0 MiB > max_peak 1.0 MiB (requested bytes on cuda:0)",
         ]
     )

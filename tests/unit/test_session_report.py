@@ -160,6 +160,10 @@ def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -
     results = Results()
     results.add("t.py::a", "call", test_side.report_payload(state, "t.py::a", True))
     assert table_rows(results)[0][-1] == "2.0 MiB REGRESSION"
+    # one row, two judged records: the summary says which is which
+    assert results.summary_line().startswith(
+        "cudaperf: 2 measured (1 time, 1 peak memory), 1 regression, 0 improved, 1 new"
+    )
 
 
 def test_sticky_errors_in_a_body_poison_the_process(tmp_path: Path) -> None:
