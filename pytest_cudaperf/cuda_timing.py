@@ -105,10 +105,11 @@ class L2Flush:
     whose lines are invalid rather than full of whatever the replacement policy kept.
 
     Why the discard: with the read alone, the cold 512² matmul's rounds landed on 16.2 or
-    17.0 µs and the cold 8 MiB add's on 10.2 or 10.8 µs depending on what the previous samples
-    left (benchmarks/RESULTS.md, ``diag_flush_variants.py``); read-then-discard reproduced within
-    2-3% across processes. Falls back to the read alone where the discard does not compile
-    (before sm_80, or a Triton without inline PTX), and to ``torch.sum`` without Triton.
+    17.0 µs depending on what the previous samples left (the cold 8 MiB add's on 10.2 or
+    10.8 µs); read-then-discard kept the matmul within 2-3% across processes, the add within
+    1.9-4.4% (benchmarks/RESULTS.md, ``diag_flush_variants.py``). Falls back to the read alone
+    where the discard does not compile (before sm_80, or a Triton without inline PTX), and to
+    ``torch.sum`` without Triton.
     """
 
     BLOCK = 4096
@@ -296,7 +297,8 @@ class CudaBackend:
         self._synchronizing: list[tuple[Callable[[], object], bool]] = []
 
     def synchronizes(self, fn: Callable[[], object]) -> bool:
-        """Whether ``fn`` waits for the GPU (a 20 ms dry run, once per callable)."""
+        """Whether ``fn`` waits for the GPU (a 20 ms dry run, once per callable and
+        measurement)."""
         for known, answer in reversed(self._synchronizing):
             if known is fn:
                 return answer
