@@ -139,3 +139,48 @@ def test_per_round_budget_splits_time_and_samples() -> None:
     assert (one.min_time, one.max_time, one.min_samples, one.rounds) == (0.1, 0.5, 5, 1)
     assert one.precision == pytest.approx(0.01 * 2**0.5)
     assert Budget(rounds=1).per_round() == Budget(rounds=1)
+
+
+def test_l2_flush_without_triton_reads_with_torch_sum() -> None:
+    """On this CPU machine the Triton kernels cannot run: the flush falls back to torch.sum,
+    says so, and its buffer is a whole number of discard programs' lines."""
+    torch = pytest.importorskip("torch")
+    from pytest_cudaperf.cuda_timing import L2Flush
+
+    flush = L2Flush(torch, torch.device("cpu"), l2_bytes=3 << 20)
+    assert flush.method == "torch.sum"
+    assert flush.n * 4 >= 8 << 20  # at least 8 MiB, twice a small L2
+    assert flush.n % (L2Flush.DISCARD_BLOCK * L2Flush.FLOATS_PER_LINE) == 0
+    flush()  # reads the buffer
+    assert float(flush._out) == flush.n
+
+
+def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_cudaperf import cuda_timing
+
+    dry_runs: list[object] = []
+
+    def dry_run(torch_mod: object, fn: object, cycles: float) -> bool:
+        dry_runs.append(fn)
+        return False
+
+    monkeypatch.setattr(cuda_timing, "_synchronizes", dry_run)
+    backend = cuda_timing.CudaBackend.__new__(cuda_timing.CudaBackend)  # no CUDA here
+    backend._torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []
+    backend.warnings = []
+
+    def first() -> None:
+        pass
+
+    def second() -> None:
+        pass
+
+    assert [backend.synchronizes(f) for f in (first, first, second, first)] == [False] * 4
+    assert dry_runs == [first, second]  # one dry run per callable, not per round
+    # a blocker that timed out: the next round of the same callable samples unblocked at once
+    sampler = cuda_timing.CudaEventSampler.__new__(cuda_timing.CudaEventSampler)
+    sampler.run, sampler.graph, sampler.blocker = first, False, object()  # type: ignore[assignment]
+    backend.recover(sampler)
+    assert sampler.blocker is None
+    assert backend.synchronizes(first) is True
+    assert len(dry_runs) == 2
