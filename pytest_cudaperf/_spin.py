@@ -1,6 +1,6 @@
 """Triton kernels of the CUDA backend: the spin that blocks a stream until the host releases a
-pinned flag, a read-only L2 flush with small launch parameters, and the discard that leaves the
-flush buffer's lines invalid in L2 afterwards.
+pinned flag (optionally reading the SM clock while it spins), a read-only L2 flush with small
+launch parameters, and the discard that leaves the flush buffer's lines invalid in L2 afterwards.
 
 Imported only on CUDA machines that have Triton; :mod:`pytest_cudaperf.cuda_timing` falls back to
 ``torch.cuda._sleep`` without it.
@@ -20,6 +20,40 @@ def spin_until_released(flag_ptr, count_ptr, slot, max_iters):
         count += 1
         done = ((value != 0) | (count >= max_iters)).to(tl.int32)
     tl.store(count_ptr + slot, count)
+
+
+@triton.jit
+def _clock64():
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _globaltimer():
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
+@triton.jit(do_not_specialize=["slot", "max_iters"])
+def spin_until_released_clocked(flag_ptr, count_ptr, stamp_ptr, slot, max_iters):
+    """:func:`spin_until_released` that also stores the SM cycles and the nanoseconds it spun
+    (``%clock64``, ``%globaltimer``) at ``stamp[2 * slot]`` and ``stamp[2 * slot + 1]``: the
+    SM clock just before each sample, without NVML."""
+    t0 = _globaltimer()
+    c0 = _clock64()
+    done = 0
+    count = 0
+    while done == 0:
+        value = tl.load(flag_ptr + slot, volatile=True)
+        count += 1
+        done = ((value != 0) | (count >= max_iters)).to(tl.int32)
+    c1 = _clock64()
+    t1 = _globaltimer()
+    tl.store(count_ptr + slot, count)
+    tl.store(stamp_ptr + slot * 2, c1 - c0)
+    tl.store(stamp_ptr + slot * 2 + 1, t1 - t0)
 
 
 @triton.jit

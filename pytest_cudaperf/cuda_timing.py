@@ -35,23 +35,36 @@ MAX_BATCH = 64
 
 
 class SpinBlocker:
+    """Blocks the stream with a one-warp Triton kernel spinning on a pinned flag slot; the
+    ``clocked`` kernel also reads the SM clock while it spins (``sm_mhz``)."""
+
     name = "spin"
 
-    def __init__(self, torch_mod: Any, device: torch.device, slots: int = 0) -> None:
+    def __init__(
+        self, torch_mod: Any, device: torch.device, slots: int = 0, clocked: bool = True
+    ) -> None:
         from pytest_cudaperf import _spin
 
         slots = slots or MAX_BATCH
-        self._kernel = _spin.spin_until_released
+        self.clocked = clocked
+        self._kernel = _spin.spin_until_released_clocked if clocked else _spin.spin_until_released
         self._flags = torch_mod.zeros(slots, dtype=torch_mod.int32, pin_memory=True)
         self._host = self._flags.numpy()  # writes through numpy cost ~0.1 µs
         self._counts = torch_mod.zeros(slots, dtype=torch_mod.int32, device=device)
+        #: SM cycles and nanoseconds spun, per slot (the clocked kernel)
+        self._stamps = torch_mod.zeros(2 * slots, dtype=torch_mod.int64, device=device)
         self._used = 0
 
     def block(self, slot: int, enqueue_s: float) -> None:
         if slot == 0:
             self._host[:] = 0  # the previous batch has been synchronized
         self._used = slot + 1
-        self._kernel[(1,)](self._flags, self._counts, slot, SPIN_MAX_ITERS, num_warps=1)
+        if self.clocked:
+            self._kernel[(1,)](
+                self._flags, self._counts, self._stamps, slot, SPIN_MAX_ITERS, num_warps=1
+            )
+        else:
+            self._kernel[(1,)](self._flags, self._counts, slot, SPIN_MAX_ITERS, num_warps=1)
 
     def release(self, slot: int) -> None:
         self._host[slot] = 1
@@ -61,6 +74,18 @@ class SpinBlocker:
 
     def timed_out(self) -> bool:
         return bool((self._counts[: self._used] >= SPIN_MAX_ITERS).any().item())
+
+    def sm_mhz(self) -> list[float]:
+        """The SM clock while each slot of the last batch spun (after its synchronize)."""
+        if not self.clocked:
+            return []
+        return spin_mhz(self._stamps[: 2 * self._used].tolist())
+
+
+def spin_mhz(stamps: list[int]) -> list[float]:
+    """MHz from (cycles, nanoseconds) pairs laid out flat; pairs without time are skipped."""
+    pairs = zip(stamps[0::2], stamps[1::2], strict=True)
+    return [cycles / ns * 1e3 for cycles, ns in pairs if ns > 0 and cycles > 0]
 
 
 class SleepBlocker:
@@ -84,6 +109,9 @@ class SleepBlocker:
 
     def timed_out(self) -> bool:
         return False
+
+    def sm_mhz(self) -> list[float]:
+        return []
 
 
 def sleep_cycles_per_ms(torch_mod: Any) -> float:
@@ -214,6 +242,8 @@ class CudaEventSampler:
             raise SynchronizesInside("the stream blocker timed out")
         times = [start.elapsed_time(end) / self.calls for start, end in events]
         self._clocks.observe(size)
+        if blocker is not None:
+            self._clocks.observe_spin(blocker.sm_mhz())
         per_sample = max(sum(times) / size * self.calls, 1e-3)
         self._size = max(2, min(MAX_BATCH, int(BATCH_TARGET_MS / per_sample)))
         return times
@@ -233,19 +263,27 @@ def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float
 def _make_blocker(
     torch_mod: Any, device: torch.device, cycles_per_ms: float, warnings: list[str]
 ) -> SpinBlocker | SleepBlocker:
-    try:
-        blocker = SpinBlocker(torch_mod, device)
-        blocker.block(0, 0.0)
-        blocker.release(0)
-        torch_mod.cuda.synchronize()
-        return blocker
-    # Triton missing, or unable to launch on this device: fall back to the sleep kernel.
-    except Exception as exc:  # noqa: BLE001
-        warnings.append(
-            f"spin blocker unavailable ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}); used torch.cuda._sleep"
-        )
-        return SleepBlocker(torch_mod, cycles_per_ms)
+    """The clocked spin blocker, else the plain one (a Triton that cannot read the SM clock),
+    else the sleep kernel (no Triton, or it cannot launch on this device)."""
+    failure: Exception | None = None
+    for clocked in (True, False):
+        blocker: SpinBlocker | None = None
+        try:
+            blocker = SpinBlocker(torch_mod, device, clocked=clocked)
+            blocker.block(0, 0.0)
+            blocker.release(0)
+            torch_mod.cuda.synchronize()
+            return blocker
+        except Exception as exc:  # noqa: BLE001
+            failure = failure or exc
+            if blocker is not None:
+                blocker.release_all()  # never leave the stream blocked
+    assert failure is not None
+    warnings.append(
+        f"spin blocker unavailable ({type(failure).__name__}: "
+        f"{str(failure).splitlines()[0] if str(failure) else ''}); used torch.cuda._sleep"
+    )
+    return SleepBlocker(torch_mod, cycles_per_ms)
 
 
 def _capture_graph(torch_mod: Any, fn: Callable[[], object], calls: int) -> Any:

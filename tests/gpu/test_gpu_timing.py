@@ -109,6 +109,17 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     flush = ("read+discard" if sm80 else "read") if triton else "torch.sum"
     assert m["cold"]["flush"] == flush, m["cold"]["flush"]
     assert m["hot"]["flush"] == "none"
+    # the SM clock read by the spin blocker before every sample, NVML or not
+    for name in ("cold", "hot"):
+        spin = m[name]["clocks"].get("spin_sm_mhz")
+        if m[name]["blocking"] == "spin":
+            assert spin is not None, m[name]["clocks"]
+            assert 300 < spin["p10"] <= spin["median"] <= spin["p90"] < 4000, spin
+            # the readings' own jitter is not taken for a dip on these light kernels
+            assert not any(w.startswith("SM clock dipped") for w in m[name]["warnings"]), m[name]
+        else:
+            assert spin is None
+    assert "spin_sm_mhz" not in m["sync"]["clocks"]  # never blocked: no readings
     assert m["cold"]["host_ms_per_call"] > 0
     assert m["hot"]["cache"] == "hot"
     assert m["graph"]["metric"] == "graph"

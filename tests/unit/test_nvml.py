@@ -55,3 +55,39 @@ def test_reset_starts_a_new_measurement() -> None:
         0,
     )
     assert watch.warning() is None
+
+
+def test_blocker_clock_readings_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    watch = ClockWatch("abc")
+    # single readings jitter by a few percent: no warning
+    watch.observe_spin([1980.0, 1950.0, 2010.0, 1975.0, 1990.0] * 4)
+    summary = watch.summary()
+    assert summary["recorded"] is False  # NVML's readings: absent
+    assert summary["spin_sm_mhz"] == {"p10": 1950.0, "median": 1980.0, "p90": 2010.0}
+    assert watch.warning() is None
+    # a tenth of the samples or more well below the median: a dip, said with its numbers
+    watch.observe_spin([1650.0] * 6)
+    assert watch.warning() == (
+        "SM clock dipped: a tenth of the samples at or below 1650 MHz, median 1975 MHz "
+        "(measured in the stream blocker)"
+    )
+    watch.reset()
+    assert watch.spin_mhz == []
+    assert "spin_sm_mhz" not in watch.summary()
+
+
+def test_nvml_throttling_is_said_before_a_blocker_dip(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByUUID=lambda uuid: uuid,
+        NVML_CLOCK_SM=0,
+        nvmlDeviceGetClockInfo=lambda handle, clock: 1650,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda handle: 0x4,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    watch = ClockWatch("abc")
+    watch.observe(4)
+    watch.observe_spin([1980.0, 1980.0, 1650.0, 1650.0])
+    assert watch.warning() == "throttled: 4 of 4 samples taken while sw-power-cap"
+    assert watch.summary()["spin_sm_mhz"]["median"] == 1980.0

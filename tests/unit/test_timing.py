@@ -184,3 +184,28 @@ def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.Monk
     assert sampler.blocker is None
     assert backend.synchronizes(first) is True
     assert len(dry_runs) == 2
+
+
+def test_spin_mhz_from_cycle_and_nanosecond_pairs() -> None:
+    from pytest_cudaperf.cuda_timing import spin_mhz
+
+    # 19800 cycles in 10 µs: 1980 MHz; a slot without time (not spun) is skipped
+    assert spin_mhz([19800, 10000, 0, 0, 33000, 20000]) == [1980.0, 1650.0]
+
+
+def test_without_triton_the_sleep_kernel_blocks_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    torch = pytest.importorskip("torch")
+    from pytest_cudaperf import cuda_timing
+
+    monkeypatch.setitem(sys.modules, "pytest_cudaperf._spin", None)  # Triton missing
+    warnings: list[str] = []
+    blocker = cuda_timing._make_blocker(torch, torch.device("cpu"), 1.0, warnings)
+    assert isinstance(blocker, cuda_timing.SleepBlocker)
+    assert blocker.sm_mhz() == []
+    assert len(warnings) == 1
+    assert warnings[0].startswith("spin blocker unavailable (ModuleNotFoundError")
+    assert warnings[0].endswith("used torch.cuda._sleep")
