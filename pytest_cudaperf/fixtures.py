@@ -409,9 +409,7 @@ class MemoryGuard:
         guard.leak, guard.leaked_bytes = result, result.leaked_bytes
         key = self._key()
         self._side.add_leak(self._state, key, result)
-        self._side.check_peak(
-            self._state, key, guard.peak_bytes, opts.max_peak, peak.device if peak else "-"
-        )
+        self._side.check_peak(self._state, key, peak, opts.max_peak)
 
     def check(
         self,
@@ -448,9 +446,7 @@ class MemoryGuard:
         guard.leak, guard.leaked_bytes = result, result.leaked_bytes
         peak = backend.peak(call)
         guard.peak_bytes = peak.peak_bytes if peak else None
-        self._side.check_peak(
-            self._state, key, guard.peak_bytes, opts.max_peak, peak.device if peak else "-"
-        )
+        self._side.check_peak(self._state, key, peak, opts.max_peak)
         return guard
 
 
@@ -567,8 +563,7 @@ def leak_check_body(
     if opts.max_peak is not None:
         with replaying(state):
             peak = backend.peak(body)
-        if peak is not None:
-            side.check_peak(state, nodeid, peak.peak_bytes, opts.max_peak, peak.device)
+        side.check_peak(state, nodeid, peak, opts.max_peak)
 
 
 def after_body(

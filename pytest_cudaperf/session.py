@@ -184,7 +184,7 @@ class Judge:
         state.records.append(self._payload(record, verdict, peak.to_dict()))
         if verdict.kind is Kind.REGRESSION and not self.settings.update:
             state.failures.append(("regression", f"{label(key)}{verdict.message}"))
-        self.check_peak(state, key, peak.peak_bytes, max_peak, peak.device)
+        self.check_peak(state, key, peak, max_peak)
         if peak.alloc_retries or peak.ooms:
             state.details.append(
                 f"{label(key)}allocator retried {peak.alloc_retries} times, "
@@ -192,12 +192,13 @@ class Judge:
             )
 
     def check_peak(
-        self, state: ItemState, key: str, peak_bytes: int | None, limit: int | None, where: str
+        self, state: ItemState, key: str, peak: PeakResult | None, limit: int | None
     ) -> None:
-        """The ``max_peak`` budget of a marker or ``memory_guard``."""
-        if peak_bytes is None:
+        """The ``max_peak`` budget of a marker or ``memory_guard`` (no peak: nothing to check)."""
+        if peak is None:
             return
-        over = budget_failure(peak_bytes, limit, "bytes", "max_peak", f"requested bytes on {where}")
+        where = f"requested bytes on {peak.device}"
+        over = budget_failure(peak.peak_bytes, limit, "bytes", "max_peak", where)
         if over:
             state.failures.append(("memory", f"{label(key)}{over}"))
 

@@ -157,6 +157,8 @@ def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -
     assert state.failures[1][1] == (
         "memory: peak 2.0 MiB > max_peak 1.0 MiB (requested bytes on cuda:0)"
     )
+    test_side.check_peak(state, "t.py::a", None, 1)  # no peak read (CPU): nothing to check
+    assert len(state.failures) == 2
     results = Results()
     results.add("t.py::a", "call", test_side.report_payload(state, "t.py::a", True))
     assert table_rows(results)[0][-1] == "2.0 MiB REGRESSION"
