@@ -86,9 +86,10 @@ class ClockWatch:
         (single readings jitter by a few percent: the spin lasts ~10-50 µs of a coarse timer)."""
         if not self.spin_mhz:
             return None
-        values = sorted(self.spin_mhz)
-        pick = [values[min(len(values) - 1, int(q * len(values)))] for q in (0.1, 0.5, 0.9)]
-        return pick[0], pick[1], pick[2]
+        from pytest_cudaperf.stats import quantiles
+
+        p10, median, p90 = quantiles(self.spin_mhz, (0.1, 0.5, 0.9))
+        return p10, median, p90
 
     def summary(self) -> dict[str, Any]:
         """NVML's readings (``recorded``) and the blocker's (``spin_sm_mhz``: p10, median,

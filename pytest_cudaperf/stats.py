@@ -70,6 +70,13 @@ def summarize(samples: Sequence[float] | np.ndarray, z: float = Z95) -> Summary:
     )
 
 
+def quantiles(values: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """``numpy.quantile`` of ``values`` at each of ``qs`` (linear interpolation)."""
+    import numpy as np
+
+    return [float(v) for v in np.quantile(np.asarray(values, dtype=np.float64), qs)]
+
+
 def ratio_ci(
     current: float,
     current_halfwidth: float,

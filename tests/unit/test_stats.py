@@ -57,3 +57,9 @@ def test_stopping_and_stability_rules() -> None:
     assert stats.stable(1.0, 1.01)
     assert not stats.stable(1.0, 1.2)
     assert not stats.stable(0.0, 1.0)
+
+
+def test_quantiles_interpolate_like_numpy() -> None:
+    from pytest_cudaperf.stats import quantiles
+
+    assert quantiles([4.0, 1.0, 3.0, 2.0, 5.0], (0.0, 0.5, 0.9, 1.0)) == [1.0, 3.0, 4.6, 5.0]
