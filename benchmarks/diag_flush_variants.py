@@ -16,7 +16,10 @@ kernels (three rounds, as the plugin does), ``--reps`` times per process:
 - ``own+2x+discard``: the kernel's own tensors discarded first (did some of them survive the
   read?); ``8x+discard``: an 8x read, then discarded.
 
-``--variants`` picks some (comma-separated).
+``--variants`` picks some (comma-separated). The committed rows were taken when the plugin's
+``L2Flush`` read only and this script had its own copy of the discard kernel; the read-only
+variants now ask for ``discard=False`` and the discarding ones use the plugin's flush and kernel
+(the same code).
 
 Run: python benchmarks/diag_flush_variants.py --seed 0 > rows.jsonl (several processes).
 """
@@ -35,6 +38,7 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from pytest_cudaperf._spin import discard_lines
 from pytest_cudaperf.cuda_timing import CudaBackend, L2Flush
 from pytest_cudaperf.timing import Budget, measure
 
@@ -49,45 +53,35 @@ def read_last(src_ptr, out_ptr, n, block: tl.constexpr):
     tl.store(out_ptr + pid, tl.max(values, axis=0))
 
 
-@triton.jit
-def discard(src_ptr, n_lines, block: tl.constexpr):
-    """``discard.global.L2`` on ``block`` 128-byte lines per program."""
-    pid = tl.program_id(0)
-    lines = pid * block + tl.arange(0, block)
-    ptrs = src_ptr + lines.to(tl.int64) * 32  # float32: 32 per 128-byte line
-    tl.inline_asm_elementwise(
-        "discard.global.L2 [$1], 128;\n mov.u32 $0, 0;",
-        "=r,l",
-        [ptrs],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
 class DiscardFlush:
+    """The plugin's read-then-discard flush; with ``last`` its read carries the ``evict_last``
+    hint, with ``own`` the timed kernel's tensors are discarded first."""
+
     def __init__(self, l2: int, last: bool, own: tuple[torch.Tensor, ...] = ()) -> None:
-        self.read = L2Flush(torch, DEV, l2)
+        self.flush = L2Flush(torch, DEV, l2)
+        if self.flush.method != "read+discard":
+            raise RuntimeError(f"no discard on this device (flush: {self.flush.method})")
         self.last = last
         self.own = own
-        self.lines = self.read.n // 32
-        self.programs = self.lines // 1024  # whole programs only (the tail stays valid)
-        self()
-        torch.cuda.synchronize()
 
     def __call__(self) -> None:
-        r = self.read
+        f = self.flush
         for t in self.own:  # the timed kernel's own lines first
-            discard[(t.numel() // 32 // 1024,)](t, t.numel() // 32, block=1024)
-        if self.last:
-            read_last[r._grid](r.buffer, r._partial, r.n, block=r.BLOCK)
-        else:
-            r()
-        discard[(self.programs,)](r.buffer, self.lines, block=1024)
+            discard_lines[(t.numel() // 32 // f.DISCARD_BLOCK,)](t, block=f.DISCARD_BLOCK)
+        if not self.last:
+            f()
+            return
+        read_last[f._grid](f.buffer, f._partial, f.n, block=f.BLOCK)
+        discard_lines[f._discard_grid](f.buffer, block=f.DISCARD_BLOCK)
+
+
+def read_only(l2: int) -> L2Flush:
+    """The read alone (the plugin's flush before the discard)."""
+    return L2Flush(torch, DEV, l2, discard=False)
 
 
 def flushes(l2: int, own: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], None]]:
-    two = [L2Flush(torch, DEV, l2), L2Flush(torch, DEV, l2)]
+    two = [read_only(l2), read_only(l2)]
     turn = [0]
 
     def alternate() -> None:
@@ -96,12 +90,12 @@ def flushes(l2: int, own: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], No
 
     zeros = torch.empty(256 << 20, dtype=torch.uint8, device=DEV)
     return {
-        "2x": L2Flush(torch, DEV, l2),
-        "1.25x": L2Flush(torch, DEV, l2 * 5 // 8),
-        "4x": L2Flush(torch, DEV, 2 * l2),
+        "2x": read_only(l2),
+        "1.25x": read_only(l2 * 5 // 8),
+        "4x": read_only(2 * l2),
         "alt2": alternate,
         "zero256": zeros.zero_,
-        "8x": L2Flush(torch, DEV, 4 * l2),
+        "8x": read_only(4 * l2),
         **discarding(l2, own),
     }
 
