@@ -20,8 +20,8 @@ SLOWDOWN_REASONS = {
 
 
 #: a blocker-measured SM clock whose 10th percentile is below this share of its median has
-#: dipped (single readings jitter by about ±3.5% on the H100; a power-capped bf16 GEMM ran
-#: ~17% slower)
+#: dipped (single readings jitter by about ±3.5% on the H100; under a bf16 GEMM's power cap
+#: the median reading fell from 1974 to 1755 MHz, benchmarks/RESULTS.md)
 CLOCK_DIP = 0.95
 
 

@@ -36,8 +36,9 @@ class Budget:
     #: independent rounds (a fresh sampler each) whose samples are pooled; the CI of the median
     #: is widened to cover every round's median, so a state that holds for a whole round (seen
     #: on the H100: small cold-L2 kernels alternating by ~4% between back-to-back measurements)
-    #: shows as noise instead of a false regression (three rounds: no false regression in 132
-    #: cross-process A/A pairs on any benchmark kernel, benchmarks/RESULTS.md)
+    #: shows as noise instead of a false regression (one round gave 9-36 false regressions in 132
+    #: cross-process A/A pairs on the cold matmul and the hot GEMM, three rounds none, in the
+    #: read-only-flush runs of benchmarks/RESULTS.md)
     rounds: int = 3
 
     def per_round(self) -> Budget:
