@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_cudaperf.cuda_timing import CudaBackend, L2Flush
-from pytest_cudaperf.timing import Budget, measure
+from pytest_cudaperf.measure.cuda import CudaBackend, L2Flush
+from pytest_cudaperf.measure.timing import Budget, measure
 
 DEV = torch.device("cuda:0")
 

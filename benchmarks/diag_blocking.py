@@ -11,8 +11,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_cudaperf import cuda_timing
-from pytest_cudaperf.timing import Budget, measure
+from pytest_cudaperf.measure import cuda as cuda_timing
+from pytest_cudaperf.measure.timing import Budget, measure
 
 dev = torch.device("cuda:0")
 props = torch.cuda.get_device_properties(0)

@@ -38,9 +38,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_cudaperf import stats
-from pytest_cudaperf.cuda_timing import CudaBackend
-from pytest_cudaperf.timing import Budget, run_adaptive
+from pytest_cudaperf.measure import stats
+from pytest_cudaperf.measure.cuda import CudaBackend
+from pytest_cudaperf.measure.timing import Budget, run_adaptive
 
 DEV = torch.device("cuda:0")
 

@@ -25,8 +25,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_cudaperf.cuda_timing import CudaBackend
-from pytest_cudaperf.timing import Budget, measure
+from pytest_cudaperf.measure.cuda import CudaBackend
+from pytest_cudaperf.measure.timing import Budget, measure
 
 DEV = torch.device("cuda:0")
 ROUNDS = 6
@@ -155,7 +155,7 @@ def samples(seed: int, shared_events: bool) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_worker import kernels
 
-    from pytest_cudaperf import cuda_timing
+    from pytest_cudaperf.measure import cuda as cuda_timing
 
     if shared_events:
         original = cuda_timing.CudaEventSampler.__init__

@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_worker import kernels
 
-from pytest_cudaperf.cuda_timing import CudaBackend
-from pytest_cudaperf.timing import Budget, measure
+from pytest_cudaperf.measure.cuda import CudaBackend
+from pytest_cudaperf.measure.timing import Budget, measure
 
 DEV = torch.device("cuda:0")
 

@@ -26,8 +26,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_cudaperf import stats
-from pytest_cudaperf.cuda_timing import CudaBackend, CudaEventSampler
+from pytest_cudaperf.measure import stats
+from pytest_cudaperf.measure.cuda import CudaBackend, CudaEventSampler
 
 DEV = torch.device("cuda:0")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.timing import Comparison, Measurement
+    from pytest_cudaperf.measure.timing import Comparison, Measurement
 
 __version__ = "0.1.0"
 __all__ = ["Comparison", "Measurement", "__version__"]
@@ -18,7 +18,7 @@ __all__ = ["Comparison", "Measurement", "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in ("Comparison", "Measurement"):
-        from pytest_cudaperf import timing
+        from pytest_cudaperf.measure import timing
 
         return getattr(timing, name)
     raise AttributeError(f"module 'pytest_cudaperf' has no attribute {name!r}")

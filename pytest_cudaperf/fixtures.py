@@ -22,10 +22,10 @@ from pytest_cudaperf import memory
 from pytest_cudaperf.devices import choose_device, device_class, is_sticky_cuda_error
 from pytest_cudaperf.locks import DeviceLock, LockRegistry
 from pytest_cudaperf.markers import LeakOptions, PerfOptions
+from pytest_cudaperf.measure.timing import Backend, Budget, Comparison, CpuBackend, Measurement
+from pytest_cudaperf.measure.timing import compare as compare_backend
+from pytest_cudaperf.measure.timing import measure as measure_backend
 from pytest_cudaperf.session import REMEASURE, ItemState, Judge, record_key
-from pytest_cudaperf.timing import Backend, Budget, Comparison, CpuBackend, Measurement
-from pytest_cudaperf.timing import compare as compare_backend
-from pytest_cudaperf.timing import measure as measure_backend
 from pytest_cudaperf.verdict import Kind
 
 if TYPE_CHECKING:
@@ -204,7 +204,7 @@ class Timer:
     def _backend(self, cache: str | None) -> Backend:
         if not self._ctx.is_cuda:
             return CpuBackend()
-        from pytest_cudaperf.cuda_timing import CudaBackend
+        from pytest_cudaperf.measure.cuda import CudaBackend
 
         chosen = cache or self._perf.cache or self._side.settings.cache
         if chosen not in self._backends:

@@ -21,8 +21,8 @@ from pytest_cudaperf.verdict import Kind, Verdict, budget_failure, judge
 
 if TYPE_CHECKING:  # measurement and memory modules load with the first test that uses them
     from pytest_cudaperf.markers import PerfOptions
+    from pytest_cudaperf.measure.timing import Comparison, Measurement
     from pytest_cudaperf.memory import LeakResult, PeakResult
-    from pytest_cudaperf.timing import Comparison, Measurement
 
 #: default tolerance for peak memory: the requested-bytes peak is bit-identical across runs
 MEMORY_TOLERANCE = 0.01

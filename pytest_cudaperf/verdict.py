@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pytest_cudaperf import stats
+from pytest_cudaperf.measure import stats
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
 

@@ -60,7 +60,7 @@ def test_region_and_compare(cuda_timer, cuda_device):
     assert c.ci[0] <= c.speedup <= c.ci[1]
 
 def test_backend_reused_without_carrying_warnings(cuda_timer, cuda_device, monkeypatch):
-    from pytest_cudaperf import cuda_timing
+    from pytest_cudaperf.measure import cuda as cuda_timing
 
     dry_runs = []
     real = cuda_timing._synchronizes

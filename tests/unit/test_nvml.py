@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from pytest_cudaperf.nvml import ClockWatch, decode_reasons
+from pytest_cudaperf.measure.nvml import ClockWatch, decode_reasons
 
 
 def test_decode_reasons_ignores_idle_and_application_clocks() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from pytest_cudaperf.baselines import BaselineStore, Record
+from pytest_cudaperf.measure.timing import Measurement
 from pytest_cudaperf.report import (
     github_annotations,
     github_summary,
@@ -16,7 +17,6 @@ from pytest_cudaperf.report import (
 )
 from pytest_cudaperf.session import ItemState, Judge, Results, failure_text, record_key
 from pytest_cudaperf.settings import Settings
-from pytest_cudaperf.timing import Measurement
 
 
 def measured(median: float) -> Measurement:

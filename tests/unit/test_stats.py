@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_cudaperf import stats
+from pytest_cudaperf.measure import stats
 
 
 def test_median_ci_covers_the_true_median() -> None:
@@ -60,6 +60,6 @@ def test_stopping_and_stability_rules() -> None:
 
 
 def test_quantiles_interpolate_like_numpy() -> None:
-    from pytest_cudaperf.stats import quantiles
+    from pytest_cudaperf.measure.stats import quantiles
 
     assert quantiles([4.0, 1.0, 3.0, 2.0, 5.0], (0.0, 0.5, 0.9, 1.0)) == [1.0, 3.0, 4.6, 5.0]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_cudaperf.timing import (
+from pytest_cudaperf.measure.timing import (
     Budget,
     CpuBackend,
     Measurement,
@@ -145,7 +145,7 @@ def test_l2_flush_without_triton_reads_with_torch_sum() -> None:
     """On this CPU machine the Triton kernels cannot run: the flush falls back to torch.sum,
     says so, and its buffer is a whole number of discard programs' lines."""
     torch = pytest.importorskip("torch")
-    from pytest_cudaperf.cuda_timing import L2Flush
+    from pytest_cudaperf.measure.cuda import L2Flush
 
     flush = L2Flush(torch, torch.device("cpu"), l2_bytes=3 << 20)
     assert flush.method == "torch.sum"
@@ -156,7 +156,7 @@ def test_l2_flush_without_triton_reads_with_torch_sum() -> None:
 
 
 def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_cudaperf import cuda_timing
+    from pytest_cudaperf.measure import cuda as cuda_timing
 
     dry_runs: list[object] = []
 
@@ -187,7 +187,7 @@ def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.Monk
 
 
 def test_spin_mhz_from_cycle_and_nanosecond_pairs() -> None:
-    from pytest_cudaperf.cuda_timing import spin_mhz
+    from pytest_cudaperf.measure.cuda import spin_mhz
 
     # 19800 cycles in 10 µs: 1980 MHz; a slot without time (not spun) is skipped
     assert spin_mhz([19800, 10000, 0, 0, 33000, 20000]) == [1980.0, 1650.0]
@@ -199,9 +199,9 @@ def test_without_triton_the_sleep_kernel_blocks_and_says_why(
     import sys
 
     torch = pytest.importorskip("torch")
-    from pytest_cudaperf import cuda_timing
+    from pytest_cudaperf.measure import cuda as cuda_timing
 
-    monkeypatch.setitem(sys.modules, "pytest_cudaperf._spin", None)  # Triton missing
+    monkeypatch.setitem(sys.modules, "pytest_cudaperf.measure._spin", None)  # Triton missing
     warnings: list[str] = []
     blocker = cuda_timing._make_blocker(torch, torch.device("cpu"), 1.0, warnings)
     assert isinstance(blocker, cuda_timing.SleepBlocker)

@@ -86,7 +86,7 @@ class ClockWatch:
         (single readings jitter by a few percent: the spin lasts ~10-50 µs of a coarse timer)."""
         if not self.spin_mhz:
             return None
-        from pytest_cudaperf.stats import quantiles
+        from pytest_cudaperf.measure.stats import quantiles
 
         p10, median, p90 = quantiles(self.spin_mhz, (0.1, 0.5, 0.9))
         return p10, median, p90

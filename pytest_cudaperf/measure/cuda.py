@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.nvml import ClockWatch
-from pytest_cudaperf.timing import HOST_BOUND_RATIO, Measurement, SynchronizesInside
+from pytest_cudaperf.measure.nvml import ClockWatch
+from pytest_cudaperf.measure.timing import HOST_BOUND_RATIO, Measurement, SynchronizesInside
 from pytest_cudaperf.units import format_ms
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class SpinBlocker:
     def __init__(
         self, torch_mod: Any, device: torch.device, slots: int = 0, clocked: bool = True
     ) -> None:
-        from pytest_cudaperf import _spin
+        from pytest_cudaperf.measure import _spin
 
         slots = slots or MAX_BATCH
         self.clocked = clocked
@@ -160,7 +160,7 @@ class L2Flush:
         #: how this flush works: ``read+discard``, ``read`` or ``torch.sum``
         self.method = "torch.sum"
         try:
-            from pytest_cudaperf._spin import read_flush
+            from pytest_cudaperf.measure._spin import read_flush
 
             read_flush[(programs,)](self.buffer, self._partial, self.n, block=self.BLOCK)
             self._kernel, self._grid = read_flush, (programs,)
@@ -170,7 +170,7 @@ class L2Flush:
             self._kernel = None
         if self._kernel is not None and discard:
             try:
-                from pytest_cudaperf._spin import discard_lines
+                from pytest_cudaperf.measure._spin import discard_lines
 
                 grid = (self.n // chunk,)
                 discard_lines[grid](self.buffer, block=self.DISCARD_BLOCK)

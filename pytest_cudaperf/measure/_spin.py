@@ -2,7 +2,7 @@
 pinned flag (optionally reading the SM clock while it spins), a read-only L2 flush with small
 launch parameters, and the discard that leaves the flush buffer's lines invalid in L2 afterwards.
 
-Imported only on CUDA machines that have Triton; :mod:`pytest_cudaperf.cuda_timing` falls back to
+Imported only on CUDA machines that have Triton; :mod:`pytest_cudaperf.measure.cuda` falls back to
 ``torch.cuda._sleep`` without it.
 """
 

@@ -3,7 +3,7 @@
 A *sampler* produces batches of per-call times in milliseconds; :func:`run_adaptive` warms it up
 until two consecutive batch medians agree, then samples until the distribution-free CI of the
 median is tight enough (bounded by a minimum sample count and a time budget). The CUDA sampler
-lives in :mod:`pytest_cudaperf.cuda_timing`; the CPU sampler here is a real wall-clock backend.
+lives in :mod:`pytest_cudaperf.measure.cuda`; the CPU sampler here is a real wall-clock backend.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_cudaperf import stats
+from pytest_cudaperf.measure import stats
 from pytest_cudaperf.units import format_ms
 
 #: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
