@@ -130,14 +130,10 @@ def sleep_cycles_per_ms(torch_mod: Any) -> float:
 class L2Flush:
     """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind), then
     discards the buffer's lines (``discard.global.L2``), so that every sample starts from an L2
-    whose lines are invalid rather than full of whatever the replacement policy kept.
-
-    Why the discard: with the read alone, the cold 512² matmul's rounds landed on 16.2 or
-    17.0 µs depending on what the previous samples left (the cold 8 MiB add's on 10.2 or
-    10.8 µs); read-then-discard kept the matmul within 2-3% across processes, the add within
-    1.9-4.4% (benchmarks/RESULTS.md, ``diag_flush_variants.py``). Falls back to the read alone
-    where the discard does not compile (before sm_80, or a Triton without inline PTX), and to
-    ``torch.sum`` without Triton.
+    whose lines are invalid rather than full of whatever the replacement policy kept (with the
+    read alone, small cold kernels settled on one of two levels per round: benchmarks/RESULTS.md,
+    flush variants). Falls back to the read alone where the discard does not compile (before
+    sm_80, or a Triton without inline PTX), and to ``torch.sum`` without Triton.
     """
 
     BLOCK = 4096
@@ -401,6 +397,8 @@ class CudaBackend:
         if clock_warning:
             notes.append(clock_warning)
         graph = sampler.graph
+        clocks = self.clocks.summary()
+        spin = clocks.get("spin_sm_mhz")
         return Measurement.from_samples(
             samples,
             metric="graph" if graph else "device",
@@ -410,11 +408,12 @@ class CudaBackend:
             device=str(self.device),
             blocking=sampler.blocker.name if sampler.blocker is not None else "none",
             flush=self.flush.method if self.flush is not None else "none",
-            clocks=self.clocks.summary(),
+            clocks=clocks,
             warnings=tuple(dict.fromkeys(notes + warnings)),
             cost_s=cost_s,
             name=name,
             round_medians_ms=round_medians_ms,
+            sm_mhz=float(spin["median"]) if spin else None,
         )
 
     def reset(self) -> None:
