@@ -8,6 +8,7 @@ The noise terms are relative half-widths on the scale the verdict uses (0.05 = 5
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -49,19 +50,19 @@ def combine(findings: Iterable[Finding | None]) -> tuple[tuple[str, ...], float]
 
 
 def _values(values_ms: Sequence[float]) -> str:
-    """``4.6 / 5.5 / 4.6 µs``: values in the unit of the smallest, one decimal place or three
-    significant digits."""
+    """``4.60 / 5.49 / 4.59 µs``: the values in the unit of the smallest, to three significant
+    digits of the smallest."""
     low = min(values_ms)
-    unit, scale = (
-        ("ns", 1e6)
-        if low < 1e-3
-        else ("µs", 1e3)
-        if low < 1.0
-        else ("ms", 1.0)
-        if low < 1e3
-        else ("s", 1e-3)
-    )
-    return " / ".join(f"{v * scale:.3g}" for v in values_ms) + f" {unit}"
+    if low < 1e-3:
+        unit, scale = "ns", 1e6
+    elif low < 1.0:
+        unit, scale = "µs", 1e3
+    elif low < 1e3:
+        unit, scale = "ms", 1.0
+    else:
+        unit, scale = "s", 1e-3
+    decimals = max(0, 2 - math.floor(math.log10(low * scale))) if low > 0 else 2
+    return " / ".join(f"{v * scale:.{decimals}f}" for v in values_ms) + f" {unit}"
 
 
 def rounds_disagree(rounds_ms: Sequence[Sequence[float]]) -> Finding | None:

@@ -22,8 +22,8 @@ from pytest_cudaperf.measure.dynamo import CompileWatch
 from pytest_cudaperf.units import format_ms
 
 if TYPE_CHECKING:  # at run time :func:`__getattr__` serves these (cpu imports this module)
-    from pytest_cudaperf.measure.cpu import CpuBackend as CpuBackend
-    from pytest_cudaperf.measure.cpu import CpuSampler as CpuSampler
+    from pytest_cudaperf.measure.cpu import CpuBackend as CpuBackend  # noqa: PLC0414 (re-export)
+    from pytest_cudaperf.measure.cpu import CpuSampler as CpuSampler  # noqa: PLC0414 (re-export)
 
 #: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
 MAX_KEPT_SAMPLES = 2000
@@ -245,7 +245,8 @@ def run_adaptive(
                 f"({clock() - begin:.2f} s): last batch medians {format_ms(previous)} "
                 f"and {format_ms(current)}"
             )
-            unsettled = (previous, current)
+            if budget.warmup > 0:  # a warm-up asked for (not skipped) that ran out of time
+                unsettled = (previous, current)
             break
         previous = current
     compiled_before = compiles.compiles() if compiles is not None else 0
