@@ -19,7 +19,7 @@ def test_parse_schedstat_reads_cpu_time_and_run_queue_wait() -> None:
     assert parse_schedstat("not a schedstat") is None
 
 
-def test_read_schedstat_is_none_where_the_file_is_missing(tmp_path: object) -> None:
+def test_read_schedstat_is_none_where_the_file_is_missing() -> None:
     assert cpu.read_schedstat("/nonexistent/schedstat") is None
 
 
