@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,9 @@ class GpuFacts:
     multiprocessors: int = 0
     l2_bytes: int = 0
     uuid: str = ""
+    #: NVML's settings of this GPU (:func:`pytest_cudaperf.measure.nvml.device_facts`), as
+    #: sorted pairs (the probe stays hashable and crosses to xdist workers as plain data)
+    nvml: tuple[tuple[str, str], ...] = ()
 
     @property
     def sm(self) -> str:
@@ -106,6 +110,7 @@ def probe() -> Probe:
         if available:
             for index in range(torch.cuda.device_count()):
                 props = torch.cuda.get_device_properties(index)
+                uuid = str(getattr(props, "uuid", ""))
                 gpus.append(
                     GpuFacts(
                         index=index,
@@ -114,7 +119,8 @@ def probe() -> Probe:
                         total_memory=int(props.total_memory),
                         multiprocessors=int(props.multi_processor_count),
                         l2_bytes=int(getattr(props, "L2_cache_size", 0)),
-                        uuid=str(getattr(props, "uuid", "")),
+                        uuid=uuid,
+                        nvml=_nvml_facts(uuid),
                     )
                 )
     except RuntimeError as exc:  # a broken driver raises from is_available/get_device_properties
@@ -129,6 +135,48 @@ def probe() -> Probe:
         error=error,
         cpu=cpu_model(),
     )
+
+
+def _nvml_facts(uuid: str) -> tuple[tuple[str, str], ...]:
+    from pytest_cudaperf.measure.nvml import device_facts
+
+    return tuple(sorted(device_facts(uuid).items())) if uuid else ()
+
+
+def fingerprint(device: torch.device | str, probe: Probe) -> dict[str, str]:
+    """The environment a measurement on ``device`` was taken in, as flat strings, for the
+    baseline entry's ``env`` and for naming what changed since the baseline.
+
+    A GPU: ``model``, ``torch``, ``cuda``, ``driver`` and NVML's settings where it gives them
+    (``power_limit_w``, ``app_clock_sm_mhz``, ``app_clock_mem_mhz``, ``max_clock_sm_mhz``,
+    ``ecc``, ``mig``, ``board_part``, ``vbios``, ``persistence``). The CPU: ``cpu``,
+    ``logical_cores``, ``torch``, ``torch_threads``. A field that is unknown is absent.
+    """
+    text = str(device)
+    out: dict[str, str] = {"torch": probe.torch_version}
+    if text.startswith("cuda") and probe.gpus:
+        index = int(text.split(":", 1)[1]) if ":" in text else 0
+        gpu = probe.gpus[index]
+        out["model"] = gpu.name
+        if probe.cuda_version:
+            out["cuda"] = probe.cuda_version
+        if probe.driver:
+            out["driver"] = probe.driver
+        out.update(gpu.nvml)
+        return out
+    out["cpu"] = probe.cpu
+    out["logical_cores"] = str(os.cpu_count() or 0)
+    threads = _torch_threads()
+    if threads is not None:
+        out["torch_threads"] = str(threads)
+    return out
+
+
+def _torch_threads() -> int | None:
+    """torch's intra-op threads, only where torch is already imported (never imports it)."""
+    torch_mod = sys.modules.get("torch")
+    getter = getattr(torch_mod, "get_num_threads", None)
+    return int(getter()) if getter is not None else None
 
 
 def worker_index(workerid: str | None) -> int:

@@ -38,6 +38,8 @@ class PerfOptions:
     min_speedup: float | None = None
     max_peak: int | None = None
     rounds: int | None = None
+    #: frames torch.compile may compile while samples are taken (None: any, reported only)
+    max_recompiles: int | None = None
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,14 @@ def perf(
     min_speedup: float | None = None,
     max_peak: int | str | None = None,
     rounds: int | None = None,
+    max_recompiles: int | None = None,
 ) -> PerfOptions:
     """performance test: fails when the median exceeds `max_ms`, regresses beyond `tolerance`
     (0.05 or '5%') against its baseline, or a cuda_timer.compare speedup is below `min_speedup`.
     `cache` 'cold'|'hot', `graph` (CUDA-graph throughput), `warmup`/`min_time`/`max_time`
     (seconds) and `rounds` (independent rounds, pooled) tune cuda_timer; `max_peak` limits peak
-    GPU memory. Without cuda_timer the whole test function is re-run and timed."""
+    GPU memory; `max_recompiles` limits torch.compile recompilations while sampling (0 forbids
+    them). Without cuda_timer the whole test function is re-run and timed."""
     return PerfOptions(
         max_ms=_check("max_ms", max_ms, _positive_number),
         tolerance=_check("tolerance", tolerance, parse_fraction),
@@ -126,6 +130,7 @@ def perf(
         min_speedup=_check("min_speedup", min_speedup, _positive_number),
         max_peak=_check("max_peak", max_peak, parse_size),
         rounds=_check("rounds", rounds, _int_at_least(1)),
+        max_recompiles=_check("max_recompiles", max_recompiles, _int_at_least(0)),
     )
 
 

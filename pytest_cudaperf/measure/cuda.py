@@ -130,14 +130,10 @@ def sleep_cycles_per_ms(torch_mod: Any) -> float:
 class L2Flush:
     """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind), then
     discards the buffer's lines (``discard.global.L2``), so that every sample starts from an L2
-    whose lines are invalid rather than full of whatever the replacement policy kept.
-
-    Why the discard: with the read alone, the cold 512² matmul's rounds landed on 16.2 or
-    17.0 µs depending on what the previous samples left (the cold 8 MiB add's on 10.2 or
-    10.8 µs); read-then-discard kept the matmul within 2-3% across processes, the add within
-    1.9-4.4% (benchmarks/RESULTS.md, ``diag_flush_variants.py``). Falls back to the read alone
-    where the discard does not compile (before sm_80, or a Triton without inline PTX), and to
-    ``torch.sum`` without Triton.
+    whose lines are invalid rather than full of whatever the replacement policy kept (with the
+    read alone, small cold kernels settled on one of two levels per round: benchmarks/RESULTS.md,
+    flush variants). Falls back to the read alone where the discard does not compile (before
+    sm_80, or a Triton without inline PTX), and to ``torch.sum`` without Triton.
     """
 
     BLOCK = 4096
@@ -202,6 +198,7 @@ class CudaEventSampler:
         flush: L2Flush | None,
         clocks: ClockWatch,
         graph: bool = False,
+        events: list[tuple[Any, Any]] | None = None,
     ) -> None:
         self._torch = torch_mod
         self.graph = graph
@@ -212,10 +209,7 @@ class CudaEventSampler:
         self._clocks = clocks
         self._size = 8
         self._enqueue_s = 1e-3
-        self._events = [
-            (torch_mod.cuda.Event(enable_timing=True), torch_mod.cuda.Event(enable_timing=True))
-            for _ in range(MAX_BATCH)
-        ]
+        self._events = events if events is not None else event_pairs(torch_mod)
 
     def batch(self) -> list[float]:
         size, run, flush, blocker = self._size, self.run, self._flush, self.blocker
@@ -247,6 +241,14 @@ class CudaEventSampler:
         per_sample = max(sum(times) / size * self.calls, 1e-3)
         self._size = max(2, min(MAX_BATCH, int(BATCH_TARGET_MS / per_sample)))
         return times
+
+
+def event_pairs(torch_mod: Any) -> list[tuple[Any, Any]]:
+    """:data:`MAX_BATCH` (start, stop) timing events (created in the driver at first record)."""
+    return [
+        (torch_mod.cuda.Event(enable_timing=True), torch_mod.cuda.Event(enable_timing=True))
+        for _ in range(MAX_BATCH)
+    ]
 
 
 def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float) -> bool:
@@ -330,6 +332,15 @@ class CudaBackend:
         self.cycles_per_ms = sleep_cycles_per_ms(torch)
         self.blocker = _make_blocker(torch, device, self.cycles_per_ms, self.lasting)
         self._graphs: list[Any] = []
+        #: one set of timing events for every sampler (round) of this backend. Each sampler
+        #: used to create its own while the previous round's were freed, so a driver that
+        #: recycles freed events last-in-first-out gave round 2 the event slots in reverse
+        #: (start events where stop events were) and round 3 the original arrangement again:
+        #: the one difference found in this code that sets round 2 alone apart, where issue 12
+        #: saw a reduction's second round ~20% high. A hypothesis, not a measured cause:
+        #: benchmarks/diagnostics/diag_second_round.py tests it (variants ``fresh_events`` vs
+        #: ``plugin``). Samplers never interleave within a batch, so sharing is safe.
+        self._events = event_pairs(torch)
         #: the dry run's answer per callable during one measurement (each round asks again);
         #: emptied by :meth:`finish`, so no callable outlives its measurement here
         self._synchronizing: list[tuple[Callable[[], object], bool]] = []
@@ -366,7 +377,9 @@ class CudaBackend:
         if not captured and self.synchronizes(fn):
             self.warnings.append("callable synchronizes inside: launch latency is not hidden")
             blocker = None
-        return CudaEventSampler(torch, run, calls, blocker, self.flush, self.clocks, captured)
+        return CudaEventSampler(
+            torch, run, calls, blocker, self.flush, self.clocks, captured, self._events
+        )
 
     def recover(self, sampler: CudaEventSampler) -> None:
         """After :class:`SynchronizesInside`: sample without the blocker from now on."""
@@ -401,6 +414,8 @@ class CudaBackend:
         if clock_warning:
             notes.append(clock_warning)
         graph = sampler.graph
+        clocks = self.clocks.summary()
+        spin = clocks.get("spin_sm_mhz")
         return Measurement.from_samples(
             samples,
             metric="graph" if graph else "device",
@@ -410,11 +425,12 @@ class CudaBackend:
             device=str(self.device),
             blocking=sampler.blocker.name if sampler.blocker is not None else "none",
             flush=self.flush.method if self.flush is not None else "none",
-            clocks=self.clocks.summary(),
+            clocks=clocks,
             warnings=tuple(dict.fromkeys(notes + warnings)),
             cost_s=cost_s,
             name=name,
             round_medians_ms=round_medians_ms,
+            sm_mhz=float(spin["median"]) if spin else None,
         )
 
     def reset(self) -> None:

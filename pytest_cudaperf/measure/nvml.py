@@ -20,8 +20,7 @@ SLOWDOWN_REASONS = {
 
 
 #: a blocker-measured SM clock whose 10th percentile is below this share of its median has
-#: dipped (single readings jitter by about ±3.5% on the H100; under a bf16 GEMM's power cap
-#: the median reading fell from 1974 to 1755 MHz, benchmarks/RESULTS.md)
+#: dipped: beyond the few percent single readings jitter by (benchmarks/RESULTS.md, clocks)
 CLOCK_DIP = 0.95
 
 
@@ -125,3 +124,60 @@ class ClockWatch:
                 f"median {spin[1]:.0f} MHz (measured in the stream blocker)"
             )
         return None
+
+
+def _on_off(value: Any) -> str:
+    return "on" if int(value) else "off"
+
+
+def _first(value: Any) -> Any:
+    """NVML getters of a (current, pending) pair: the current one."""
+    return value[0] if isinstance(value, (tuple, list)) else value
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+#: fingerprint fields read through NVML: (field, getter name, extra arguments by NVML constant
+#: name, conversion). Each is read only where this nvidia-ml-py has the getter and the device
+#: answers (a field NVML does not support is absent, never a guess).
+_FACTS: tuple[tuple[str, str, tuple[str, ...], Any], ...] = (
+    ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", (), lambda mw: f"{int(mw) / 1000:.0f}"),
+    ("app_clock_sm_mhz", "nvmlDeviceGetApplicationsClock", ("NVML_CLOCK_SM",), str),
+    ("app_clock_mem_mhz", "nvmlDeviceGetApplicationsClock", ("NVML_CLOCK_MEM",), str),
+    ("max_clock_sm_mhz", "nvmlDeviceGetMaxClockInfo", ("NVML_CLOCK_SM",), str),
+    ("ecc", "nvmlDeviceGetEccMode", (), lambda v: _on_off(_first(v))),
+    ("mig", "nvmlDeviceGetMigMode", (), lambda v: _on_off(_first(v))),
+    ("board_part", "nvmlDeviceGetBoardPartNumber", (), _text),
+    ("vbios", "nvmlDeviceGetVbiosVersion", (), _text),
+    ("persistence", "nvmlDeviceGetPersistenceMode", (), _on_off),
+)
+
+
+def device_facts(uuid: str) -> dict[str, str]:
+    """What NVML says about one GPU's settings that can move a timing: enforced power limit
+    (W), application clocks and the SM clock's maximum (MHz), ECC and MIG mode, board part
+    number (it names the form factor: SXM or PCIe), VBIOS, persistence mode. Empty without
+    NVML; a field this driver or device does not answer is absent. NVML has no getter for
+    clocks locked with ``nvidia-smi -lgc``; a lock shows in the blocker's SM clock."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        key = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        handle = pynvml.nvmlDeviceGetHandleByUUID(key)
+    # NVML missing, no driver, or the device unknown to NVML: no facts
+    except Exception:  # noqa: BLE001
+        return {}
+    facts: dict[str, str] = {}
+    for field, getter_name, constants, convert in _FACTS:
+        getter = getattr(pynvml, getter_name, None)
+        try:
+            args = [getattr(pynvml, c) for c in constants]
+            if getter is not None:
+                facts[field] = convert(getter(handle, *args))
+        # NVML_ERROR_NOT_SUPPORTED and friends, or a constant this version lacks
+        except Exception:  # noqa: BLE001, S112
+            continue
+    return facts

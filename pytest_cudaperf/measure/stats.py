@@ -27,14 +27,22 @@ class Summary:
 
     @property
     def rel_iqr(self) -> float:
-        return self.iqr / self.median if self.median > 0 else math.inf
+        return relative_iqr(self.iqr, self.median)
 
     @property
     def rel_halfwidth(self) -> float:
         """Half the CI's width relative to the median: the precision of the median."""
-        if self.median <= 0:
-            return math.inf
-        return (self.ci[1] - self.ci[0]) / 2 / self.median
+        return relative_halfwidth(self.ci, self.median)
+
+
+def relative_iqr(iqr: float, median: float) -> float:
+    """The IQR relative to the median (infinite for a non-positive median)."""
+    return iqr / median if median > 0 else math.inf
+
+
+def relative_halfwidth(ci: tuple[float, float], median: float) -> float:
+    """Half the CI's width relative to the median (infinite for a non-positive median)."""
+    return (ci[1] - ci[0]) / 2 / median if median > 0 else math.inf
 
 
 def median_ci_indices(n: int, z: float = Z95) -> tuple[int, int]:

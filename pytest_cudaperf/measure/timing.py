@@ -1,9 +1,11 @@
-"""Measurement: the result type, the adaptive sampling loop, and the CPU backend.
+"""Measurement: the result type and the adaptive sampling loop.
 
 A *sampler* produces batches of per-call times in milliseconds; :func:`run_adaptive` warms it up
-until two consecutive batch medians agree, then samples until the distribution-free CI of the
-median is tight enough (bounded by a minimum sample count and a time budget). The CUDA sampler
-lives in :mod:`pytest_cudaperf.measure.cuda`; the CPU sampler here is a real wall-clock backend.
+until two consecutive batch medians agree (and torch.compile stopped compiling), then samples
+until the distribution-free CI of the median is tight enough (bounded by a minimum sample count
+and a time budget). :func:`measure` does that in independent rounds and records what the
+samples say about the measurement's stability (:mod:`pytest_cudaperf.measure.instability`).
+The backends live in :mod:`pytest_cudaperf.measure.cuda` and :mod:`pytest_cudaperf.measure.cpu`.
 """
 
 from __future__ import annotations
@@ -13,10 +15,15 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_cudaperf.measure import stats
+from pytest_cudaperf.measure import instability, stats
+from pytest_cudaperf.measure.dynamo import CompileWatch
 from pytest_cudaperf.units import format_ms
+
+if TYPE_CHECKING:  # at run time :func:`__getattr__` serves these (cpu imports this module)
+    from pytest_cudaperf.measure.cpu import CpuBackend as CpuBackend  # noqa: PLC0414 (re-export)
+    from pytest_cudaperf.measure.cpu import CpuSampler as CpuSampler  # noqa: PLC0414 (re-export)
 
 #: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
 MAX_KEPT_SAMPLES = 2000
@@ -34,11 +41,8 @@ class Budget:
     min_samples: int = 10
     precision: float = 0.005
     #: independent rounds (a fresh sampler each) whose samples are pooled; the CI of the median
-    #: is widened to cover every round's median, so a state that holds for a whole round (seen
-    #: on the H100: small cold-L2 kernels alternating by ~4% between back-to-back measurements)
-    #: shows as noise instead of a false regression (one round gave 9-36 false regressions in 132
-    #: cross-process A/A pairs on the cold matmul and the hot GEMM, three rounds none, in the
-    #: read-only-flush runs of benchmarks/RESULTS.md)
+    #: is widened to cover every round's median, so a state that holds for a whole round shows
+    #: as noise instead of a false regression (evidence: benchmarks/RESULTS.md, rounds)
     rounds: int = 3
 
     def per_round(self) -> Budget:
@@ -84,11 +88,20 @@ class Measurement:
     flush: str = "none"
     clocks: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
-    peak_bytes: int | None = None
     cost_s: float = 0.0
     name: str | None = None
     #: the median of each independent round (see :attr:`Budget.rounds`)
     round_medians_ms: tuple[float, ...] = ()
+    #: why this measurement's median may sit elsewhere in another process, one short reason
+    #: each (:mod:`pytest_cudaperf.measure.instability`)
+    instability: tuple[str, ...] = ()
+    #: the relative spread those reasons imply; a verdict adds it to :attr:`rel_halfwidth`
+    instability_noise: float = 0.0
+    #: the SM clock (MHz) the CUDA stream blocker measured, median over the measurement's
+    #: batches; None without the clocked Triton blocker (and on the CPU)
+    sm_mhz: float | None = None
+    #: frames torch.compile compiled while samples were taken (not during warm-up)
+    recompiles: int = 0
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
@@ -121,11 +134,18 @@ class Measurement:
 
     @property
     def rel_iqr(self) -> float:
-        return self.iqr_ms / self.median_ms if self.median_ms > 0 else math.inf
+        return stats.relative_iqr(self.iqr_ms, self.median_ms)
 
     @property
     def rel_halfwidth(self) -> float:
-        return (self.ci_ms[1] - self.ci_ms[0]) / 2 / self.median_ms if self.median_ms else math.inf
+        """Half the CI's width relative to the median (the CI covers every round's median)."""
+        return stats.relative_halfwidth(self.ci_ms, self.median_ms)
+
+    @property
+    def noise(self) -> float:
+        """What a verdict should take as this measurement's relative half-width:
+        :attr:`rel_halfwidth` plus :attr:`instability_noise`."""
+        return self.rel_halfwidth + self.instability_noise
 
     def how(self) -> str:
         """``device time, 40 samples, cold L2``."""
@@ -149,6 +169,7 @@ class Measurement:
         data["warnings"] = list(self.warnings)
         data["clocks"] = dict(self.clocks)
         data["round_medians_ms"] = list(self.round_medians_ms)
+        data["instability"] = list(self.instability)
         return data
 
     @classmethod
@@ -159,6 +180,7 @@ class Measurement:
         values["samples_ms"] = tuple(values["samples_ms"])
         values["warnings"] = tuple(values.get("warnings", ()))
         values["round_medians_ms"] = tuple(values.get("round_medians_ms", ()))
+        values["instability"] = tuple(values.get("instability", ()))
         return cls(**values)
 
 
@@ -172,38 +194,62 @@ class Sampler(Protocol):
         ...
 
 
+#: batches the warm-up may add while torch.compile keeps compiling (dynamo stops recompiling a
+#: frame after its recompile limit, 8 by default, so this bounds a callable that recompiles on
+#: every call)
+MAX_COMPILE_WARMUP_BATCHES = 20
+
+
 @dataclass
 class AdaptiveResult:
     samples: list[float]
     warmup_batches: int
     warnings: list[str]
     cost_s: float
+    #: the last two warm-up batch medians when the warm-up ran out of time before they agreed
+    unsettled: tuple[float, float] | None = None
+    #: frames torch.compile compiled while the samples were taken
+    recompiles: int = 0
 
 
 def run_adaptive(
-    sampler: Sampler, budget: Budget, clock: Callable[[], float] = time.perf_counter
+    sampler: Sampler,
+    budget: Budget,
+    clock: Callable[[], float] = time.perf_counter,
+    compiles: CompileWatch | None = None,
 ) -> AdaptiveResult:
-    """Warm up until stable, then sample until precise enough or out of time."""
+    """Warm up until stable (and, with ``compiles``, until torch.compile stopped compiling),
+    then sample until precise enough or out of time."""
     warnings: list[str] = []
+    unsettled: tuple[float, float] | None = None
     begin = clock()
     previous: float | None = None
     warmup_batches = 0
+    compiling_batches = 0
     while True:
         batch = sampler.batch()
         warmup_batches += 1
         summary = stats.summarize(batch)
         current = summary.median
+        if compiles is not None and compiles.changed():
+            compiling_batches += 1
+            if compiling_batches <= MAX_COMPILE_WARMUP_BATCHES:
+                previous = None  # a batch that compiled is no reference for the next one
+                continue
         # stable: within 2%, or within the batch's own spread for noisy µs kernels
         if previous is not None and stats.stable(previous, current, max(0.02, summary.rel_iqr)):
             break
-        if clock() - begin >= budget.warmup and warmup_batches >= 2:
+        if clock() - begin >= budget.warmup and warmup_batches >= 2 and previous is not None:
             warnings.append(
                 f"warm-up not stable after {warmup_batches} batches "
-                f"({clock() - begin:.2f} s): last batch medians {format_ms(previous or 0)} "
+                f"({clock() - begin:.2f} s): last batch medians {format_ms(previous)} "
                 f"and {format_ms(current)}"
             )
+            if budget.warmup > 0:  # a warm-up asked for (not skipped) that ran out of time
+                unsettled = (previous, current)
             break
         previous = current
+    compiled_before = compiles.compiles() if compiles is not None else 0
     samples: list[float] = []
     start = clock()
     while True:
@@ -222,84 +268,22 @@ def run_adaptive(
                     "samples)"
                 )
             break
-    return AdaptiveResult(samples, warmup_batches, warnings, clock() - begin)
+    recompiles = compiles.compiles() - compiled_before if compiles is not None else 0
+    if compiles is not None:
+        compiles.changed()  # the next round's warm-up starts from here
+    return AdaptiveResult(
+        samples, warmup_batches, warnings, clock() - begin, unsettled, max(0, recompiles)
+    )
 
 
-class CpuSampler:
-    """Wall-clock samples of ``fn``: calls shorter than 20 µs are timed in groups and divided."""
+def __getattr__(name: str) -> Any:
+    """``CpuBackend`` and ``CpuSampler`` moved to :mod:`pytest_cudaperf.measure.cpu`; imports
+    from here keep working (lazily: cpu imports this module)."""
+    if name in ("CpuBackend", "CpuSampler"):
+        from pytest_cudaperf.measure import cpu
 
-    def __init__(
-        self, fn: Callable[[], object], per_batch: int = 5, sync: Callable[[], None] | None = None
-    ) -> None:
-        self.fn = fn
-        self.sync = sync
-        self.per_batch = per_batch
-        self.group = 1
-        self._calibrated = False
-
-    def _timed(self, calls: int) -> float:
-        fn, sync = self.fn, self.sync
-        start = time.perf_counter_ns()
-        for _ in range(calls):
-            fn()
-        if sync is not None:
-            sync()
-        return (time.perf_counter_ns() - start) / 1e6 / calls
-
-    def batch(self) -> list[float]:
-        if not self._calibrated:
-            once = self._timed(1)
-            self.group = max(1, min(10_000, math.ceil(0.02 / max(once, 1e-6))))
-            self._calibrated = True
-        return [self._timed(self.group) for _ in range(self.per_batch)]
-
-
-class CpuBackend:
-    """The host-clock backend. With ``sync`` (e.g. ``torch.cuda.synchronize``) it times
-    synchronized wall time of code that runs on a GPU."""
-
-    def __init__(
-        self, sync: Callable[[], None] | None = None, metric: str = "wall", device: str = "cpu"
-    ) -> None:
-        self._sync = sync
-        self._metric = metric
-        self._device = device
-
-    def sampler(self, fn: Callable[[], object], graph: bool) -> CpuSampler:
-        return CpuSampler(fn, sync=self._sync)
-
-    def recover(self, sampler: Any) -> None:  # pragma: no cover - nothing blocks on the CPU
-        raise AssertionError("the CPU backend never blocks")
-
-    def finish(
-        self,
-        sampler: Any,
-        fn: Callable[[], object],
-        samples: list[float],
-        warnings: list[str],
-        cost_s: float,
-        name: str | None,
-        round_medians_ms: tuple[float, ...] = (),
-    ) -> Measurement:
-        notes = list(warnings)
-        if self._device == "cpu" and sampler.group > 1:
-            notes.append(f"timed in groups of {sampler.group} calls (each call < 20 µs)")
-        return Measurement.from_samples(
-            samples,
-            metric=self._metric,
-            device=self._device,
-            blocking="none",
-            warnings=tuple(notes),
-            cost_s=cost_s,
-            name=name,
-            round_medians_ms=round_medians_ms,
-        )
-
-    def reset(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+        return getattr(cpu, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Backend(Protocol):
@@ -331,25 +315,57 @@ def measure(
     name: str | None = None,
 ) -> Measurement:
     """Adaptive measurement of ``fn`` on ``backend`` in ``budget.rounds`` independent rounds
-    (each a fresh sampler, so each warms up and starts from the state the previous left)."""
+    (each a fresh sampler, so each warms up and starts from the state the previous left), with
+    what the rounds, the warm-up, the pooled samples and torch.compile say about its stability
+    added to the backend's own findings."""
     per_round = budget.per_round()
-    samples: list[float] = []
-    medians: list[float] = []
+    rounds: list[list[float]] = []
     warnings: list[str] = []
+    unsettled: list[instability.Finding | None] = []
+    recompiles = 0
     cost = 0.0
+    compiles = CompileWatch.if_loaded()
     for _ in range(max(1, budget.rounds)):
         sampler = backend.sampler(fn, graph)
         try:
-            result = run_adaptive(sampler, per_round)
+            result = run_adaptive(sampler, per_round, compiles=compiles)
         except SynchronizesInside:
             backend.recover(sampler)
-            result = run_adaptive(sampler, per_round)
-        samples.extend(result.samples)
-        medians.append(stats.summarize(result.samples).median)
+            result = run_adaptive(sampler, per_round, compiles=compiles)
+        rounds.append(result.samples)
         warnings.extend(w for w in result.warnings if w not in warnings)
+        unsettled.append(instability.warmup_unsettled(result.unsettled))
+        recompiles += result.recompiles
         cost += result.cost_s
-    rounds = tuple(medians) if len(medians) > 1 else ()
-    return backend.finish(sampler, fn, samples, warnings, cost, name, rounds)
+    samples = [x for r in rounds for x in r]
+    medians = tuple(stats.summarize(r).median for r in rounds) if len(rounds) > 1 else ()
+    measured = backend.finish(sampler, fn, samples, warnings, cost, name, medians)
+    worst_warmup = max((f for f in unsettled if f is not None), key=lambda f: f.noise, default=None)
+    return with_findings(
+        measured,
+        [
+            instability.rounds_disagree(rounds),
+            worst_warmup,
+            instability.bimodal(samples),
+            instability.recompiled(recompiles),
+        ],
+        recompiles=recompiles,
+    )
+
+
+def with_findings(
+    measured: Measurement,
+    findings: list[instability.Finding | None],
+    recompiles: int | None = None,
+) -> Measurement:
+    """``measured`` with ``findings`` added to its instability (after the backend's own)."""
+    reasons, noise = instability.combine(findings)
+    return dataclasses.replace(
+        measured,
+        instability=tuple(dict.fromkeys(measured.instability + reasons)),
+        instability_noise=max(measured.instability_noise, noise),
+        recompiles=measured.recompiles if recompiles is None else recompiles,
+    )
 
 
 def compare(

@@ -162,3 +162,59 @@ def test_gpu_baselines_catch_a_planted_slowdown(
     slow = pytester.runpytest(*args)
     slow.assert_outcomes(failed=1)
     slow.stdout.fnmatch_lines(["perf regression: median * vs baseline * — NVIDIA *"])
+
+
+STABILITY = """
+import dataclasses, json
+import torch
+from pytest_cudaperf import devices
+from pytest_cudaperf.measure.cuda import CudaBackend
+from pytest_cudaperf.measure.timing import Budget, Measurement, measure
+
+def test_stability_fields_and_fingerprint():
+    probe = devices.probe()
+    gpu = probe.gpus[0]
+    backend = CudaBackend(torch.device("cuda:0"), "cold", gpu.l2_bytes, gpu.uuid)
+    x = torch.randn(1024, device="cuda:0")
+    m = measure(backend, lambda: x.sum(), Budget(max_time=0.6))
+    backend.close()
+    again = Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
+    fp = devices.fingerprint("cuda:0", probe)
+    with open("stability.json", "w") as f:
+        json.dump({"m": m.to_dict(), "again_equal": again == m, "fp": fp}, f)
+"""
+
+
+def test_cuda_measurement_carries_sm_clock_instability_and_fingerprint(
+    pytester: pytest.Pytester,
+) -> None:
+    """A cold x.sum() over 1,024 floats (issue 12's reduction): the spin blocker's SM clock is on
+    the measurement, instability fields are typed and round-trip, and the probe's fingerprint
+    names the GPU and, with nvidia-ml-py, its power limit."""
+    pytester.makepyfile(test_stability=STABILITY)
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    data = json.loads((pytester.path / "stability.json").read_text())
+    m, fp = data["m"], data["fp"]
+    assert data["again_equal"]
+    if m["blocking"] == "spin" and "spin_sm_mhz" in m["clocks"]:
+        assert 300 < m["sm_mhz"] < 4000, m["sm_mhz"]
+        assert m["sm_mhz"] == m["clocks"]["spin_sm_mhz"]["median"]
+    else:
+        assert m["sm_mhz"] is None
+    assert isinstance(m["instability"], list)
+    assert m["instability_noise"] >= 0.0
+    if any(r.startswith(("rounds", "warm-up", "samples")) for r in m["instability"]):
+        assert m["instability_noise"] > 0, m["instability"]
+    assert m["recompiles"] == 0
+    import importlib.util
+
+    import torch
+
+    assert fp["model"] == torch.cuda.get_device_name(0)
+    assert fp["cuda"]
+    assert fp["torch"]
+    assert fp["driver"]
+    if importlib.util.find_spec("pynvml") is not None:
+        assert float(fp["power_limit_w"]) > 0, fp
+        assert fp.get("mig") in ("on", "off", None)
+    assert all(isinstance(v, str) for v in fp.values())

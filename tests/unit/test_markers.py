@@ -22,6 +22,8 @@ def test_perf_parsing() -> None:
     opts = parse("perf", (), {"max_ms": 5, "tolerance": "2%", "cache": "hot", "graph": True})
     assert opts == PerfOptions(max_ms=5.0, tolerance=0.02, cache="hot", graph=True)
     assert parse("perf", (), {"rounds": 1}).rounds == 1
+    assert parse("perf", (), {"max_recompiles": 0}).max_recompiles == 0
+    assert parse("perf", (), {}).max_recompiles is None
 
 
 def test_no_leak_parsing() -> None:
@@ -37,13 +39,15 @@ def test_no_leak_parsing() -> None:
         ("perf", (), {"maxms": 5}, "@pytest.mark.perf: got an unexpected keyword argument 'maxms'"),
         ("perf", (), {"cache": "warm"}, "cache: expected 'cold' or 'hot'"),
         ("perf", (), {"rounds": 0}, "rounds: expected an integer >= 1, got 0"),
+        ("perf", (), {"max_recompiles": -1}, "max_recompiles: expected an integer >= 0, got -1"),
+        ("perf", (), {"max_recompiles": True}, "max_recompiles: expected an integer >= 0"),
         ("gpu", (0,), {}, "@pytest.mark.gpu: count: expected an integer >= 1, got 0"),
         ("gpu", (), {"min_memory": "lots"}, "min_memory: expected a size"),
         ("gpu", (), {"capability": "ampere"}, "capability: expected a compute capability"),
         ("no_leak", (), {"iterations": 1}, "iterations: expected an integer >= 2, got 1"),
         ("no_leak", (), {"pinned": "yes"}, "pinned: expected True or False"),
         ("no_leak", (1, 2, 3, 4, 5, 6, 7), {}, "too many positional arguments"),
-        ("perf", (1,) * 11, {}, "too many positional arguments"),
+        ("perf", (1,) * 12, {}, "too many positional arguments"),
     ],
 )
 def test_bad_arguments_name_the_argument(
@@ -59,7 +63,8 @@ def test_marker_help_has_full_signature() -> None:
     assert marker_help("gpu").startswith("gpu(count=1, min_memory=None, capability=None): ")
     assert marker_help("perf").startswith(
         "perf(max_ms=None, tolerance=None, cache=None, graph=False, warmup=None, "
-        "min_time=None, max_time=None, min_speedup=None, max_peak=None, rounds=None): "
+        "min_time=None, max_time=None, min_speedup=None, max_peak=None, rounds=None, "
+        "max_recompiles=None): "
     )
     assert marker_help("no_leak").startswith(
         "no_leak(tolerance=0, warmup=2, iterations=3, pinned=True, outside_torch=False, "

@@ -91,3 +91,61 @@ def test_nvml_throttling_is_said_before_a_blocker_dip(monkeypatch: pytest.Monkey
     watch.observe_spin([1980.0, 1980.0, 1650.0, 1650.0])
     assert watch.warning() == "throttled: 4 of 4 samples taken while sw-power-cap"
     assert watch.summary()["spin_sm_mhz"]["median"] == 1815.0
+
+
+def _fake_nvml(**getters: object) -> types.SimpleNamespace:
+    base: dict[str, object] = {
+        "nvmlInit": lambda: None,
+        "nvmlDeviceGetHandleByUUID": lambda uuid: uuid,
+        "NVML_CLOCK_SM": 0,
+        "NVML_CLOCK_MEM": 2,
+    }
+    return types.SimpleNamespace(**{**base, **getters})
+
+
+def test_device_facts_read_what_nvml_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_cudaperf.measure.nvml import device_facts
+
+    seen: list[object] = []
+
+    def app_clock(handle: object, clock: int) -> int:
+        seen.append(handle)
+        return {0: 1755, 2: 2619}[clock]
+
+    def unsupported(handle: object) -> object:
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    fake = _fake_nvml(
+        nvmlDeviceGetEnforcedPowerLimit=lambda handle: 700000,
+        nvmlDeviceGetApplicationsClock=app_clock,
+        nvmlDeviceGetMaxClockInfo=lambda handle, clock: 1980,
+        nvmlDeviceGetEccMode=lambda handle: (1, 1),
+        nvmlDeviceGetMigMode=unsupported,  # a device without MIG: absent
+        nvmlDeviceGetBoardPartNumber=lambda handle: b"692-2G520-0200-000",
+        # no nvmlDeviceGetVbiosVersion in this nvidia-ml-py: absent
+        nvmlDeviceGetPersistenceMode=lambda handle: 0,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert device_facts("abc") == {
+        "power_limit_w": "700",
+        "app_clock_sm_mhz": "1755",
+        "app_clock_mem_mhz": "2619",
+        "max_clock_sm_mhz": "1980",
+        "ecc": "on",
+        "board_part": "692-2G520-0200-000",
+        "persistence": "off",
+    }
+    assert seen == ["GPU-abc", "GPU-abc"]  # the handle by the UUID, GPU- prefixed
+
+
+def test_device_facts_without_nvml_are_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_cudaperf.measure.nvml import device_facts
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert device_facts("GPU-abc") == {}
+
+    def no_device(uuid: str) -> object:
+        raise RuntimeError("NVML_ERROR_NOT_FOUND")
+
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml(nvmlDeviceGetHandleByUUID=no_device))
+    assert device_facts("GPU-abc") == {}

@@ -63,3 +63,16 @@ def test_quantiles_interpolate_like_numpy() -> None:
     from pytest_cudaperf.measure.stats import quantiles
 
     assert quantiles([4.0, 1.0, 3.0, 2.0, 5.0], (0.0, 0.5, 0.9, 1.0)) == [1.0, 3.0, 4.6, 5.0]
+
+
+def test_relative_iqr_and_halfwidth_are_one_rule_for_summaries_and_measurements() -> None:
+    from pytest_cudaperf.measure.timing import Measurement
+
+    samples = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0]
+    summary = stats.summarize(samples)
+    m = Measurement.from_samples(samples)
+    assert m.rel_iqr == summary.rel_iqr == stats.relative_iqr(summary.iqr, summary.median)
+    assert m.rel_halfwidth == summary.rel_halfwidth
+    assert stats.relative_halfwidth((0.9, 1.1), 1.0) == pytest.approx(0.1)
+    assert stats.relative_halfwidth((0.0, 1.0), 0.0) == float("inf")
+    assert stats.relative_iqr(1.0, 0.0) == float("inf")

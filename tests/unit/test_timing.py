@@ -6,9 +6,10 @@ import time
 
 import pytest
 
+from pytest_cudaperf.measure.cpu import CpuBackend
 from pytest_cudaperf.measure.timing import (
+    MAX_COMPILE_WARMUP_BATCHES,
     Budget,
-    CpuBackend,
     Measurement,
     compare,
     measure,
@@ -80,6 +81,27 @@ def test_measurement_round_trips_through_json() -> None:
     assert "device time, 3 samples, cold L2" in again.describe()
 
 
+def test_instability_sm_clock_and_recompiles_round_trip() -> None:
+    m = Measurement.from_samples(
+        [1.0, 2.0, 3.0],
+        instability=("rounds disagree by 18% (4.60 / 5.50 / 4.60 µs)", "recompiled 1 time"),
+        instability_noise=0.18,
+        sm_mhz=1974.5,
+        recompiles=1,
+    )
+    data = json.loads(json.dumps(m.to_dict()))
+    assert data["instability"] == list(m.instability)
+    assert (data["instability_noise"], data["sm_mhz"], data["recompiles"]) == (0.18, 1974.5, 1)
+    assert "peak_bytes" not in data
+    assert Measurement.from_dict(data) == m
+    assert m.noise == pytest.approx(m.rel_halfwidth + 0.18)
+    # a payload from before these fields (and with the retired peak_bytes) still loads
+    old = {k: v for k, v in data.items() if k not in ("instability", "instability_noise")}
+    old["peak_bytes"] = None
+    legacy = Measurement.from_dict(old)
+    assert (legacy.instability, legacy.instability_noise) == ((), 0.0)
+
+
 def test_compare_finds_the_faster_callable() -> None:
     comparison = compare(
         CpuBackend(),
@@ -131,6 +153,70 @@ def test_rounds_widen_the_ci_to_cover_each_rounds_median() -> None:
     single = measure(StatefulBackend((1.0,)), lambda: None, Budget(warmup=0.0, rounds=1))  # type: ignore[arg-type]
     assert single.round_medians_ms == ()
     assert single.rel_halfwidth < 0.005
+
+
+def test_rounds_at_two_levels_make_the_measurement_unstable() -> None:
+    # issue 12's reduction: the second round ~20% above the others
+    backend = StatefulBackend((4.6e-3, 5.5e-3, 4.6e-3))
+    m = measure(backend, lambda: None, Budget(warmup=0.0, max_time=0.3, rounds=3))  # type: ignore[arg-type]
+    assert m.instability[0].startswith("rounds disagree by 20% (4.60 / 5.50 / 4.60 µs)")
+    assert any(r.startswith("samples are bimodal") for r in m.instability)
+    assert m.instability_noise == pytest.approx(0.9 / 4.6, rel=0.01)
+    steady = measure(StatefulBackend((1.0,)), lambda: None, Budget(warmup=0.0, rounds=3))  # type: ignore[arg-type]
+    assert steady.instability == ()
+    assert steady.instability_noise == 0.0
+
+
+def test_a_warmup_that_never_settles_is_instability() -> None:
+    class Climbing:
+        def __init__(self) -> None:
+            self.level = 1.0
+
+        def batch(self) -> list[float]:
+            self.level *= 1.1
+            return [self.level] * 5
+
+    ticks = iter(range(10_000))
+    result = run_adaptive(Climbing(), Budget(warmup=3.0, max_time=5.0), clock=lambda: next(ticks))
+    assert result.unsettled is not None
+    before, after = result.unsettled
+    assert after == pytest.approx(before * 1.1)
+    assert any("warm-up not stable" in w for w in result.warnings)
+
+
+class FakeCompiles:
+    """A compile watch that reports compiling for the first ``busy`` batches and
+    ``during_sampling`` compiles between the start and the end of sampling."""
+
+    def __init__(self, busy: int, during_sampling: int = 0) -> None:
+        self.busy = busy
+        self.calls = 0
+        self.count = 0
+        self.during_sampling = during_sampling
+
+    def changed(self) -> bool:
+        self.calls += 1
+        return self.calls <= self.busy
+
+    def compiles(self) -> int:
+        self.count += self.during_sampling  # asked once before sampling, once after
+        return self.count
+
+
+def test_warmup_goes_on_while_torch_compile_compiles() -> None:
+    sampler = ScriptedSampler([])  # steady from the first batch
+    watch = FakeCompiles(busy=4)
+    result = run_adaptive(sampler, Budget(warmup=0.0, max_time=0.01), compiles=watch)  # type: ignore[arg-type]
+    # four compiling batches, then two that agree
+    assert result.warmup_batches == 6
+    assert result.recompiles == 0
+    endless = run_adaptive(
+        ScriptedSampler([]),
+        Budget(warmup=0.0, max_time=0.01),
+        compiles=FakeCompiles(busy=10_000, during_sampling=1),  # type: ignore[arg-type]
+    )
+    assert endless.warmup_batches == MAX_COMPILE_WARMUP_BATCHES + 2  # bounded
+    assert endless.recompiles == 1
 
 
 def test_per_round_budget_splits_time_and_samples() -> None:
@@ -209,3 +295,40 @@ def test_without_triton_the_sleep_kernel_blocks_and_says_why(
     assert len(warnings) == 1
     assert warnings[0].startswith("spin blocker unavailable (ModuleNotFoundError")
     assert warnings[0].endswith("used torch.cuda._sleep")
+
+
+def test_torch_compile_warms_up_and_counts_recompiles_while_sampling() -> None:
+    """A real torch.compile(backend="eager") callable whose input shape changes once sampling
+    is under way: the measurement names the recompilation and counts it."""
+    torch = pytest.importorskip("torch")
+    import sys
+
+    def work(x: object) -> object:
+        return (x * 2).sum()  # type: ignore[operator]
+
+    compiled = torch.compile(work, backend="eager")
+    assert "torch._dynamo" in sys.modules  # torch.compile imported it, not the plugin
+    small, large = torch.ones(8), torch.ones(16)
+    switch_at: list[float] = []
+
+    def call() -> None:
+        # the first call compiles; 0.1 s after it (warm-up takes a few ms) the shape changes
+        x = small if not switch_at or time.perf_counter() < switch_at[0] else large
+        compiled(x)
+        if not switch_at:
+            switch_at.append(time.perf_counter() + 0.1)
+
+    m = measure(
+        CpuBackend(environ={}), call, Budget(warmup=0.0, min_time=0.4, max_time=0.6, rounds=1)
+    )
+    assert m.recompiles >= 1
+    assert any(r.startswith("recompiled") and r.endswith("while sampling") for r in m.instability)
+
+    steady = torch.compile(lambda x: (x + 1).sum(), backend="eager")
+    quiet = measure(
+        CpuBackend(environ={}),
+        lambda: steady(small),
+        Budget(warmup=0.0, max_time=0.1, rounds=2),
+    )
+    assert quiet.recompiles == 0  # its first compile fell in the warm-up
+    assert not any(r.startswith("recompiled") for r in quiet.instability)

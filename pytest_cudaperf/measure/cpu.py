@@ -1,0 +1,239 @@
+"""The host-clock backend: wall-clock samples, and how much the sampling thread had to wait for
+a CPU while it took them.
+
+Contention is read, not guessed: on Linux ``/proc/thread-self/schedstat`` counts the
+nanoseconds this thread sat runnable in a run queue; that wait, over the wall time of the
+batches, says how much of a wall time was somebody else's. xdist workers beyond the usable cores
+and a load average above them are named as well (see :mod:`pytest_cudaperf.measure.instability`
+for the noise each implies).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_cudaperf.measure import instability
+from pytest_cudaperf.measure.timing import Measurement
+
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def parse_schedstat(text: str) -> tuple[int, int] | None:
+    """``(ns on a CPU, ns waiting in a run queue)`` from a schedstat line
+    (``"<on cpu ns> <run-queue wait ns> <timeslices>"``), or None if it is not one."""
+    fields = text.split()
+    if len(fields) < 2:
+        return None
+    try:
+        return int(fields[0]), int(fields[1])
+    except ValueError:
+        return None
+
+
+def read_schedstat(path: str = SCHEDSTAT) -> tuple[int, int] | None:
+    """This thread's schedstat; None where the kernel has none (not Linux, no schedstats)."""
+    try:
+        with open(path) as f:
+            return parse_schedstat(f.read())
+    except OSError:
+        return None
+
+
+class WaitMeter:
+    """Run-queue wait of the calling thread over the wall time of the spans it was told about
+    (:meth:`begin` / :meth:`end` around each batch, from the thread that takes the samples)."""
+
+    def __init__(
+        self,
+        reader: Callable[[], tuple[int, int] | None] = read_schedstat,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self._reader = reader
+        self._clock = clock
+        self.waited_ns = 0
+        self.wall_ns = 0
+        self.available = True
+        self._start: tuple[int, int] | None = None
+
+    def begin(self) -> None:
+        if not self.available:
+            return
+        stat = self._reader()
+        if stat is None:
+            self.available = False
+            return
+        self._start = (stat[1], self._clock())
+
+    def end(self) -> None:
+        if self._start is None:
+            return
+        stat = self._reader()
+        now = self._clock()
+        if stat is None:
+            self.available = False
+        else:
+            self.waited_ns += max(0, stat[1] - self._start[0])
+            self.wall_ns += max(0, now - self._start[1])
+        self._start = None
+
+    def waited(self) -> float | None:
+        """The share of the spans' wall time spent waiting for a CPU; None when unknown."""
+        if not self.available or self.wall_ns <= 0:
+            return None
+        return min(1.0, self.waited_ns / self.wall_ns)
+
+    def reset(self) -> None:
+        self.waited_ns = self.wall_ns = 0
+        self._start = None
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
+
+
+def xdist_workers(environ: Mapping[str, str]) -> int | None:
+    """``PYTEST_XDIST_WORKER_COUNT`` (set in every xdist worker), or None."""
+    try:
+        return int(environ["PYTEST_XDIST_WORKER_COUNT"])
+    except (KeyError, ValueError):
+        return None
+
+
+def load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def contention_findings(
+    waited: float | None,
+    workers: int | None,
+    cores: int,
+    load: float | None,
+) -> list[instability.Finding | None]:
+    """What the surroundings say about a host-clock measurement: measured run-queue wait, and
+    more xdist workers or a higher load than cores (their noise counts only where the wait
+    could not be measured)."""
+    measured = waited is not None
+    return [
+        instability.contention(waited),
+        instability.oversubscribed(workers, cores, measured),
+        instability.overloaded(load, cores, measured),
+    ]
+
+
+class CpuSampler:
+    """Wall-clock samples of ``fn``: calls shorter than 20 µs are timed in groups and divided."""
+
+    def __init__(
+        self,
+        fn: Callable[[], object],
+        per_batch: int = 5,
+        sync: Callable[[], None] | None = None,
+        meter: WaitMeter | None = None,
+    ) -> None:
+        self.fn = fn
+        self.sync = sync
+        self.per_batch = per_batch
+        self.group = 1
+        self.meter = meter
+        self._calibrated = False
+
+    def _timed(self, calls: int) -> float:
+        fn, sync = self.fn, self.sync
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        if sync is not None:
+            sync()
+        return (time.perf_counter_ns() - start) / 1e6 / calls
+
+    def batch(self) -> list[float]:
+        if not self._calibrated:
+            once = self._timed(1)
+            self.group = max(1, min(10_000, math.ceil(0.02 / max(once, 1e-6))))
+            self._calibrated = True
+        if self.meter is not None:
+            self.meter.begin()
+        times = [self._timed(self.group) for _ in range(self.per_batch)]
+        if self.meter is not None:
+            self.meter.end()
+        return times
+
+
+class CpuBackend:
+    """The host-clock backend. With ``sync`` (e.g. ``torch.cuda.synchronize``) it times
+    synchronized wall time of code that runs on a GPU."""
+
+    def __init__(
+        self,
+        sync: Callable[[], None] | None = None,
+        metric: str = "wall",
+        device: str = "cpu",
+        meter: WaitMeter | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._sync = sync
+        self._metric = metric
+        self._device = device
+        #: shared by every sampler of one measurement (rounds, compare's two callables)
+        self.meter = meter if meter is not None else WaitMeter()
+        self._environ = environ if environ is not None else os.environ
+        self._finished = False
+
+    def sampler(self, fn: Callable[[], object], graph: bool) -> CpuSampler:
+        if self._finished:  # a new measurement (a re-measure): the wait starts from zero
+            self.meter.reset()
+            self._finished = False
+        return CpuSampler(fn, sync=self._sync, meter=self.meter)
+
+    def recover(self, sampler: Any) -> None:  # pragma: no cover - nothing blocks on the CPU
+        raise AssertionError("the CPU backend never blocks")
+
+    def finish(
+        self,
+        sampler: Any,
+        fn: Callable[[], object],
+        samples: list[float],
+        warnings: list[str],
+        cost_s: float,
+        name: str | None,
+        round_medians_ms: tuple[float, ...] = (),
+    ) -> Measurement:
+        self._finished = True  # compare() finishes twice: both read this measurement's wait
+        notes = list(warnings)
+        if self._device == "cpu" and sampler.group > 1:
+            notes.append(f"timed in groups of {sampler.group} calls (each call < 20 µs)")
+        reasons, noise = instability.combine(
+            contention_findings(
+                self.meter.waited(), xdist_workers(self._environ), usable_cores(), load_average()
+            )
+        )
+        return Measurement.from_samples(
+            samples,
+            metric=self._metric,
+            device=self._device,
+            blocking="none",
+            warnings=tuple(notes),
+            cost_s=cost_s,
+            name=name,
+            round_medians_ms=round_medians_ms,
+            instability=reasons,
+            instability_noise=noise,
+        )
+
+    def reset(self) -> None:
+        self.meter.reset()
+        self._finished = False
+
+    def close(self) -> None:
+        pass

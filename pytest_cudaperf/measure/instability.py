@@ -1,0 +1,187 @@
+"""Instability: evidence in a measurement's own samples (and in its process's surroundings) that
+its median would land elsewhere in another process. Each detector returns a :class:`Finding` — a
+short reason and the relative spread it implies — or None; :func:`combine` folds findings into
+``Measurement.instability`` and ``Measurement.instability_noise``.
+
+The noise terms are relative half-widths on the scale the verdict uses (0.05 = 5%).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pytest_cudaperf.measure import stats
+
+#: round medians that disagree by less than this (relative range) are left to the CI, which
+#: already covers every round's median; above it, and beyond what the rounds' own CIs explain,
+#: the disagreement is a state that holds for a whole round (issue 12: a 4.6 µs reduction whose
+#: second round sat ~20% higher)
+ROUNDS_MIN_SPREAD = 0.01
+#: two modes closer than this (relative) are not reported: CUDA events tick in 32 ns steps, so a
+#: 2 µs kernel's samples fall on levels 1.6% apart, and such levels are not two states
+BIMODAL_MIN_GAP = 0.03
+#: a gap must be this many times wider than the spread (IQR) of the wider of the two sides
+BIMODAL_GAP_TO_IQR = 2.0
+#: each side of a bimodal split holds at least this share of the samples
+BIMODAL_MIN_SHARE = 0.10
+#: run-queue wait below this share of the sampling wall time is not reported
+CONTENTION_MIN = 0.01
+
+
+@dataclass(frozen=True)
+class Finding:
+    reason: str
+    #: the relative spread this finding implies for the median
+    noise: float
+
+
+def combine(findings: Iterable[Finding | None]) -> tuple[tuple[str, ...], float]:
+    """Reasons in order, and the largest noise term.
+
+    The largest, not the sum: one state usually shows in several detectors at once (a level that
+    holds for a round makes the rounds disagree *and* the pooled samples bimodal *and* may leave
+    the warm-up unsettled); adding the terms would count the same spread two or three times.
+    """
+    found = [f for f in findings if f is not None]
+    reasons = tuple(dict.fromkeys(f.reason for f in found))
+    return reasons, max((f.noise for f in found), default=0.0)
+
+
+def _values(values_ms: Sequence[float]) -> str:
+    """``4.60 / 5.49 / 4.59 µs``: the values in the unit of the smallest, to three significant
+    digits of the smallest."""
+    low = min(values_ms)
+    if low < 1e-3:
+        unit, scale = "ns", 1e6
+    elif low < 1.0:
+        unit, scale = "µs", 1e3
+    elif low < 1e3:
+        unit, scale = "ms", 1.0
+    else:
+        unit, scale = "s", 1e-3
+    decimals = max(0, 2 - math.floor(math.log10(low * scale))) if low > 0 else 2
+    return " / ".join(f"{v * scale:.{decimals}f}" for v in values_ms) + f" {unit}"
+
+
+def rounds_disagree(rounds_ms: Sequence[Sequence[float]]) -> Finding | None:
+    """The rounds' medians spread beyond what each round's own CI of the median explains
+    (two rounds whose CIs do not overlap) and by at least :data:`ROUNDS_MIN_SPREAD`.
+
+    Noise: the relative range of the round medians — a process could sit at either end, so a
+    ratio between two processes can be off by the whole range."""
+    if len(rounds_ms) < 2 or any(not r for r in rounds_ms):
+        return None
+    summaries = [stats.summarize(r) for r in rounds_ms]
+    medians = [s.median for s in summaries]
+    low, high = min(medians), max(medians)
+    if low <= 0:
+        return None
+    spread = (high - low) / low
+    overlap = max(s.ci[0] for s in summaries) <= min(s.ci[1] for s in summaries)
+    if overlap or spread < ROUNDS_MIN_SPREAD:
+        return None
+    return Finding(f"rounds disagree by {spread:.0%} ({_values(medians)})", spread)
+
+
+def warmup_unsettled(last_two_ms: tuple[float, float] | None) -> Finding | None:
+    """The warm-up ran out of time with its last two batch medians still apart.
+
+    Noise: their relative distance (the level the samples sit at was still moving)."""
+    if last_two_ms is None:
+        return None
+    before, after = last_two_ms
+    if min(before, after) <= 0:
+        return None
+    moved = abs(after - before) / min(before, after)
+    return Finding(
+        f"warm-up never settled ({_values([before, after]).replace(' / ', ' → ')})", moved
+    )
+
+
+def bimodal(samples_ms: Sequence[float]) -> Finding | None:
+    """Two modes in the pooled samples: the widest gap between neighbouring sorted samples that
+    leaves at least :data:`BIMODAL_MIN_SHARE` on each side is wider than
+    :data:`BIMODAL_GAP_TO_IQR` times the IQR of either side, and at least
+    :data:`BIMODAL_MIN_GAP` of the lower side's median.
+
+    Why this test: it needs one sort and no fitting; a heavy tail (log-normal, exponential) has
+    its wide gaps *in* the tail, outside the central 80% searched here, and within the centre its
+    gaps are a small fraction of the IQR; two levels (a state that holds for a round, a clock
+    step) leave an empty stretch wider than the spread of each level. The gap-to-IQR rule is
+    scale-free, the relative floor keeps timer quantisation out.
+
+    Noise: the distance of the two sides' medians relative to the lower one.
+    """
+    import numpy as np
+
+    data = np.sort(np.asarray(samples_ms, dtype=np.float64))
+    n = int(data.size)
+    first = max(1, int(np.ceil(BIMODAL_MIN_SHARE * n)))  # smallest count on the lower side
+    last = n - first  # largest count on the lower side
+    if n < 10 or last < first:
+        return None
+    gaps = np.diff(data)  # gaps[i] lies between data[i] and data[i + 1]: i + 1 below it
+    i = first - 1 + int(np.argmax(gaps[first - 1 : last]))
+    lower, upper = data[: i + 1], data[i + 1 :]
+    gap = float(gaps[i])
+    spread = max(
+        float(np.subtract(*np.quantile(lower, [0.75, 0.25]))),
+        float(np.subtract(*np.quantile(upper, [0.75, 0.25]))),
+    )
+    low_mode, high_mode = float(np.median(lower)), float(np.median(upper))
+    if low_mode <= 0 or gap < BIMODAL_MIN_GAP * low_mode or gap <= BIMODAL_GAP_TO_IQR * spread:
+        return None
+    return Finding(
+        f"samples are bimodal ({_values([low_mode, high_mode])}, {(i + 1) / n:.0%} in the lower)",
+        (high_mode - low_mode) / low_mode,
+    )
+
+
+def recompiled(times: int) -> Finding | None:
+    """torch.compile recompiled while samples were taken.
+
+    Noise: none of its own. The compile lands in one or a few samples, which the median ignores;
+    when the recompiled code runs at another speed, the samples show it (bimodal, rounds)."""
+    if times <= 0:
+        return None
+    return Finding(f"recompiled {times} time{'s' if times != 1 else ''} while sampling", 0.0)
+
+
+def contention(waited: float | None) -> Finding | None:
+    """The sampling thread waited for a CPU (run queue) ``waited`` of its wall time.
+
+    Noise: ``waited / (1 - waited)``, an upper bound on how much the waiting inflated a wall
+    time (all of it landing in the timed calls)."""
+    if waited is None or waited < CONTENTION_MIN:
+        return None
+    waited = min(waited, 0.99)
+    return Finding(f"waited for a CPU {waited:.0%} of the time", waited / (1 - waited))
+
+
+def oversubscribed(workers: int | None, cores: int, measured: bool) -> Finding | None:
+    """More xdist workers than usable CPU cores.
+
+    Noise: ``workers / cores - 1``, the stretch of a wall time when every worker is busy and
+    they share the cores evenly — unless this thread's run-queue wait was ``measured``: then
+    the wait says what the sharing did to this measurement and this finding is the reason only
+    (noise 0)."""
+    if workers is None or cores <= 0 or workers <= cores:
+        return None
+    return Finding(
+        f"{workers} xdist workers on {cores} CPU core{'s' if cores != 1 else ''}",
+        0.0 if measured else workers / cores - 1,
+    )
+
+
+def overloaded(load: float | None, cores: int, measured: bool) -> Finding | None:
+    """The 1-minute load average (runnable tasks, this process included) above usable cores.
+
+    Noise as :func:`oversubscribed`: ``load / cores - 1`` unless the wait was ``measured``."""
+    if load is None or cores <= 0 or load <= cores:
+        return None
+    return Finding(
+        f"load average {load:.1f} on {cores} CPU core{'s' if cores != 1 else ''}",
+        0.0 if measured else load / cores - 1,
+    )

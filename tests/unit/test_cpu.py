@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_cudaperf.measure import cpu
+from pytest_cudaperf.measure.cpu import CpuBackend, WaitMeter, parse_schedstat
+from pytest_cudaperf.measure.timing import Budget, measure
+
+
+def test_parse_schedstat_reads_cpu_time_and_run_queue_wait() -> None:
+    assert parse_schedstat("602773471 272210553 85\n") == (602773471, 272210553)
+    assert parse_schedstat("0 0 1") == (0, 0)
+    assert parse_schedstat("") is None
+    assert parse_schedstat("not a schedstat") is None
+
+
+def test_read_schedstat_is_none_where_the_file_is_missing() -> None:
+    assert cpu.read_schedstat("/nonexistent/schedstat") is None
+
+
+class ScriptedStat:
+    """schedstat readings and a clock that advance by fixed steps per reading."""
+
+    def __init__(self, wait_step: int, wall_step: int) -> None:
+        self.wait = 0
+        self.now = 0
+        self.wait_step, self.wall_step = wait_step, wall_step
+
+    def read(self) -> tuple[int, int]:
+        self.wait += self.wait_step
+        return (0, self.wait)
+
+    def clock(self) -> int:
+        self.now += self.wall_step
+        return self.now
+
+
+def test_wait_meter_sums_the_wait_over_the_batches_wall_time() -> None:
+    stat = ScriptedStat(wait_step=25, wall_step=100)
+    meter = WaitMeter(stat.read, stat.clock)
+    for _ in range(3):
+        meter.begin()
+        meter.end()
+    assert meter.waited() == pytest.approx(0.25)
+    meter.reset()
+    assert meter.waited() is None
+
+
+def test_wait_meter_without_schedstat_knows_nothing() -> None:
+    meter = WaitMeter(lambda: None)
+    meter.begin()
+    meter.end()
+    assert meter.waited() is None
+    assert meter.available is False
+
+
+def _backend(waited: float | None, environ: dict[str, str]) -> CpuBackend:
+    if waited is None:
+        meter = WaitMeter(lambda: None)
+    else:
+        stat = ScriptedStat(wait_step=int(waited * 1000), wall_step=1000)
+        meter = WaitMeter(stat.read, stat.clock)
+    return CpuBackend(meter=meter, environ=environ)
+
+
+def test_measured_contention_is_instability(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu, "load_average", lambda: 0.0)
+    m = measure(_backend(0.2, {}), lambda: time.sleep(0.0005), Budget(warmup=0.0, max_time=0.05))
+    assert "waited for a CPU 20% of the time" in m.instability
+    assert m.instability_noise >= 0.25
+    assert m.noise == pytest.approx(m.rel_halfwidth + m.instability_noise)
+
+
+def test_oversubscribed_xdist_without_schedstat_widens_the_noise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cpu, "load_average", lambda: 0.0)
+    monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
+    env = {"PYTEST_XDIST_WORKER_COUNT": "8"}
+    m = measure(_backend(None, env), lambda: None, Budget(warmup=0.0, max_time=0.02, rounds=1))
+    assert m.instability == ("8 xdist workers on 2 CPU cores",)
+    assert m.instability_noise == pytest.approx(3.0)
+    # with the wait measured (and small), the workers are named but add no noise
+    quiet = measure(_backend(0.0, env), lambda: None, Budget(warmup=0.0, max_time=0.02, rounds=1))
+    assert quiet.instability == ("8 xdist workers on 2 CPU cores",)
+    assert quiet.instability_noise == 0.0
+
+
+def test_a_calm_machine_has_no_cpu_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu, "load_average", lambda: 0.1)
+    findings = cpu.contention_findings(0.001, None, 2, 0.1)
+    assert [f for f in findings if f is not None] == []
+    assert cpu.xdist_workers({"PYTEST_XDIST_WORKER_COUNT": "x"}) is None
+    assert cpu.usable_cores() >= 1
+
+
+def test_a_re_measurement_starts_its_wait_from_zero() -> None:
+    stat = ScriptedStat(wait_step=500, wall_step=1000)
+    backend = CpuBackend(meter=WaitMeter(stat.read, stat.clock), environ={})
+    budget = Budget(warmup=0.0, max_time=0.02, rounds=1)
+    measure(backend, lambda: None, budget)
+    stat.wait_step = 0
+    again = measure(backend, lambda: None, budget)
+    assert not any("waited" in r for r in again.instability)
+
+
+@pytest.mark.skipif(cpu.read_schedstat() is None, reason="no /proc/thread-self/schedstat")
+def test_busy_competitors_show_as_run_queue_wait() -> None:
+    """Real contention: twice as many busy processes as usable cores make the sampling thread
+    wait in the run queue, and the measurement says so."""
+    competitors = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(2 * cpu.usable_cores() + 1)
+    ]
+    try:
+        time.sleep(0.2)  # let them start spinning
+
+        def busy() -> None:
+            sum(range(20_000))
+
+        m = measure(
+            CpuBackend(environ={}), busy, Budget(warmup=0.0, min_time=0.2, max_time=0.3, rounds=1)
+        )
+    finally:
+        for process in competitors:
+            process.kill()
+        for process in competitors:
+            process.wait()
+    assert any(r.startswith("waited for a CPU") for r in m.instability), m.instability
+    assert m.instability_noise > 0.05
+
+
+def test_timing_still_exports_the_cpu_backend() -> None:
+    from pytest_cudaperf.measure import timing
+
+    assert timing.CpuBackend is CpuBackend
+    assert timing.CpuSampler is cpu.CpuSampler
+    with pytest.raises(AttributeError):
+        timing.NoSuchThing  # noqa: B018
+
+
+def test_affinity_gives_usable_cores() -> None:
+    if hasattr(os, "sched_getaffinity"):
+        assert cpu.usable_cores() == len(os.sched_getaffinity(0))
