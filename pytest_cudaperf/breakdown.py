@@ -469,6 +469,21 @@ def raw_events(function_events: Iterable[Any], device_index: int | None) -> list
     return out
 
 
+def _profiler(torch: Any, is_cuda: bool) -> Any:
+    """The kineto-backed autograd profiler (what ``torch.profiler.profile`` wraps): it skips
+    ``torch.profiler``'s ``prepare_trace``, whose ``hasattr(torch, "_inductor")`` imports
+    Inductor (seconds, once per process). ``use_device`` is feature-detected (older torch:
+    ``use_cuda``)."""
+    import inspect
+
+    profile_cls = torch.autograd.profiler.profile
+    params = inspect.signature(profile_cls.__init__).parameters
+    kwargs: dict[str, Any] = {"use_kineto": True}
+    if is_cuda:
+        kwargs.update({"use_device": "cuda"} if "use_device" in params else {"use_cuda": True})
+    return profile_cls(**kwargs)
+
+
 def _profiler_active(torch: Any) -> bool:
     """Whether a torch profiler session is running (feature-detected across versions)."""
     enabled = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
@@ -502,16 +517,13 @@ def profile(fn: Callable[[], object], device: str, calls: int = 5, warmup: int =
     if _profiler_active(torch):
         # a nested torch.profiler "works" but silently ends the outer (the user's) session
         raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if is_cuda:
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
     try:
-        with torch.profiler.profile(activities=activities) as prof:
+        with _profiler(torch, is_cuda) as prof:
             for _ in range(calls):
                 fn()
             if is_cuda:
                 torch.cuda.synchronize(index)
-        events = prof.events()
+        events = prof.function_events
     except (RuntimeError, AssertionError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
