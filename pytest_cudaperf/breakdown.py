@@ -867,3 +867,87 @@ def side_by_side_html(base: Breakdown, current: Breakdown) -> str:
             + "</p>"
         )
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the plugin calls
+
+
+def top_lines(b: Breakdown, max_lines: int = 8) -> list[str]:
+    """A breakdown on its own (no stored one to diff against): total, then the top entries."""
+    out = [f"{b.unit}: {_us(b.total_us)} per call, host {_us(b.host_us)} per call"]
+    out.extend(f"  note: {n}" for n in b.notes)
+    room = max(0, max_lines - len(out))
+    shown = b.entries[: max(0, room - 1)] if len(b.entries) > room else b.entries
+    width = max((len(_us(e.time_us)) for e in shown), default=0)
+    out.extend(
+        f"  {_us(e.time_us):>{width}}  {e.name} ({_launches(e.launches)}x per call)" for e in shown
+    )
+    hidden = len(b.entries) - len(shown) + b.other.count
+    if hidden and len(out) < max_lines:
+        out.append(f"  {'':>{width}}  (other {hidden} {b.unit})")
+    return out[:max_lines]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a failure shows: ``lines`` under the verdict line, ``data`` for the JSON report
+    (None when there was nothing to diff), ``html`` for the HTML report ("" likewise)."""
+
+    lines: tuple[str, ...]
+    data: dict[str, Any] | None = None
+    html: str = ""
+    current: Breakdown | None = None
+
+
+def record(fn: Callable[[], object], device: str) -> tuple[dict[str, Any] | None, str]:
+    """For ``--cudaperf-update``: the breakdown's JSON to store under the entry's "breakdown"
+    key, or (None, one-line reason) when the profiler cannot run."""
+    try:
+        return profile(fn, device).to_json(), ""
+    except BreakdownUnavailable as exc:
+        return None, str(exc)
+
+
+def explain(
+    stored: object, fn: Callable[[], object], device: str, max_lines: int = 8
+) -> Explanation:
+    """For a non-pass verdict: profile ``fn`` now and diff it against the breakdown stored with
+    the baseline (``stored``: the entry's "breakdown" value, or None when it has none)."""
+    try:
+        current = profile(fn, device)
+    except BreakdownUnavailable as exc:
+        return Explanation((f"breakdown: {exc}",))
+    if stored is None:
+        lines = ["breakdown: none stored with the baseline (--cudaperf-update records one)"]
+        return Explanation(tuple(lines + top_lines(current, max_lines - 1)), current=current)
+    try:
+        base = Breakdown.from_json(stored)
+    except ValueError as exc:
+        return Explanation((f"breakdown: stored one unreadable: {exc}",), current=current)
+    if base.backend != current.backend:
+        line = f"breakdown: stored on {base.backend}, measured on {current.backend}: not compared"
+        return Explanation((line,), current=current)
+    d = diff(base, current)
+    return Explanation(
+        tuple(d.lines(max_lines)), d.to_json(), side_by_side_html(base, current), current
+    )
+
+
+def explain_pair(
+    candidate: Callable[[], object],
+    reference: Callable[[], object],
+    device: str,
+    max_lines: int = 8,
+) -> Explanation:
+    """For ``cuda_timer.compare`` (e.g. a ``min_speedup`` miss): both sides profiled now, the
+    candidate diffed against the reference (positive deltas: the candidate spends more)."""
+    try:
+        ref = profile(reference, device)
+        cand = profile(candidate, device)
+    except BreakdownUnavailable as exc:
+        return Explanation((f"breakdown: {exc}",))
+    d = diff(ref, cand)
+    lines = d.lines(max_lines)
+    lines[0] = "reference -> candidate " + lines[0]
+    return Explanation(tuple(lines), d.to_json(), side_by_side_html(ref, cand), cand)

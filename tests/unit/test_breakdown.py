@@ -433,3 +433,75 @@ def test_profile_under_another_profiler_refuses_and_leaves_it_running() -> None:
 def test_module_import_does_not_import_torch() -> None:
     code = "import sys, pytest_cudaperf.breakdown; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the wiring API ---------------------------------------------------------------------------
+
+
+def names_exp_as_new(lines: list[str] | tuple[str, ...]) -> bool:
+    return any("new:" in line and "aten::exp" in line.split("new:", 1)[1] for line in lines)
+
+
+def cpu_pair() -> tuple[Any, Any]:
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, 256)
+    return (lambda: torch.relu(x).sum()), (lambda: torch.exp(torch.relu(x)).sum())
+
+
+def test_top_lines_lists_entries_and_the_rest() -> None:
+    b = make(*[(f"k{i}", 1, 10.0 - i) for i in range(6)], other=Other(2, 2.0, 1.0, ("x", "y")))
+    lines = bd.top_lines(b, max_lines=4)
+    assert lines[0] == "kernels: 46.0 µs per call, host 50.0 µs per call"
+    assert lines[1] == "  10.0 µs  k0 (1x per call)"
+    assert lines[3].strip() == "(other 6 kernels)"
+    assert len(lines) == 4
+
+
+def test_record_and_explain_name_the_planted_op() -> None:
+    plain, planted = cpu_pair()
+    stored, why = bd.record(plain, "cpu")
+    assert why == ""
+    assert stored is not None
+    stored = json.loads(json.dumps(stored, sort_keys=True))  # as the store keeps it
+    ex = bd.explain(stored, planted, "cpu")
+    assert ex.lines[0].startswith("ops: ")
+    assert names_exp_as_new(ex.lines), ex.lines
+    assert ex.data is not None
+    assert json.loads(json.dumps(ex.data)) == ex.data
+    assert ex.html.startswith("<table")
+    assert ex.current is not None
+    assert ex.current.backend == "cpu"
+
+
+def test_explain_without_a_usable_stored_breakdown() -> None:
+    plain, _ = cpu_pair()
+    none = bd.explain(None, plain, "cpu")
+    assert none.lines[0].startswith("breakdown: none stored")
+    assert any("aten::relu" in line or "aten::sum" in line for line in none.lines[1:])
+    assert none.data is None
+    bad = bd.explain({"schema": 1}, plain, "cpu")
+    assert bad.lines == (
+        "breakdown: stored one unreadable: breakdown.backend: expected a non-empty string, got None",
+    )
+    cuda = bd.explain(BASE.to_json(), plain, "cpu")
+    assert cuda.lines == ("breakdown: stored on cuda, measured on cpu: not compared",)
+
+
+def test_explain_pair_diffs_candidate_against_reference() -> None:
+    plain, planted = cpu_pair()
+    ex = bd.explain_pair(planted, plain, "cpu")
+    assert ex.lines[0].startswith("reference -> candidate ops: ")
+    assert names_exp_as_new(ex.lines), ex.lines
+
+
+def test_record_and_explain_under_an_active_profiler_say_why() -> None:
+    torch = pytest.importorskip("torch")
+    plain, _ = cpu_pair()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert bd.record(plain, "cpu") == (
+            None,
+            "torch.profiler could not run: another profiler is active",
+        )
+        assert bd.explain(None, plain, "cpu").lines == (
+            "breakdown: torch.profiler could not run: another profiler is active",
+        )
