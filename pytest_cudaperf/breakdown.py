@@ -492,31 +492,42 @@ def _profiler_active(torch: Any) -> bool:
     return bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
 
 
-def profile(fn: Callable[[], object], device: str, calls: int = 5, warmup: int = 3) -> Breakdown:
-    """Break ``fn`` down on ``device`` ("cuda", "cuda:1", "cpu"): ``warmup`` timed host calls,
-    then ``calls`` profiled calls, per-call averages. Raises BreakdownUnavailable when the
-    profiler cannot run here."""
+def profile(
+    fn: Callable[[], object],
+    device: str,
+    calls: int = 5,
+    warmup: int = 2,
+    budget_s: float = 0.2,
+) -> Breakdown:
+    """Break ``fn`` down on ``device`` ("cuda", "cuda:1", "cpu"): ``warmup`` (at least one)
+    timed calls, then up to ``calls`` profiled calls, per-call averages. The profiled calls are
+    fewer (down to one) when the warm calls show that ``calls`` of them would take longer than
+    ``budget_s``, so a slow callable's breakdown costs about ``warmup + 1`` calls. Raises
+    BreakdownUnavailable when the profiler cannot run here (e.g. the test runs its own)."""
     import torch
 
-    dev = torch.device(device)
-    is_cuda = dev.type == "cuda"
     if calls < 1 or warmup < 0:
         raise ValueError(f"calls >= 1 and warmup >= 0 expected, got {calls}, {warmup}")
+    dev = torch.device(device)
+    is_cuda = dev.type == "cuda"
+    if _profiler_active(torch):
+        # a nested profiler "works" but silently ends the outer (the user's) session
+        raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
     index = None
     if is_cuda:
         index = dev.index if dev.index is not None else torch.cuda.current_device()
     host: list[float] = []
+    wall: list[float] = []
     for _ in range(max(1, warmup)):
         began = time.perf_counter()
         fn()
         host.append((time.perf_counter() - began) * 1e6)
         if is_cuda:
             torch.cuda.synchronize(index)
+        wall.append(time.perf_counter() - began)
     host.sort()
     host_us = host[len(host) // 2]
-    if _profiler_active(torch):
-        # a nested torch.profiler "works" but silently ends the outer (the user's) session
-        raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
+    calls = max(1, min(calls, int(budget_s / max(min(wall), 1e-9))))
     try:
         with _profiler(torch, is_cuda) as prof:
             for _ in range(calls):

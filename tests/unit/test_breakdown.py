@@ -505,3 +505,19 @@ def test_record_and_explain_under_an_active_profiler_say_why() -> None:
         assert bd.explain(None, plain, "cpu").lines == (
             "breakdown: torch.profiler could not run: another profiler is active",
         )
+
+
+def test_profile_of_a_slow_callable_profiles_fewer_calls() -> None:
+    torch = pytest.importorskip("torch")
+    import time
+
+    def slow() -> object:
+        time.sleep(0.03)
+        return torch.ones(4).add(1)
+
+    b = bd.profile(slow, "cpu", calls=5, warmup=1, budget_s=0.05)
+    assert b.calls == 1
+    assert b.host_us >= 30_000
+    assert bd.profile(lambda: torch.ones(4).add(1), "cpu", calls=5, warmup=1).calls == 5
+    with pytest.raises(ValueError, match="calls"):
+        bd.profile(slow, "cpu", calls=0)
