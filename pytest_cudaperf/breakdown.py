@@ -450,15 +450,30 @@ def _top_level(ev: Any) -> bool:
     return True
 
 
+#: device activities that count as kernels (kineto's activity types)
+DEVICE_KINDS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: device activities that are not work, recognised by name when torch gives no activity type
+_NOT_WORK = re.compile(r"\b(Sync|Wait)\b")
+
+
 def raw_events(function_events: Iterable[Any], device_index: int | None) -> list[RawEvent]:
-    """RawEvents from torch's FunctionEvents: device activities on ``device_index`` are
-    kernels; top-level CPU ops are ops; ``cudaGraphLaunch`` calls are graph launches."""
+    """RawEvents from torch's FunctionEvents: kernels, memcpys and memsets on ``device_index``
+    are kernels (not synchronisations, nor the GPU-side mirrors of ``record_function``
+    ranges); top-level CPU ops are ops; ``cudaGraphLaunch`` calls are graph launches."""
+    events = list(function_events)
+    annotations = {str(ev.name) for ev in events if getattr(ev, "is_user_annotation", False)}
     out: list[RawEvent] = []
-    for ev in function_events:
+    for ev in events:
         dtype = str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
         name = str(ev.name)
         span = float(ev.time_range.end - ev.time_range.start)
         if dtype != "CPU":
+            kind = getattr(ev, "activity_type", None)
+            if isinstance(kind, str) and kind:
+                if kind not in DEVICE_KINDS:
+                    continue
+            elif name in annotations or _NOT_WORK.search(name):
+                continue
             index = getattr(ev, "device_index", None)
             if device_index is None or index is None or index == device_index:
                 out.append(RawEvent(name, span, "kernel"))

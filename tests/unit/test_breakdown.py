@@ -138,6 +138,7 @@ class FakeEvent:
     device_index: int = 0
     cpu_parent: Any = None
     is_user_annotation: bool = False
+    activity_type: str | None = None
 
     @property
     def time_range(self) -> FakeRange:
@@ -157,12 +158,33 @@ def test_raw_events_keeps_top_level_ops_device_activity_and_graph_launches() -> 
     kern = FakeEvent(SM90, 10, 30, device_type="DeviceType.CUDA", device_index=0)
     other_gpu = FakeEvent("elsewhere", 10, 30, device_type="DeviceType.CUDA", device_index=1)
     copy = FakeEvent("Memcpy DtoD (Device -> Device)", 31, 32, device_type="DeviceType.CUDA")
-    raw = bd.raw_events([annotation, linear, mm, launch, graph, kern, other_gpu, copy], 0)
+    cuda = "DeviceType.CUDA"
+    sync = FakeEvent("Context Sync", 5, 90, device_type=cuda, activity_type="cuda_sync")
+    mirror = FakeEvent("my_block", 5, 90, device_type=cuda, activity_type="gpu_user_annotation")
+    raw = bd.raw_events(
+        [annotation, linear, mm, launch, graph, kern, other_gpu, copy, sync, mirror], 0
+    )
     assert raw == [
         RawEvent("aten::linear", 49.0, "op"),
         RawEvent("cudaGraphLaunch", 2.0, "graph_launch"),
         RawEvent(SM90, 20.0, "kernel"),
         RawEvent("Memcpy DtoD (Device -> Device)", 1.0, "kernel"),
+    ]
+
+
+def test_raw_events_without_activity_types_drop_syncs_and_annotation_mirrors_by_name() -> None:
+    cuda = "DeviceType.CUDA"
+    events = [
+        FakeEvent("blk", 0, 100, is_user_annotation=True),
+        FakeEvent("blk", 1, 90, device_type=cuda),
+        FakeEvent("Stream Sync", 1, 90, device_type=cuda),
+        FakeEvent("Stream Wait Event", 1, 90, device_type=cuda),
+        FakeEvent("gemm_kernel", 2, 12, device_type=cuda, activity_type="kernel"),
+        FakeEvent("Memset (Device)", 12, 13, device_type=cuda, activity_type="gpu_memset"),
+    ]
+    assert bd.raw_events(events, 0) == [
+        RawEvent("gemm_kernel", 10.0, "kernel"),
+        RawEvent("Memset (Device)", 1.0, "kernel"),
     ]
 
 
