@@ -271,7 +271,7 @@ def _base(identifier: str) -> str:
 
 def _compact(name: str) -> str:
     """A long cuBLAS/CUTLASS-style name kept recognisable: its head, its tile and layout."""
-    name = _BOILERPLATE.sub("", name)
+    name = _BOILERPLATE.sub("", name.removeprefix("cudnn_generated_fort_native_"))
     if len(name) <= MAX_NAME_CHARS:
         return name
     tokens = name.split("_")
@@ -575,8 +575,8 @@ def _launches(x: float) -> str:
 
 
 _ROLES = (
-    ("gemm", re.compile(r"gemm|xmma|cutlass|cublas|matmul|s16816|h16816|tensorop|wgmma", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
+    ("gemm", re.compile(r"gemm|xmma|cutlass|cublas|matmul|s16816|h16816|tensorop|wgmma", re.I)),
     ("conv", re.compile(r"conv|wgrad|dgrad|fprop", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
     ("norm", re.compile(r"norm", re.I)),

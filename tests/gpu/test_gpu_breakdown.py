@@ -78,8 +78,12 @@ def test_attention_done_twice_shows_doubled_launches(torch) -> None:  # type: ig
 def test_gemm_that_changed_dtype_names_both_kernels(torch) -> None:  # type: ignore[no-untyped-def]
     a32 = torch.randn(4096, 4096, device="cuda")
     a16 = a32.bfloat16()
+    tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
-    d = bd.diff(bd.profile(lambda: a32 @ a32, "cuda"), bd.profile(lambda: a16 @ a16, "cuda"))
+    try:
+        d = bd.diff(bd.profile(lambda: a32 @ a32, "cuda"), bd.profile(lambda: a16 @ a16, "cuda"))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     show("gemm fp32 -> bf16", d.lines())
     gemm = [
         ch

@@ -61,10 +61,32 @@ CUTLASS = (
             "flash_fwd_kernel",
         ),
         ("", "(unnamed)"),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_kernel0_0",
+            "sdpa_sm90_flash_fprop_.._64x128x64",
+        ),
     ],
 )
 def test_short_name(full: str, short: str) -> None:
     assert bd.short_name(full) == short
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (SM90, "gemm"),
+        ("Kernel2<cutlass_80_tensorop_bf16_.._64x64_tn>", "gemm"),
+        ("ampere_sgemm_128x64_nn", "gemm"),
+        ("flash_fwd_kernel", "attention"),
+        ("sdpa_sm90_flash_fprop_.._64x128x64", "attention"),
+        ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"),
+        ("Memcpy HtoD (Pinned -> Device)", "copy"),
+        ("Memset (Device)", "memset"),
+        ("vectorized_elementwise_kernel<CUDAFunctor_add>", None),
+    ],
+)
+def test_role(name: str, expected: str | None) -> None:
+    assert bd.role(name) == expected
 
 
 def test_entry_key_keeps_short_full_names_and_hashes_long_ones() -> None:
