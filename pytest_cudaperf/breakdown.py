@@ -112,24 +112,27 @@ class Breakdown:
         return "kernels" if self.backend == "cuda" else "ops"
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (store it with ``sort_keys=True``); entries in their ranked order."""
-        return {
-            "schema": SCHEMA,
-            "backend": self.backend,
-            "calls": self.calls,
-            "total_us": self.total_us,
-            "host_us": self.host_us,
-            "entries": [_entry_json(e) for e in self.entries],
-            "other": {
-                "count": self.other.count,
-                "launches": self.other.launches,
-                "time_us": self.other.time_us,
-                "keys": list(self.other.keys),
-            },
-            "host_ops": [_entry_json(e) for e in self.host_ops],
-            "graph_launches": self.graph_launches,
-            "notes": list(self.notes),
-        }
+        """A JSON-ready dict, keys in sorted order at every level; entries (a list) in their
+        ranked order."""
+        return _sorted_keys(
+            {
+                "schema": SCHEMA,
+                "backend": self.backend,
+                "calls": self.calls,
+                "total_us": self.total_us,
+                "host_us": self.host_us,
+                "entries": [_entry_json(e) for e in self.entries],
+                "other": {
+                    "count": self.other.count,
+                    "launches": self.other.launches,
+                    "time_us": self.other.time_us,
+                    "keys": list(self.other.keys),
+                },
+                "host_ops": [_entry_json(e) for e in self.host_ops],
+                "graph_launches": self.graph_launches,
+                "notes": list(self.notes),
+            }
+        )
 
     @classmethod
     def from_json(cls, data: object) -> Breakdown:
@@ -166,6 +169,17 @@ class Breakdown:
             graph_launches=_num(d, "graph_launches", "breakdown"),
             notes=tuple(notes),
         )
+
+
+def _sorted_keys(value: dict[str, Any]) -> dict[str, Any]:
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: walk(v[k]) for k in sorted(v)}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return {k: walk(value[k]) for k in sorted(value)}
 
 
 def _entry_json(e: Entry) -> dict[str, Any]:
@@ -977,3 +991,22 @@ def explain_pair(
     lines = d.lines(max_lines)
     lines[0] = "reference -> candidate " + lines[0]
     return Explanation(tuple(lines), d.to_json(), side_by_side_html(ref, cand), cand)
+
+
+def explain_stored(base: object, current: object, max_lines: int = 8) -> Explanation:
+    """For ``cudaperf compare BASE CURRENT``: the diff of two stored breakdowns (the entries'
+    "breakdown" values), or one line saying why there is none."""
+    if base is None or current is None:
+        side = "BASE" if base is None else "CURRENT"
+        return Explanation((f"breakdown: none stored in {side}",))
+    try:
+        b = Breakdown.from_json(base)
+        c = Breakdown.from_json(current)
+    except ValueError as exc:
+        return Explanation((f"breakdown: stored one unreadable: {exc}",))
+    if b.backend != c.backend:
+        return Explanation(
+            (f"breakdown: {b.backend} in BASE, {c.backend} in CURRENT: not compared",)
+        )
+    d = diff(b, c)
+    return Explanation(tuple(d.lines(max_lines)), d.to_json(), side_by_side_html(b, c), c)

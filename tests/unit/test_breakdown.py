@@ -236,7 +236,9 @@ def test_json_round_trip_is_exact_and_deterministic() -> None:
     text = json.dumps(data, sort_keys=True)
     assert Breakdown.from_json(json.loads(text)) == b
     assert json.dumps(Breakdown.from_json(json.loads(text)).to_json(), sort_keys=True) == text
-    assert list(data) == sorted(data) or True  # key order is the store's job (sort_keys)
+    assert list(data) == sorted(data)
+    assert list(data["entries"][0]) == sorted(data["entries"][0])
+    assert list(data["other"]) == sorted(data["other"])
     assert data["entries"][0]["key"] == SUM
 
 
@@ -565,3 +567,20 @@ def test_profile_of_a_slow_callable_profiles_fewer_calls() -> None:
     assert bd.profile(lambda: torch.ones(4).add(1), "cpu", calls=5, warmup=1).calls == 5
     with pytest.raises(ValueError, match="calls"):
         bd.profile(slow, "cpu", calls=0)
+
+
+def test_explain_stored_for_the_cli() -> None:
+    cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0))
+    ex = bd.explain_stored(BASE.to_json(), cur.to_json())
+    assert "flash_fwd_kernel: 1 -> 2 launches per call" in ex.lines[1]
+    assert ex.data is not None
+    assert ex.html.startswith("<table")
+    assert bd.explain_stored(None, cur.to_json()).lines == ("breakdown: none stored in BASE",)
+    assert bd.explain_stored(BASE.to_json(), None).lines == ("breakdown: none stored in CURRENT",)
+    assert bd.explain_stored(BASE.to_json(), {"schema": 9}).lines == (
+        "breakdown: stored one unreadable: breakdown.schema: expected 1, got 9",
+    )
+    cpu = replace(cur, backend="cpu").to_json()
+    assert bd.explain_stored(BASE.to_json(), cpu).lines == (
+        "breakdown: cuda in BASE, cpu in CURRENT: not compared",
+    )
