@@ -47,6 +47,8 @@ MAX_HOST_OPS = 10
 MAX_KEY_CHARS = 160
 #: a short name longer than this is compacted (head tokens ... layout)
 MAX_NAME_CHARS = 56
+#: no short name is longer than this
+MAX_SHORT_CHARS = 100
 #: host time per call must grow by this fraction before the diff names host ops
 HOST_GROWTH = 0.10
 SCHEMA = 1
@@ -301,11 +303,17 @@ def _compact(name: str) -> str:
 
 
 def short_name(full: str) -> str:
+    """A kernel name a person reads (see ``_short_name``), clipped to ``MAX_SHORT_CHARS``."""
+    name = _short_name(full)
+    return name if len(name) <= MAX_SHORT_CHARS else name[: MAX_SHORT_CHARS - 2] + ".."
+
+
+def _short_name(full: str) -> str:
     """A kernel name a person reads: no ``void``, namespaces, argument list or template noise;
     the functor or lambda host of a generic elementwise/reduce kernel kept in brackets
     (``vectorized_elementwise_kernel<CUDAFunctor_add>``); a CUTLASS ``Kernel2<name>`` unwrapped;
     long cuBLAS/CUTLASS names compacted to head, tile and layout. Memcpy/Memset/CPU op names are
-    kept as they are."""
+    kept as they are. At most ``MAX_SHORT_CHARS`` characters."""
     text = full.strip()
     if not text:
         return "(unnamed)"

@@ -584,3 +584,22 @@ def test_explain_stored_for_the_cli() -> None:
     assert bd.explain_stored(BASE.to_json(), cpu).lines == (
         "breakdown: cuda in BASE, cpu in CURRENT: not compared",
     )
+
+
+def test_entry_and_other_key_caps() -> None:
+    events = [k(f"k{i:03d}", 1.0) for i in range(200)]
+    b = bd.aggregate(events, "cuda", 1, 1.0)
+    assert len(b.entries) == bd.MAX_ENTRIES
+    assert b.other.count == 200 - bd.MAX_ENTRIES
+    assert len(b.other.keys) == bd.MAX_OTHER_KEYS
+    assert not b.other.complete
+    assert b.total_us == 200.0
+
+
+@pytest.mark.parametrize(
+    "odd", ["void f<", "a::b(", ">)(", "void ::<>", "x" * 500, "void k<(anonymous namespace)::T>()"]
+)
+def test_short_name_never_fails_on_odd_names(odd: str) -> None:
+    name = bd.short_name(odd)
+    assert name
+    assert len(name) <= 120
