@@ -26,6 +26,7 @@ torch is imported inside ``profile`` only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import math
@@ -302,6 +303,7 @@ def _compact(name: str) -> str:
     return "_".join([head, "..", *tail]) if tail else head + "_.."
 
 
+@functools.lru_cache(maxsize=4096)
 def short_name(full: str) -> str:
     """A kernel name a person reads (see ``_short_name``), clipped to ``MAX_SHORT_CHARS``."""
     name = _short_name(full)
@@ -396,7 +398,7 @@ def _ranked(
         count=len(rest),
         launches=_sig(sum(e.launches for e in rest)),
         time_us=_sig(sum(e.time_us for e in rest)),
-        keys=tuple(sorted(e.key for e in rest)[:MAX_OTHER_KEYS]),
+        keys=tuple(sorted(e.key for e in rest[:MAX_OTHER_KEYS])),  # the largest ones
     )
     return tuple(kept), other, _sig(total)
 

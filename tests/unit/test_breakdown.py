@@ -587,13 +587,14 @@ def test_explain_stored_for_the_cli() -> None:
 
 
 def test_entry_and_other_key_caps() -> None:
-    events = [k(f"k{i:03d}", 1.0) for i in range(200)]
+    events = [k(f"k{i:03d}", 1.0 + i / 1000) for i in range(200)]
     b = bd.aggregate(events, "cuda", 1, 1.0)
     assert len(b.entries) == bd.MAX_ENTRIES
     assert b.other.count == 200 - bd.MAX_ENTRIES
     assert len(b.other.keys) == bd.MAX_OTHER_KEYS
     assert not b.other.complete
-    assert b.total_us == 200.0
+    assert b.other.keys == tuple(f"k{i:03d}" for i in range(96, 160))  # the largest of the rest
+    assert b.total_us == 219.9
 
 
 @pytest.mark.parametrize(
