@@ -1,0 +1,606 @@
+"""Breakdowns: names, aggregation, JSON form, diffing (synthetic), and a real CPU profile."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from pytest_cudaperf import breakdown as bd
+from pytest_cudaperf.breakdown import Breakdown, Entry, Other, RawEvent
+
+# -- names ------------------------------------------------------------------------------------
+
+ADD = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+)
+EXP = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::exp_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() "
+    "const::{lambda(float)#1}, std::array<char*, 2ul> >(int, at::native::exp_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() "
+    "const::{lambda(float)#1}, std::array<char*, 2ul>)"
+)
+SUM = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+    "at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()"
+    "(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >("
+    "at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float,"
+    " float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, "
+    "float, 4>)"
+)
+SM90 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+SM80 = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8_execute_kernel__5x_cublas"
+CUTLASS = (
+    "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>"
+    "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8::Params)"
+)
+
+
+@pytest.mark.parametrize(
+    ("full", "short"),
+    [
+        (ADD, "vectorized_elementwise_kernel<CUDAFunctor_add>"),
+        (EXP, "vectorized_elementwise_kernel<exp_kernel_cuda>"),
+        (SUM, "reduce_kernel<sum_functor>"),
+        (SM90, "sm90_xmma_gemm_bf16bf16_.._128x128x64_tn"),
+        (SM80, "sm80_xmma_gemm_f32f32_.._128x128x16_nn"),
+        (CUTLASS, "Kernel2<cutlass_80_tensorop_bf16_.._64x64_tn>"),
+        ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+        ("Memset (Device)", "Memset (Device)"),
+        ("aten::linear", "aten::linear"),
+        ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0"),
+        (
+            "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false, false, "
+            "cutlass::bfloat16_t>, false, true, false>(Flash_fwd_params)",
+            "flash_fwd_kernel",
+        ),
+        ("", "(unnamed)"),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_kernel0_0",
+            "sdpa_sm90_flash_fprop_.._64x128x64",
+        ),
+    ],
+)
+def test_short_name(full: str, short: str) -> None:
+    assert bd.short_name(full) == short
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (SM90, "gemm"),
+        ("Kernel2<cutlass_80_tensorop_bf16_.._64x64_tn>", "gemm"),
+        ("ampere_sgemm_128x64_nn", "gemm"),
+        ("flash_fwd_kernel", "attention"),
+        ("sdpa_sm90_flash_fprop_.._64x128x64", "attention"),
+        ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"),
+        ("Memcpy HtoD (Pinned -> Device)", "copy"),
+        ("Memset (Device)", "memset"),
+        ("vectorized_elementwise_kernel<CUDAFunctor_add>", None),
+    ],
+)
+def test_role(name: str, expected: str | None) -> None:
+    assert bd.role(name) == expected
+
+
+def test_entry_key_keeps_short_full_names_and_hashes_long_ones() -> None:
+    assert bd.entry_key("aten::mm", "aten::mm") == "aten::mm"
+    key = bd.entry_key(SUM, bd.short_name(SUM))
+    assert key.startswith("reduce_kernel<sum_functor> #")
+    assert len(key.split("#")[1]) == 8
+    assert key != bd.entry_key(SUM + " ", bd.short_name(SUM))
+
+
+# -- aggregation ------------------------------------------------------------------------------
+
+
+def k(name: str, us: float) -> RawEvent:
+    return RawEvent(name, us, "kernel")
+
+
+def test_aggregate_per_call_sorted_and_cut_at_coverage() -> None:
+    events = [k("big", 90.0), k("big", 90.0), k("mid", 8.0), k("tiny", 1.0), k("tiny2", 1.0)]
+    b = bd.aggregate(events, "cuda", calls=2, host_us=30.0)
+    assert b.total_us == 95.0
+    assert [e.name for e in b.entries] == ["big", "mid"]
+    assert b.entries[0] == Entry("big", "big", 1.0, 90.0)
+    assert b.entries[1] == Entry("mid", "mid", 0.5, 4.0)
+    assert b.other == Other(count=2, launches=1.0, time_us=1.0, keys=("tiny", "tiny2"))
+    assert b.other.complete
+
+
+def test_aggregate_rounds_to_six_significant_digits_and_ties_sort_by_key() -> None:
+    b = bd.aggregate([k("b", 1 / 3), k("a", 1 / 3)], "cuda", calls=1, host_us=1 / 7, coverage=1)
+    assert [e.key for e in b.entries] == ["a", "b"]
+    assert b.entries[0].time_us == 0.333333
+    assert b.host_us == 0.142857
+
+
+def test_aggregate_cuda_lists_host_ops_and_cpu_does_not() -> None:
+    events = [k("kern", 5.0), RawEvent("aten::add", 12.0, "op"), RawEvent("aten::mul", 20.0, "op")]
+    cuda = bd.aggregate(events, "cuda", 1, 40.0)
+    assert [e.name for e in cuda.host_ops] == ["aten::mul", "aten::add"]
+    assert [e.name for e in cuda.entries] == ["kern"]
+    cpu = bd.aggregate(events, "cpu", 1, 40.0)
+    assert cpu.host_ops == ()
+    assert [e.name for e in cpu.entries] == ["aten::mul", "aten::add"]
+
+
+def test_graph_replay_notes() -> None:
+    graph = RawEvent("cudaGraphLaunch", 3.0, "graph_launch")
+    hidden = bd.aggregate([graph], "cuda", 1, 5.0)
+    assert bd.GRAPH_NOT_VISIBLE in hidden.notes
+    assert hidden.graph_launches == 1.0
+    seen = bd.aggregate([graph, k("kern", 2.0)], "cuda", 1, 5.0)
+    assert bd.GRAPH_VISIBLE in seen.notes
+    assert "no kernels seen" in bd.aggregate([], "cuda", 1, 5.0).notes[0]
+    assert bd.aggregate([], "cpu", 1, 5.0).notes == ()
+    with pytest.raises(ValueError, match="calls"):
+        bd.aggregate([], "cpu", 0, 5.0)
+
+
+@dataclass
+class FakeRange:
+    start: float
+    end: float
+
+
+@dataclass
+class FakeEvent:
+    name: str
+    start: float
+    end: float
+    device_type: str = "DeviceType.CPU"
+    device_index: int = 0
+    cpu_parent: Any = None
+    is_user_annotation: bool = False
+    activity_type: str | None = None
+
+    @property
+    def time_range(self) -> FakeRange:
+        return FakeRange(self.start, self.end)
+
+    @property
+    def cpu_time_total(self) -> float:
+        return self.end - self.start
+
+
+def test_raw_events_keeps_top_level_ops_device_activity_and_graph_launches() -> None:
+    annotation = FakeEvent("my_block", 0, 100, is_user_annotation=True)
+    linear = FakeEvent("aten::linear", 1, 50, cpu_parent=annotation)
+    mm = FakeEvent("aten::mm", 2, 40, cpu_parent=linear)
+    launch = FakeEvent("cudaLaunchKernel", 3, 4, cpu_parent=mm)
+    graph = FakeEvent("cudaGraphLaunch", 60, 62)
+    kern = FakeEvent(SM90, 10, 30, device_type="DeviceType.CUDA", device_index=0)
+    other_gpu = FakeEvent("elsewhere", 10, 30, device_type="DeviceType.CUDA", device_index=1)
+    copy = FakeEvent("Memcpy DtoD (Device -> Device)", 31, 32, device_type="DeviceType.CUDA")
+    cuda = "DeviceType.CUDA"
+    sync = FakeEvent("Context Sync", 5, 90, device_type=cuda, activity_type="cuda_sync")
+    mirror = FakeEvent("my_block", 5, 90, device_type=cuda, activity_type="gpu_user_annotation")
+    raw = bd.raw_events(
+        [annotation, linear, mm, launch, graph, kern, other_gpu, copy, sync, mirror], 0
+    )
+    assert raw == [
+        RawEvent("aten::linear", 49.0, "op"),
+        RawEvent("cudaGraphLaunch", 2.0, "graph_launch"),
+        RawEvent(SM90, 20.0, "kernel"),
+        RawEvent("Memcpy DtoD (Device -> Device)", 1.0, "kernel"),
+    ]
+
+
+def test_raw_events_without_activity_types_drop_syncs_and_annotation_mirrors_by_name() -> None:
+    cuda = "DeviceType.CUDA"
+    events = [
+        FakeEvent("blk", 0, 100, is_user_annotation=True),
+        FakeEvent("blk", 1, 90, device_type=cuda),
+        FakeEvent("Stream Sync", 1, 90, device_type=cuda),
+        FakeEvent("Stream Wait Event", 1, 90, device_type=cuda),
+        FakeEvent("gemm_kernel", 2, 12, device_type=cuda, activity_type="kernel"),
+        FakeEvent("Memset (Device)", 12, 13, device_type=cuda, activity_type="gpu_memset"),
+    ]
+    assert bd.raw_events(events, 0) == [
+        RawEvent("gemm_kernel", 10.0, "kernel"),
+        RawEvent("Memset (Device)", 1.0, "kernel"),
+    ]
+
+
+# -- JSON -------------------------------------------------------------------------------------
+
+
+def sample() -> Breakdown:
+    return Breakdown(
+        backend="cuda",
+        calls=5,
+        total_us=120.5,
+        host_us=80.25,
+        entries=(
+            Entry(SUM, "reduce_kernel<sum_functor>", 1.0, 100.0),
+            Entry("k2", "k2", 2.0, 15.0),
+        ),
+        other=Other(3, 3.0, 5.5, ("x", "y", "z")),
+        host_ops=(Entry("aten::sum", "aten::sum", 1.0, 20.0),),
+        graph_launches=0.0,
+        notes=("a note",),
+    )
+
+
+def test_json_round_trip_is_exact_and_deterministic() -> None:
+    b = sample()
+    data = b.to_json()
+    text = json.dumps(data, sort_keys=True)
+    assert Breakdown.from_json(json.loads(text)) == b
+    assert json.dumps(Breakdown.from_json(json.loads(text)).to_json(), sort_keys=True) == text
+    assert list(data) == sorted(data)
+    assert list(data["entries"][0]) == sorted(data["entries"][0])
+    assert list(data["other"]) == sorted(data["other"])
+    assert data["entries"][0]["key"] == SUM
+
+
+def test_from_json_rounds_floats_to_six_digits() -> None:
+    data = sample().to_json()
+    data["total_us"] = 1.23456789
+    assert Breakdown.from_json(data).total_us == 1.23457
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.pop("host_us"), "breakdown.host_us"),
+        (lambda d: d.update(schema=2), "breakdown.schema"),
+        (lambda d: d.update(backend="tpu"), "breakdown.backend"),
+        (lambda d: d.update(calls=1.5), "breakdown.calls"),
+        (lambda d: d.update(calls=True), "breakdown.calls"),
+        (lambda d: d.update(total_us="fast"), "breakdown.total_us"),
+        (lambda d: d.update(total_us=float("nan")), "breakdown.total_us"),
+        (lambda d: d.update(entries={}), "breakdown.entries"),
+        (lambda d: d["entries"][1].pop("name"), r"breakdown.entries\[1\].name"),
+        (lambda d: d["entries"][0].update(launches=-1), r"breakdown.entries\[0\].launches"),
+        (lambda d: d["host_ops"].append(3), r"breakdown.host_ops\[1\]"),
+        (lambda d: d.update(other=None), "breakdown.other"),
+        (lambda d: d["other"].pop("count"), "breakdown.other.count"),
+        (lambda d: d.update(notes=[1]), r"breakdown.notes\[0\]"),
+        (lambda d: d["other"].update(keys="x"), "breakdown.other.keys"),
+    ],
+)
+def test_from_json_names_the_bad_field(mutate: Any, message: str) -> None:
+    data = json.loads(json.dumps(sample().to_json()))
+    mutate(data)
+    with pytest.raises(ValueError, match=message):
+        Breakdown.from_json(data)
+
+
+def test_from_json_rejects_non_objects() -> None:
+    with pytest.raises(ValueError, match="breakdown: expected an object"):
+        Breakdown.from_json([1, 2])
+
+
+# -- diff -------------------------------------------------------------------------------------
+
+
+def make(*entries: tuple[str, float, float], host: float = 50.0, **kw: Any) -> Breakdown:
+    es = tuple(Entry(n, n, launches, us) for n, launches, us in entries)
+    return Breakdown(
+        backend=kw.pop("backend", "cuda"),
+        calls=5,
+        total_us=sum(e.time_us for e in es) + kw.get("other", Other()).time_us,
+        host_us=host,
+        entries=es,
+        **kw,
+    )
+
+
+BASE = make(("flash_fwd_kernel", 1, 48.1), ("gemm_a", 1, 100.0), ("ew", 2, 10.0))
+
+
+def test_launch_count_change_is_named_with_its_time() -> None:
+    cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0))
+    d = bd.diff(BASE, cur)
+    assert [ch.kind for ch in d.changes] == ["launches"]
+    assert d.lines()[1].strip() == "+48.1 µs  flash_fwd_kernel: 1 -> 2 launches per call"
+    assert d.lines()[0] == "kernels: 158.1 µs -> 206.2 µs per call (+48.1 µs, +30.4%)"
+
+
+def test_time_change_above_noise_only() -> None:
+    cur = make(("flash_fwd_kernel", 1, 48.2), ("gemm_a", 1, 130.0), ("ew", 2, 10.0))
+    d = bd.diff(BASE, cur)
+    assert [(ch.kind, ch.name) for ch in d.changes] == [("time", "gemm_a")]
+    assert "gemm_a: 100.0 µs -> 130.0 µs" in d.lines()[1]
+    assert round(d.changes[0].delta_us, 6) == 30.0
+
+
+def test_appeared_and_vanished() -> None:
+    cur = make(("flash_fwd_kernel", 1, 48.1), ("gemm_a", 1, 100.0), ("copy_kernel_x", 1, 20.0))
+    d = bd.diff(BASE, cur)
+    kinds = {ch.kind: ch for ch in d.changes}
+    assert kinds["appeared"].name == "copy_kernel_x"
+    assert kinds["vanished"].name == "ew"
+    lines = d.lines()
+    assert lines[1].strip() == "+20.0 µs  new: copy_kernel_x (1x per call)"
+    assert lines[2].strip() == "-10.0 µs  gone: ew (2x per call)"
+    # the delta column is aligned
+    assert lines[1].index("new:") == lines[2].index("gone:")
+
+
+def test_changed_gemm_pairs_as_replaced() -> None:
+    base = make(("elem", 1, 5.0), (SM90, 1, 100.0))
+    cur = make(("elem", 1, 5.0), (SM80, 1, 180.0))
+    base = replace(base, entries=(Entry(SM90, bd.short_name(SM90), 1, 100.0), base.entries[0]))
+    cur = replace(cur, entries=(Entry(SM80, bd.short_name(SM80), 1, 180.0), cur.entries[0]))
+    d = bd.diff(base, cur)
+    assert [ch.kind for ch in d.changes] == ["replaced"]
+    assert d.changes[0].role == "gemm"
+    assert d.lines()[1].strip() == (
+        "+80.0 µs  gemm: sm90_xmma_gemm_bf16bf16_.._128x128x64_tn -> "
+        "sm80_xmma_gemm_f32f32_.._128x128x16_nn"
+    )
+
+
+def test_entry_that_moved_into_the_other_bucket_is_not_called_vanished() -> None:
+    base = make(("big", 1, 100.0), ("small", 1, 2.0))
+    cur = make(("big", 1, 100.0), other=Other(2, 2.0, 3.0, ("small", "tiny")))
+    d = bd.diff(base, cur)
+    assert [ch.kind for ch in d.changes] == ["other"]
+    assert d.lines()[1].strip() == "+3.0 µs  (other 0 -> 2 kernels; new: tiny)"
+    # an incomplete keys list: an entry small enough to hide there is not called vanished
+    vague = make(("big", 1, 100.0), other=Other(70, 70.0, 3.0, ()))
+    assert all(ch.kind != "vanished" for ch in bd.diff(base, vague).changes)
+    # but one too big to hide is
+    assert [
+        ch.name
+        for ch in bd.diff(make(("big", 1, 100.0), ("mid", 1, 9.0)), vague).changes
+        if ch.kind == "vanished"
+    ] == ["mid"]
+
+
+def test_other_bucket_names_what_left_it_even_below_the_noise_cut() -> None:
+    base = make(("big", 1, 1000.0), other=Other(2, 2.0, 2.0, ("a", "b")))
+    cur = make(("big", 1, 1000.0), other=Other(2, 2.0, 2.0, ("a", "c")))
+    assert (
+        bd.diff(base, cur).lines()[1].strip() == "+0.0 µs  (other 2 -> 2 kernels; new: c; gone: b)"
+    )
+
+
+def test_host_regression_names_the_ops_that_grew() -> None:
+    ops = (Entry("aten::add", "aten::add", 1, 10.0), Entry("aten::mul", "aten::mul", 1, 10.0))
+    base = make(("k", 1, 10.0), host=50.0, host_ops=ops)
+    grown = (
+        Entry("aten::add", "aten::add", 1, 10.0),
+        Entry("aten::mul", "aten::mul", 2, 20.0),
+        Entry("aten::exp", "aten::exp", 1, 15.0),
+    )
+    cur = make(("k", 1, 10.0), host=80.0, host_ops=grown)
+    d = bd.diff(base, cur)
+    assert [ch.name for ch in d.host_ops] == ["aten::exp", "aten::mul"]
+    assert d.host_ops[0].kind == "appeared"
+    assert d.lines()[-1] == (
+        "  host: 50.0 µs -> 80.0 µs per call (+60.0%); grew: aten::exp +15.0 µs, aten::mul +10.0 µs"
+    )
+    # host time within HOST_GROWTH: no host line, no ops
+    calm = bd.diff(base, replace(cur, host_us=52.0))
+    assert calm.host_ops == ()
+    assert not any("host:" in line for line in calm.lines())
+
+
+def test_lines_truncate_with_a_summary_and_say_when_nothing_moved() -> None:
+    base = make(*[(f"k{i}", 1, 10.0) for i in range(10)])
+    cur = make(*[(f"k{i}", 1, 10.0 + i) for i in range(10)])
+    d = bd.diff(base, cur)
+    lines = d.lines(max_lines=5)
+    assert len(lines) == 5
+    assert lines[1].strip().startswith("+9.0 µs  k9:")
+    assert lines[-1].strip() == "(5 more changes, +20.0 µs)"
+    same = bd.diff(base, base).lines()
+    assert same[1] == "  no kernel changed by more than the noise cut"
+    assert bd.diff(base, base).changes == ()
+
+
+def test_graph_note_is_shown() -> None:
+    base = make(("k", 1, 10.0), notes=(bd.GRAPH_NOT_VISIBLE,))
+    assert f"  note: {bd.GRAPH_NOT_VISIBLE}" in bd.diff(base, base).lines()
+
+
+def test_diff_rejects_mixed_backends() -> None:
+    with pytest.raises(ValueError, match="cpu"):
+        bd.diff(BASE, replace(BASE, backend="cpu"))
+
+
+def test_diff_json_is_plain_json() -> None:
+    cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0), host=90.0)
+    data = bd.diff(BASE, cur).to_json()
+    assert json.loads(json.dumps(data)) == data
+    assert data["changes"][0]["kind"] == "launches"
+    assert data["changes"][0]["base"] == {"launches": 1, "time_us": 48.1}
+    assert data["changes"][0]["delta_us"] == 48.1
+    assert data["host_us"] == {"base": 50.0, "current": 90.0}
+
+
+def test_side_by_side_html_escapes_and_lists_both_sides() -> None:
+    cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("f<x>&", 1, 3.0))
+    page = bd.side_by_side_html(BASE, cur)
+    assert page.startswith('<table class="cudaperf-breakdown">')
+    assert "f&lt;x&gt;&amp;" in page
+    assert "<x>" not in page
+    rows = [r for r in page.splitlines() if r.startswith("<tr><td")]
+    assert "flash_fwd_kernel" in rows[0]  # ranked by |delta|
+    assert "<td>–</td><td>–</td>" in page  # a kernel missing on one side
+    assert "host/call" in page
+
+
+# -- real profiles (CPU) ----------------------------------------------------------------------
+
+
+def test_real_cpu_profile_names_a_planted_extra_op() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.randn(64, 128)
+    lin = torch.nn.Linear(128, 128)
+
+    def plain() -> object:
+        with torch.no_grad():
+            return torch.relu(lin(x)).sum()
+
+    def planted() -> object:
+        with torch.no_grad():
+            return torch.exp(torch.relu(lin(x))).sum()
+
+    base = bd.profile(plain, "cpu", calls=3, warmup=2)
+    assert base.backend == "cpu"
+    names = {e.name for e in base.entries}
+    assert "aten::linear" in names
+    assert not names & {"aten::addmm", "aten::mm", "aten::t"}  # children are not listed
+    assert base.entries[0].launches == 1.0
+    assert Breakdown.from_json(json.loads(json.dumps(base.to_json()))) == base
+    d = bd.diff(base, bd.profile(planted, "cpu", calls=3, warmup=2), noise=0.0)
+    lines = d.lines(max_lines=20)
+    # aten::exp is either a top entry of its own or named among the (other) bucket's new ops
+    named = [
+        line
+        for line in lines
+        if "new: aten::exp" in line or ("new:" in line and "aten::exp" in line.split("new:")[1])
+    ]
+    assert named, lines
+    assert not any("gone" in line or "new: aten::linear" in line for line in lines), lines
+
+
+def test_profile_under_another_profiler_refuses_and_leaves_it_running() -> None:
+    torch = pytest.importorskip("torch")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+        with pytest.raises(bd.BreakdownUnavailable, match="another profiler is active"):
+            bd.profile(lambda: torch.ones(2) + 1, "cpu", calls=1, warmup=1)
+        torch.ones(3).mul(2)
+    assert any(e.name == "aten::mul" for e in outer.events())
+
+
+def test_module_import_does_not_import_torch() -> None:
+    code = "import sys, pytest_cudaperf.breakdown; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the wiring API ---------------------------------------------------------------------------
+
+
+def names_exp_as_new(lines: list[str] | tuple[str, ...]) -> bool:
+    return any("new:" in line and "aten::exp" in line.split("new:", 1)[1] for line in lines)
+
+
+def cpu_pair() -> tuple[Any, Any]:
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, 256)
+    return (lambda: torch.relu(x).sum()), (lambda: torch.exp(torch.relu(x)).sum())
+
+
+def test_top_lines_lists_entries_and_the_rest() -> None:
+    b = make(*[(f"k{i}", 1, 10.0 - i) for i in range(6)], other=Other(2, 2.0, 1.0, ("x", "y")))
+    lines = bd.top_lines(b, max_lines=4)
+    assert lines[0] == "kernels: 46.0 µs per call, host 50.0 µs per call"
+    assert lines[1] == "  10.0 µs  k0 (1x per call)"
+    assert lines[3].strip() == "(other 6 kernels)"
+    assert len(lines) == 4
+
+
+def test_record_and_explain_name_the_planted_op() -> None:
+    plain, planted = cpu_pair()
+    stored, why = bd.record(plain, "cpu")
+    assert why == ""
+    assert stored is not None
+    stored = json.loads(json.dumps(stored, sort_keys=True))  # as the store keeps it
+    ex = bd.explain(stored, planted, "cpu")
+    assert ex.lines[0].startswith("ops: ")
+    assert names_exp_as_new(ex.lines), ex.lines
+    assert ex.data is not None
+    assert json.loads(json.dumps(ex.data)) == ex.data
+    assert ex.html.startswith("<table")
+    assert ex.current is not None
+    assert ex.current.backend == "cpu"
+
+
+def test_explain_without_a_usable_stored_breakdown() -> None:
+    plain, _ = cpu_pair()
+    none = bd.explain(None, plain, "cpu")
+    assert none.lines[0].startswith("breakdown: none stored")
+    assert any("aten::relu" in line or "aten::sum" in line for line in none.lines[1:])
+    assert none.data is None
+    bad = bd.explain({"schema": 1}, plain, "cpu")
+    assert bad.lines == (
+        "breakdown: stored one unreadable: breakdown.backend: expected a non-empty string, got None",
+    )
+    cuda = bd.explain(BASE.to_json(), plain, "cpu")
+    assert cuda.lines == ("breakdown: stored on cuda, measured on cpu: not compared",)
+
+
+def test_explain_pair_diffs_candidate_against_reference() -> None:
+    plain, planted = cpu_pair()
+    ex = bd.explain_pair(planted, plain, "cpu")
+    assert ex.lines[0].startswith("reference -> candidate ops: ")
+    assert names_exp_as_new(ex.lines), ex.lines
+
+
+def test_record_and_explain_under_an_active_profiler_say_why() -> None:
+    torch = pytest.importorskip("torch")
+    plain, _ = cpu_pair()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert bd.record(plain, "cpu") == (
+            None,
+            "torch.profiler could not run: another profiler is active",
+        )
+        assert bd.explain(None, plain, "cpu").lines == (
+            "breakdown: torch.profiler could not run: another profiler is active",
+        )
+
+
+def test_profile_of_a_slow_callable_profiles_fewer_calls() -> None:
+    torch = pytest.importorskip("torch")
+    import time
+
+    def slow() -> object:
+        time.sleep(0.03)
+        return torch.ones(4).add(1)
+
+    b = bd.profile(slow, "cpu", calls=5, warmup=1, budget_s=0.05)
+    assert b.calls == 1
+    assert b.host_us >= 30_000
+    assert bd.profile(lambda: torch.ones(4).add(1), "cpu", calls=5, warmup=1).calls == 5
+    with pytest.raises(ValueError, match="calls"):
+        bd.profile(slow, "cpu", calls=0)
+
+
+def test_explain_stored_for_the_cli() -> None:
+    cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0))
+    ex = bd.explain_stored(BASE.to_json(), cur.to_json())
+    assert "flash_fwd_kernel: 1 -> 2 launches per call" in ex.lines[1]
+    assert ex.data is not None
+    assert ex.html.startswith("<table")
+    assert bd.explain_stored(None, cur.to_json()).lines == ("breakdown: none stored in BASE",)
+    assert bd.explain_stored(BASE.to_json(), None).lines == ("breakdown: none stored in CURRENT",)
+    assert bd.explain_stored(BASE.to_json(), {"schema": 9}).lines == (
+        "breakdown: stored one unreadable: breakdown.schema: expected 1, got 9",
+    )
+    cpu = replace(cur, backend="cpu").to_json()
+    assert bd.explain_stored(BASE.to_json(), cpu).lines == (
+        "breakdown: cuda in BASE, cpu in CURRENT: not compared",
+    )
+
+
+def test_entry_and_other_key_caps() -> None:
+    events = [k(f"k{i:03d}", 1.0 + i / 1000) for i in range(200)]
+    b = bd.aggregate(events, "cuda", 1, 1.0)
+    assert len(b.entries) == bd.MAX_ENTRIES
+    assert b.other.count == 200 - bd.MAX_ENTRIES
+    assert len(b.other.keys) == bd.MAX_OTHER_KEYS
+    assert not b.other.complete
+    assert b.other.keys == tuple(f"k{i:03d}" for i in range(96, 160))  # the largest of the rest
+    assert b.total_us == 219.9
+
+
+@pytest.mark.parametrize(
+    "odd", ["void f<", "a::b(", ">)(", "void ::<>", "x" * 500, "void k<(anonymous namespace)::T>()"]
+)
+def test_short_name_never_fails_on_odd_names(odd: str) -> None:
+    name = bd.short_name(odd)
+    assert name
+    assert len(name) <= 120
