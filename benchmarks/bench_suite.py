@@ -125,19 +125,22 @@ class Driver:
         self.record_wall = 0.0
         self.runs: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
-        (self.out / "rows.jsonl").write_text("")
-        (self.out / "runs.jsonl").write_text("")
+        self.done: set[str] = set()
+        if args.resume and (self.out / "runs.jsonl").exists():
+            self.runs = [json.loads(x) for x in (self.out / "runs.jsonl").read_text().splitlines()]
+            self.rows = [json.loads(x) for x in (self.out / "rows.jsonl").read_text().splitlines()]
+            self.done = {self.tag(r["mode"], r["phase"], r["plant"], r["index"]) for r in self.runs}
+            meta = self.out / "record.json"
+            self.record_wall = json.loads(meta.read_text())["wall_s"] if meta.exists() else 0.0
+        else:
+            (self.out / "rows.jsonl").write_text("")
+            (self.out / "runs.jsonl").write_text("")
 
-    def pytest_args(self, mode: str) -> list[str]:
-        args = [
-            str(self.suite),
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            f"--cudaperf-baseline-dir={self.baselines}",
-            *self.args.pytest_arg,
-        ]
+    def pytest_args(self, mode: str, baseline_dir: bool = True) -> list[str]:
+        args = [str(self.suite), "-p", "no:cacheprovider", "-p", "no:randomly"]
+        if baseline_dir:  # cudaperf record takes the folder as its own --baseline-dir
+            args.append(f"--cudaperf-baseline-dir={self.baselines}")
+        args += self.args.pytest_arg
         if self.args.require_gpu:
             args.append("--cudaperf-require-gpu")
         if mode != "serial":
@@ -163,7 +166,14 @@ class Driver:
         self.last_wall = max(self.last_wall, wall)
         return rc, wall
 
+    @staticmethod
+    def tag(mode: str, phase: str, plant: str, index: int) -> str:
+        return f"{mode}-{phase}-{plant or '0'}-{index}"
+
     def record(self) -> None:
+        if self.args.resume and any(self.baselines.glob("*.json")):
+            print(f"record: kept the baselines in {self.baselines} (--resume)")
+            return
         k = self.args.record_runs
         log = self.out / "record.log"
         if self.args.record_with_updates:
@@ -174,19 +184,27 @@ class Driver:
                 self.record_wall += wall
                 print(f"record {i + 1}/{k} (pytest --cudaperf-update): exit {rc}, {wall:.0f} s")
         else:
-            cmd = [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", str(k), "--"]
-            cmd += [*self.pytest_args("serial")]
+            cmd = [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", str(k)]
+            cmd += ["--baseline-dir", str(self.baselines), "--"]
+            cmd += self.pytest_args("serial", baseline_dir=False)
             rc, self.record_wall = self.call(cmd, {}, log)
             print(f"record (cudaperf record --runs {k}): exit {rc}, {self.record_wall:.0f} s")
             if rc not in (0, 1):
                 sys.exit(
                     f"cudaperf record failed (exit {rc}, see {log}); try --record-with-updates"
                 )
+        (self.out / "record.json").write_text(json.dumps({"wall_s": round(self.record_wall, 1)}))
+        if not any(self.baselines.glob("*.json")):
+            sys.exit(
+                f"recording wrote no baseline into {self.baselines} (see {self.out}/record*.log)"
+            )
 
     def run(self, mode: str, phase: str, plant: str, index: int) -> bool:
+        tag = self.tag(mode, phase, plant, index)
+        if tag in self.done:
+            return True
         if not self.fits():
             return False
-        tag = f"{mode}-{phase}-{plant or '0'}-{index}"
         report, junit = self.out / f"{tag}.json", self.out / f"{tag}.xml"
         cmd = [sys.executable, "-m", "pytest", *self.pytest_args(mode)]
         cmd += [f"--cudaperf-json={report}", f"--junitxml={junit}"]
@@ -248,7 +266,8 @@ class Driver:
                 for i in range(self.args.plant_runs):
                     if not self.run(mode, "planted", plant, i):
                         break
-        table = Table(self.rows, self.runs, self.record_wall, time.monotonic() - self.began)
+        total = self.record_wall + sum(r["wall_s"] for r in self.runs)
+        table = Table(self.rows, self.runs, self.record_wall, total)
         text = table.markdown(self.args, self.stopped)
         (self.out / "table.md").write_text(text)
         print(text)
@@ -273,7 +292,7 @@ class Table:
         lines.append(
             f"record: {args.record_runs} runs "
             f"({'pytest --cudaperf-update' if args.record_with_updates else 'cudaperf record'}), "
-            f"{self.record_wall:.0f} s; total {self.total_wall:.0f} s"
+            f"{self.record_wall:.0f} s; total (recording + every run) {self.total_wall:.0f} s"
             + (f"; **partial: {stopped}**" if stopped else "")
         )
         lines += ["", "## Unchanged runs", ""]
@@ -393,6 +412,12 @@ def main() -> None:
         action="append",
         default=[],
         help="extra pytest argument (repeatable), e.g. --pytest-arg=-k --pytest-arg=add",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue in OUT: keep its baselines and skip the runs already there (for runs "
+        "split over several commands with --max-seconds)",
     )
     parser.add_argument("--out", required=True)
     Driver(parser.parse_args()).main()
