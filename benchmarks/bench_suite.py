@@ -7,7 +7,8 @@
    args>``; ``--record-with-updates`` runs ``pytest --cudaperf-update`` K times instead);
 2. N unchanged runs, each its own pytest process (``--cudaperf-json`` and ``--junitxml`` each);
 3. planted runs at each level (CUDAPERF_PLANT, see _plant.py), ``--plant-runs`` each;
-4. with ``--xdist X``: steps 2 and 3 again under ``pytest -n X`` (same baselines).
+4. with ``--xdist X[,Y...]``: steps 2 and 3 again under ``pytest -n X`` (and ``-n Y``), against
+   the same baselines (recorded serially).
 
 Failures are counted from the JUnit XML; verdict kinds and medians come from the JSON report
 through ``read_report`` (the one place that knows the report's layout). The realised change of
@@ -256,7 +257,8 @@ class Driver:
 
     def main(self) -> None:
         self.record()
-        modes = ["serial"] + ([f"n{self.args.xdist}"] if self.args.xdist else [])
+        workers = [int(x) for x in self.args.xdist.split(",") if x.strip()]
+        modes = ["serial"] + [f"n{n}" for n in workers]
         plants = [p for p in self.args.plant.split(",") if p]
         for mode in modes:
             for i in range(self.args.runs):
@@ -289,6 +291,8 @@ class Table:
 
     def markdown(self, args: argparse.Namespace, stopped: str | None) -> str:
         lines = [f"# bench_suite: suite_{args.suite}", ""]
+        if args.pytest_arg:
+            lines += [f"pytest arguments added to every run: `{' '.join(args.pytest_arg)}`", ""]
         lines.append(
             f"record: {args.record_runs} runs "
             f"({'pytest --cudaperf-update' if args.record_with_updates else 'cudaperf record'}), "
@@ -402,7 +406,9 @@ def main() -> None:
         help="plant levels: fractions (0.10 adds 10%%) or factors (3x)",
     )
     parser.add_argument("--plant-runs", type=int, default=3, help="runs per plant level")
-    parser.add_argument("--xdist", type=int, default=0, help="also run every phase under -n X")
+    parser.add_argument(
+        "--xdist", default="", help="also run steps 2-3 under -n X for each X of a list: 4 or 2,8"
+    )
     parser.add_argument("--max-seconds", type=float, default=None, help="stop cleanly before this")
     parser.add_argument(
         "--require-gpu", action="store_true", help="pass --cudaperf-require-gpu (GPU suite)"
