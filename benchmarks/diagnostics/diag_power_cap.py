@@ -5,7 +5,7 @@ Measures a hot 4096² bf16 GEMM twelve times back to back with the plugin's CUDA
 spin blocker read before its samples (p10 / median / p90), NVML's reading where available, and
 the warnings.
 
-Run: python benchmarks/diag_power_cap.py > rows.jsonl
+Run: python benchmarks/diagnostics/diag_power_cap.py > rows.jsonl
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pytest_cudaperf.measure.cuda import CudaBackend
 from pytest_cudaperf.measure.timing import Budget, measure

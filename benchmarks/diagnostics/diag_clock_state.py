@@ -20,7 +20,7 @@ Variants differ in what happens before each round:
   150 ms before its adaptive warm-up starts (is the slow state a transient after a sampler
   starts?).
 
-Run: python benchmarks/diag_clock_state.py --seed 0 > rows.jsonl (several processes).
+Run: python benchmarks/diagnostics/diag_clock_state.py --seed 0 > rows.jsonl (several processes).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pytest_cudaperf.measure import stats
 from pytest_cudaperf.measure.cuda import CudaBackend

@@ -5,7 +5,9 @@ measurement the pooled median (what the plugin reports), the round medians, and 
 median in the same process. Run it in several processes and compare the spread (max/min - 1)
 of: the pooled median, the mean of the round medians, the median of the round medians.
 
-    for i in 0 1 2 3 4 5 6 7; do python benchmarks/diag_round_statistic.py --seed $i; done
+    for i in 0 1 2 3 4 5 6 7; do
+        python benchmarks/diagnostics/diag_round_statistic.py --seed $i
+    done
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_worker import kernels
 

@@ -21,7 +21,7 @@ kernels (three rounds, as the plugin does), ``--reps`` times per process:
 variants now ask for ``discard=False`` and the discarding ones use the plugin's flush and kernel
 (the same code).
 
-Run: python benchmarks/diag_flush_variants.py --seed 0 > rows.jsonl (several processes).
+Run: python benchmarks/diagnostics/diag_flush_variants.py --seed 0 > rows.jsonl (several processes).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pytest_cudaperf.measure._spin import discard_lines
 from pytest_cudaperf.measure.cuda import CudaBackend, L2Flush

@@ -10,7 +10,7 @@ in the slow state. Here, in one process:
 - ``interleaved``: cold add, cold 512² matmul, hot add and hot matmul, each its own sampler,
   alternating batch by batch for 3 s: do the cold kernels change state at the same moments?
 
-Run: python benchmarks/diag_state_timeline.py --seed 0 > rows.jsonl (several processes).
+Run: python benchmarks/diagnostics/diag_state_timeline.py --seed 0 > rows.jsonl (several processes).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pytest_cudaperf.measure import stats
 from pytest_cudaperf.measure.cuda import CudaBackend, CudaEventSampler

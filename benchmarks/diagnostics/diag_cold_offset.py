@@ -10,7 +10,8 @@ at a time, and prints the spread of the medians (max/min - 1) for each:
 A spread under ``inputs`` or ``flush`` as large as the cross-process spread in RESULTS.md says
 the offset follows the addresses of the data or of the flush buffer.
 
-Run: python benchmarks/diag_cold_offset.py --seed 0 (several processes: --seed 1, 2, ...)
+Run: python benchmarks/diagnostics/diag_cold_offset.py --seed 0
+(several processes: --seed 1, 2, ...)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pytest_cudaperf.measure.cuda import CudaBackend
 from pytest_cudaperf.measure.timing import Budget, measure
@@ -152,7 +153,7 @@ def main() -> None:
 def samples(seed: int, shared_events: bool) -> None:
     """Raw samples of eight back-to-back measurements per kernel (``--samples``); with
     ``--shared-events`` every measurement of a kernel reuses the first one's CUDA events."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from bench_worker import kernels
 
     from pytest_cudaperf.measure import cuda as cuda_timing

@@ -1,0 +1,433 @@
+"""Suite-scale A/A and planted-slowdown benchmark, run as a user runs the plugin.
+
+    python benchmarks/bench_suite.py --suite gpu --record-runs 3 --runs 20 \
+        --plant 0.03,0.05,0.10,0.20 --plant-runs 3 --xdist 4 --out out/suite-gpu
+
+1. record the baselines with the documented workflow (``cudaperf record --runs K -- <pytest
+   args>``; ``--record-with-updates`` runs ``pytest --cudaperf-update`` K times instead);
+2. N unchanged runs, each its own pytest process (``--cudaperf-json`` and ``--junitxml`` each);
+3. planted runs at each level (CUDAPERF_PLANT, see _plant.py), ``--plant-runs`` each;
+4. with ``--xdist X[,Y...]``: steps 2 and 3 again under ``pytest -n X`` (and ``-n Y``), against
+   the same baselines (recorded serially).
+
+Failures are counted from the JUnit XML; verdict kinds and medians come from the JSON report
+through ``read_report`` (the one place that knows the report's layout). The realised change of
+a planted test-run is its median over the median of that test's unchanged runs in the same mode.
+Writes ``rows.jsonl`` (one row per test-run), ``runs.jsonl`` (one row per pytest process) and
+``table.md`` into --out. ``--max-seconds`` stops before a run that would not fit, with a partial
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+#: realised-change bins of the catch-rate table: (label, low, high) as ratios - 1
+BINS = [
+    ("< +2%", -1.0, 0.02),
+    ("+2…4% (≈ +3%)", 0.02, 0.04),
+    ("+4…7.5% (≈ +5%)", 0.04, 0.075),
+    ("+7.5…15% (≈ +10%)", 0.075, 0.15),
+    ("+15…30% (≈ +20%)", 0.15, 0.30),
+    ("≥ +30%", 0.30, float("inf")),
+]
+
+
+@dataclass
+class TestResult:
+    kind: str | None  # verdict kind of the test's first time series: pass, regression, ...
+    median_ms: float | None
+
+
+def read_report(path: Path) -> dict[str, TestResult]:
+    """nodeid -> verdict kind and median of the test's first time series, from a
+    --cudaperf-json report. The only function that knows the report's layout."""
+    document = json.loads(path.read_text())
+    results: dict[str, TestResult] = {}
+    for test in document.get("tests", []):
+        for record in test.get("records", []):
+            series = str(record.get("series", record.get("key", "")))
+            if series.startswith("memory"):
+                continue
+            verdict = record.get("verdict") or {}
+            measurement = record.get("measurement") or {}
+            results[test["nodeid"]] = TestResult(
+                kind=verdict.get("kind"), median_ms=measurement.get("median_ms")
+            )
+            break
+    return results
+
+
+def junit_failures(path: Path) -> dict[str, bool]:
+    """'classname::name' -> failed (failure or error), from a JUnit XML file."""
+    failed: dict[str, bool] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if case.find("skipped") is not None:
+            continue
+        key = f"{case.get('classname', '')}::{case.get('name', '')}"
+        bad = case.find("failure") is not None or case.find("error") is not None
+        failed[key] = failed.get(key, False) or bad
+    return failed
+
+
+def junit_key(nodeid: str) -> str:
+    """The JUnit 'classname::name' of a pytest node id (path/mod.py::Cls::test[p])."""
+    path, _, rest = nodeid.partition("::")
+    parts = rest.split("::")
+    module = path.removesuffix(".py").replace("/", ".")
+    return ".".join([module, *parts[:-1]]) + "::" + parts[-1]
+
+
+def unchanged_medians(rows: list[dict[str, Any]], mode: str) -> dict[str, float]:
+    """nodeid -> median of the test's medians over the unchanged runs of one mode."""
+    by_test: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["mode"] == mode and r["phase"] == "unchanged" and r["median_ms"]:
+            by_test[r["nodeid"]].append(r["median_ms"])
+    return {k: statistics.median(v) for k, v in by_test.items()}
+
+
+def plugin_env() -> dict[str, str]:
+    """PYTHONPATH + PYTEST_PLUGINS as scripts/gpu-suite.sh does: the plugin from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    names = {e.name for e in importlib.metadata.entry_points(group="pytest11")}
+    if "cudaperf" not in names:
+        env["PYTEST_PLUGINS"] = "pytest_cudaperf.plugin"
+    env.pop("CUDAPERF_PLANT", None)
+    return env
+
+
+class Driver:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.suite = HERE / f"suite_{args.suite}"
+        self.out = Path(args.out).resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.baselines = self.out / "baselines"
+        self.env = plugin_env()
+        self.began = time.monotonic()
+        self.last_wall = 0.0
+        self.stopped: str | None = None
+        self.record_wall = 0.0
+        self.runs: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []
+        self.done: set[str] = set()
+        if args.resume and (self.out / "runs.jsonl").exists():
+            self.runs = [json.loads(x) for x in (self.out / "runs.jsonl").read_text().splitlines()]
+            self.rows = [json.loads(x) for x in (self.out / "rows.jsonl").read_text().splitlines()]
+            self.done = {self.tag(r["mode"], r["phase"], r["plant"], r["index"]) for r in self.runs}
+            meta = self.out / "record.json"
+            self.record_wall = json.loads(meta.read_text())["wall_s"] if meta.exists() else 0.0
+        else:
+            (self.out / "rows.jsonl").write_text("")
+            (self.out / "runs.jsonl").write_text("")
+
+    def pytest_args(self, mode: str, baseline_dir: bool = True) -> list[str]:
+        args = [str(self.suite), "-p", "no:cacheprovider", "-p", "no:randomly"]
+        if baseline_dir:  # cudaperf record takes the folder as its own --baseline-dir
+            args.append(f"--cudaperf-baseline-dir={self.baselines}")
+        args += self.args.pytest_arg
+        if self.args.require_gpu:
+            args.append("--cudaperf-require-gpu")
+        if mode != "serial":
+            args += ["-n", mode.removeprefix("n")]
+        return args
+
+    def fits(self) -> bool:
+        if self.args.max_seconds is None:
+            return True
+        left = self.args.max_seconds - (time.monotonic() - self.began)
+        if left < self.last_wall * 1.2:
+            self.stopped = f"stopped by --max-seconds with {left:.0f} s left"
+            return False
+        return True
+
+    def call(self, cmd: list[str], extra_env: dict[str, str], log: Path) -> tuple[int, float]:
+        began = time.monotonic()
+        with log.open("w") as out:
+            rc = subprocess.call(
+                cmd, cwd=self.suite, env={**self.env, **extra_env}, stdout=out, stderr=out
+            )
+        wall = time.monotonic() - began
+        self.last_wall = max(self.last_wall, wall)
+        return rc, wall
+
+    @staticmethod
+    def tag(mode: str, phase: str, plant: str, index: int) -> str:
+        return f"{mode}-{phase}-{plant or '0'}-{index}"
+
+    def record(self) -> None:
+        if self.args.resume and any(self.baselines.glob("*.json")):
+            print(f"record: kept the baselines in {self.baselines} (--resume)")
+            return
+        k = self.args.record_runs
+        log = self.out / "record.log"
+        if self.args.record_with_updates:
+            self.record_wall = 0.0
+            for i in range(k):
+                cmd = [sys.executable, "-m", "pytest", *self.pytest_args("serial")]
+                rc, wall = self.call([*cmd, "--cudaperf-update"], {}, self.out / f"record-{i}.log")
+                self.record_wall += wall
+                print(f"record {i + 1}/{k} (pytest --cudaperf-update): exit {rc}, {wall:.0f} s")
+        else:
+            cmd = [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", str(k)]
+            cmd += ["--baseline-dir", str(self.baselines), "--"]
+            cmd += self.pytest_args("serial", baseline_dir=False)
+            rc, self.record_wall = self.call(cmd, {}, log)
+            print(f"record (cudaperf record --runs {k}): exit {rc}, {self.record_wall:.0f} s")
+            if rc not in (0, 1):
+                sys.exit(
+                    f"cudaperf record failed (exit {rc}, see {log}); try --record-with-updates"
+                )
+        (self.out / "record.json").write_text(json.dumps({"wall_s": round(self.record_wall, 1)}))
+        if not any(self.baselines.glob("*.json")):
+            sys.exit(
+                f"recording wrote no baseline into {self.baselines} (see {self.out}/record*.log)"
+            )
+
+    def run(self, mode: str, phase: str, plant: str, index: int) -> bool:
+        tag = self.tag(mode, phase, plant, index)
+        if tag in self.done:
+            return True
+        if not self.fits():
+            return False
+        report, junit = self.out / f"{tag}.json", self.out / f"{tag}.xml"
+        cmd = [sys.executable, "-m", "pytest", *self.pytest_args(mode)]
+        cmd += [f"--cudaperf-json={report}", f"--junitxml={junit}"]
+        extra = {"CUDAPERF_PLANT": plant} if plant else {}
+        if plant and (ref := self.reference(mode)):
+            extra["CUDAPERF_PLANT_REF"] = str(ref)
+        rc, wall = self.call(cmd, extra, self.out / f"{tag}.log")
+        results = read_report(report) if report.exists() else {}
+        failed = junit_failures(junit) if junit.exists() else {}
+        run = {
+            "mode": mode,
+            "phase": phase,
+            "plant": plant,
+            "index": index,
+            "rc": rc,
+            "wall_s": round(wall, 2),
+            "tests": len(failed),
+            "failed": sum(failed.values()),
+        }
+        self.runs.append(run)
+        with (self.out / "runs.jsonl").open("a") as f:
+            f.write(json.dumps(run) + "\n")
+        with (self.out / "rows.jsonl").open("a") as f:
+            for nodeid, res in sorted(results.items()):
+                row = {
+                    "mode": mode,
+                    "phase": phase,
+                    "plant": plant,
+                    "index": index,
+                    "nodeid": nodeid,
+                    "kind": res.kind,
+                    "median_ms": res.median_ms,
+                    "failed": failed.get(junit_key(nodeid)),
+                }
+                self.rows.append(row)
+                f.write(json.dumps(row) + "\n")
+        print(
+            f"{tag}: exit {rc}, {run['failed']} of {run['tests']} failed, {wall:.0f} s", flush=True
+        )
+        return True
+
+    def reference(self, mode: str) -> Path | None:
+        medians = unchanged_medians(self.rows, mode)
+        if not medians:
+            return None
+        path = self.out / f"plant-ref-{mode}.json"
+        path.write_text(json.dumps(medians, indent=1))
+        return path
+
+    def main(self) -> None:
+        self.record()
+        workers = [int(x) for x in self.args.xdist.split(",") if x.strip()]
+        modes = ["serial"] + [f"n{n}" for n in workers]
+        plants = [p for p in self.args.plant.split(",") if p]
+        for mode in modes:
+            for i in range(self.args.runs):
+                if not self.run(mode, "unchanged", "", i):
+                    break
+            for plant in plants:
+                for i in range(self.args.plant_runs):
+                    if not self.run(mode, "planted", plant, i):
+                        break
+        total = self.record_wall + sum(r["wall_s"] for r in self.runs)
+        table = Table(self.rows, self.runs, self.record_wall, total)
+        text = table.markdown(self.args, self.stopped)
+        (self.out / "table.md").write_text(text)
+        print(text)
+
+
+class Table:
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        runs: list[dict[str, Any]],
+        record_wall: float,
+        total_wall: float,
+    ) -> None:
+        self.rows, self.runs = rows, runs
+        self.record_wall, self.total_wall = record_wall, total_wall
+
+    def unchanged(self, mode: str) -> dict[str, float]:
+        return unchanged_medians(self.rows, mode)
+
+    def markdown(self, args: argparse.Namespace, stopped: str | None) -> str:
+        lines = [f"# bench_suite: suite_{args.suite}", ""]
+        if args.pytest_arg:
+            lines += [f"pytest arguments added to every run: `{' '.join(args.pytest_arg)}`", ""]
+        lines.append(
+            f"record: {args.record_runs} runs "
+            f"({'pytest --cudaperf-update' if args.record_with_updates else 'cudaperf record'}), "
+            f"{self.record_wall:.0f} s; total (recording + every run) {self.total_wall:.0f} s"
+            + (f"; **partial: {stopped}**" if stopped else "")
+        )
+        lines += ["", "## Unchanged runs", ""]
+        lines.append(
+            "| mode | red suite runs | false failures / test-runs | inconclusive | "
+            "verdicts | median wall per run |"
+        )
+        lines.append("|---|---|---|---|---|---|")
+        modes = list(dict.fromkeys(r["mode"] for r in self.runs))
+        for mode in modes:
+            runs = [r for r in self.runs if r["mode"] == mode and r["phase"] == "unchanged"]
+            rows = [r for r in self.rows if r["mode"] == mode and r["phase"] == "unchanged"]
+            if not runs:
+                continue
+            red = sum(1 for r in runs if r["failed"] or r["rc"] not in (0,))
+            fails = sum(1 for r in rows if r["failed"])
+            inc = sum(1 for r in rows if r["kind"] == "inconclusive")
+            kinds = defaultdict(int)
+            for r in rows:
+                kinds[r["kind"]] += 1
+            n = max(len(rows), 1)
+            lines.append(
+                f"| {mode} | {red} / {len(runs)} | {fails} / {len(rows)} | {inc} ({inc / n:.1%}) | "
+                + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=str))
+                + f" | {statistics.median(r['wall_s'] for r in runs):.0f} s |"
+            )
+        lines += ["", "## Planted runs: caught (failed) by realised change", ""]
+        lines.append(
+            "| mode | plant | realised change | test-runs | caught | inconclusive | "
+            "caught, tests ≥ 1 ms |"
+        )
+        lines.append("|---|---|---|---|---|---|---|")
+        for mode in modes:
+            ref = self.unchanged(mode)
+            plants = list(
+                dict.fromkeys(
+                    r["plant"] for r in self.rows if r["mode"] == mode and r["phase"] == "planted"
+                )
+            )
+            for plant in plants:
+                rows = [
+                    r
+                    for r in self.rows
+                    if r["mode"] == mode
+                    and r["plant"] == plant
+                    and r["phase"] == "planted"
+                    and r["median_ms"]
+                    and r["nodeid"] in ref
+                ]
+                for label, lo, hi in [("all", -1.0, float("inf")), *BINS]:
+                    sel = [r for r in rows if lo <= r["median_ms"] / ref[r["nodeid"]] - 1 < hi]
+                    if not sel:
+                        continue
+                    caught = sum(1 for r in sel if r["failed"])
+                    inc = sum(1 for r in sel if r["kind"] == "inconclusive")
+                    big = [r for r in sel if ref[r["nodeid"]] >= 1.0]
+                    big_caught = sum(1 for r in big if r["failed"])
+                    big_txt = f"{big_caught} / {len(big)}" if big else "—"
+                    lines.append(
+                        f"| {mode} | {plant} | {label} | {len(sel)} | {caught} "
+                        f"({caught / len(sel):.0%}) | {inc} | {big_txt} |"
+                    )
+        lines += ["", "## Per test (serial): unchanged median, realised change per plant", ""]
+        ref = self.unchanged("serial")
+        plants = list(dict.fromkeys(r["plant"] for r in self.rows if r["phase"] == "planted"))
+        lines.append(
+            "| test | unchanged median | unchanged failed | "
+            + " | ".join(f"plant {p}: realised, caught" for p in plants)
+            + " |"
+        )
+        lines.append("|---|---|---|" + "---|" * len(plants))
+        for nodeid in sorted(ref):
+            mine = [r for r in self.rows if r["mode"] == "serial" and r["nodeid"] == nodeid]
+            un = [r for r in mine if r["phase"] == "unchanged"]
+            cells = []
+            for p in plants:
+                pr = [
+                    r
+                    for r in mine
+                    if r["plant"] == p and r["phase"] == "planted" and r["median_ms"]
+                ]
+                if pr:
+                    real = statistics.median(r["median_ms"] for r in pr) / ref[nodeid] - 1
+                    cells.append(f"{real:+.1%}, {sum(1 for r in pr if r['failed'])}/{len(pr)}")
+                else:
+                    cells.append("—")
+            lines.append(
+                f"| `{nodeid}` | {ref[nodeid]:.4g} ms | "
+                f"{sum(1 for r in un if r['failed'])}/{len(un)} | " + " | ".join(cells) + " |"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=["gpu", "cpu"], required=True)
+    parser.add_argument("--record-runs", type=int, default=3, help="K recording processes")
+    parser.add_argument(
+        "--record-with-updates",
+        action="store_true",
+        help="record with K runs of pytest --cudaperf-update (no cudaperf record)",
+    )
+    parser.add_argument("--runs", type=int, default=20, help="N unchanged runs per mode")
+    parser.add_argument(
+        "--plant",
+        default="0.05,0.10,0.20",
+        help="plant levels: fractions (0.10 adds 10%%) or factors (3x)",
+    )
+    parser.add_argument("--plant-runs", type=int, default=3, help="runs per plant level")
+    parser.add_argument(
+        "--xdist", default="", help="also run steps 2-3 under -n X for each X of a list: 4 or 2,8"
+    )
+    parser.add_argument("--max-seconds", type=float, default=None, help="stop cleanly before this")
+    parser.add_argument(
+        "--require-gpu", action="store_true", help="pass --cudaperf-require-gpu (GPU suite)"
+    )
+    parser.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        help="extra pytest argument (repeatable), e.g. --pytest-arg=-k --pytest-arg=add",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue in OUT: keep its baselines and skip the runs already there (for runs "
+        "split over several commands with --max-seconds)",
+    )
+    parser.add_argument("--out", required=True)
+    Driver(parser.parse_args()).main()
+
+
+if __name__ == "__main__":
+    main()
