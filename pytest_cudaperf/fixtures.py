@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_cudaperf import memory
+from pytest_cudaperf import _torch_compat, memory
 from pytest_cudaperf.devices import choose_device, device_class, is_sticky_cuda_error
 from pytest_cudaperf.locks import DeviceLock, LockRegistry
 from pytest_cudaperf.markers import LeakOptions, PerfOptions
@@ -160,9 +160,7 @@ class PinnedBatches:
         self._cache.clear()
         if self.pinned:
             memory.collect_garbage()
-            host_empty = getattr(self._torch._C, "_host_emptyCache", None)
-            if host_empty is not None:
-                host_empty()
+            _torch_compat.empty_host_cache()
 
 
 # --- cuda_timer ----------------------------------------------------------------------------

@@ -24,10 +24,6 @@ JSON_SCHEMA = 1
 # --- per test ----------------------------------------------------------------------------------
 
 
-def _is_oom(exc: BaseException) -> bool:
-    return type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(exc)
-
-
 def finish_call_report(
     item: pytest.Item,
     rep: pytest.TestReport,
@@ -41,9 +37,9 @@ def finish_call_report(
     body_passed = rep.passed
     if call.excinfo is not None:
         side.note_error(nodeid, call.excinfo.value)
-        if _is_oom(call.excinfo.value):
-            from pytest_cudaperf import memory
+        from pytest_cudaperf import memory
 
+        if memory.is_oom(call.excinfo.value):
             rep.sections.append(("cudaperf memory at OOM", memory.oom_summary()))
             memory.release_frames(call.excinfo.tb)
             memory.recover_after_oom()
