@@ -19,26 +19,25 @@ def has_primary_context(index: int) -> bool:
     return True if has_context is None else bool(has_context(index))
 
 
-def clear_cublas_workspaces() -> bool:
-    """Free cuBLAS workspaces; False when this torch has no way to."""
+def _call_if_present(name: str) -> bool:
+    """Call ``torch._C.<name>()`` if this torch has it; whether it did."""
     import torch
 
-    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
-    if clear is None:
+    function = getattr(torch._C, name, None)
+    if function is None:
         return False
-    clear()
+    function()
     return True
+
+
+def clear_cublas_workspaces() -> bool:
+    """Free cuBLAS workspaces; False when this torch has no way to."""
+    return _call_if_present("_cuda_clearCublasWorkspaces")
 
 
 def empty_host_cache() -> bool:
     """Return cached pinned host blocks to the system; False when this torch cannot."""
-    import torch
-
-    host_empty = getattr(torch._C, "_host_emptyCache", None)
-    if host_empty is None:
-        return False
-    host_empty()
-    return True
+    return _call_if_present("_host_emptyCache")
 
 
 def memory_history_enabled() -> bool:

@@ -62,20 +62,7 @@ class KeyedStore:
     def update(
         self, device_class: str, records: Iterable[JudgedRecord], prune: Iterable[str]
     ) -> UpdateSummary:
-        converted = [
-            Record(
-                key=store_key(r.key),
-                series=r.series,
-                value=r.value,
-                unit=r.unit,
-                noise=r.noise,
-                n=r.n,
-                ci=r.ci,
-                device_class=r.device_class,
-                env=r.env,
-            )
-            for r in records
-        ]
+        converted = [Record.from_dict({**r.to_payload(), "key": store_key(r.key)}) for r in records]
         return self.store.update(device_class, converted, prune)
 
     def obsolete(
@@ -133,7 +120,7 @@ class RunContext:
     _probe: Probe | None = None
 
     @classmethod
-    def create(
+    def create(  # noqa: PLR0913 - the parts of a pytest.Config, so that tests need none
         cls,
         root: Path,
         ini_name: str,

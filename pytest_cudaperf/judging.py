@@ -24,7 +24,7 @@ from pytest_cudaperf.outcome import (
     LeakOutcome,
     Other,
 )
-from pytest_cudaperf.verdict import Kind, budget_failure, judge
+from pytest_cudaperf.verdict import Kind, Verdict, budget_failure, judge
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.timing import Budget, Comparison, Measurement
@@ -64,57 +64,40 @@ def budget_for(
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Value:
-    """A measured value as the verdict and the store see it."""
-
-    series: str
-    value: float
-    unit: str
-    noise: float
-    n: int
-    ci: tuple[float, float]
-
-
-def _judge(
-    test: TestContext,
-    key: SeriesKey,
-    measured: _Value,
-    device_class: str,
-    allowed: float,
-    detail: dict[str, object],
-    env: dict[str, object],
-) -> JudgedRecord:
-    """The one call of the verdict: measured value against its baseline entry."""
+def _judge(test: TestContext, measured: JudgedRecord, allowed: float) -> JudgedRecord:
+    """The one call of the verdict: a measured record (its verdict not yet given) against its
+    baseline entry, with the same series on other device classes beside it."""
     store = test.run.store
-    baseline = store.lookup(device_class, key, measured.series)
+    klass, key, series = measured.device_class, measured.key, measured.series
+    baseline = store.lookup(klass, key, series)
     verdict = judge(
-        measured.value, measured.noise, measured.unit, baseline, allowed, device_class, env
+        measured.value, measured.noise, measured.unit, baseline, allowed, klass, measured.env
     )
-    others = store.others(device_class, key, measured.series)
-    return JudgedRecord(
-        key=key,
-        series=measured.series,
-        value=measured.value,
-        unit=measured.unit,
-        noise=measured.noise,
-        n=measured.n,
-        ci=measured.ci,
-        device_class=device_class,
-        env=env,
-        verdict=verdict,
-        measurement=detail,
-        others=tuple(Other(c, v) for c, v in others),
-    )
+    others = tuple(Other(c, v) for c, v in store.others(klass, key, series))
+    return dataclasses.replace(measured, verdict=verdict, others=others)
+
+
+#: the verdict of a record not judged yet
+_UNJUDGED = Verdict(Kind.INCONCLUSIVE, message="not judged yet")
 
 
 def judge_time(
     test: TestContext, key: SeriesKey, m: Measurement, device_class: str
 ) -> JudgedRecord:
-    measured = _Value(f"time:{m.mode}", m.median_ms, "ms", m.rel_halfwidth, m.n, m.ci_ms)
-    allowed = tolerance(test.settings, test.perf)
-    env = environment(test.run.probe, m)
-    return _judge(test, key, measured, device_class, allowed, m.to_dict(), env)
+    measured = JudgedRecord(
+        key=key,
+        series=f"time:{m.mode}",
+        value=m.median_ms,
+        unit="ms",
+        noise=m.rel_halfwidth,
+        n=m.n,
+        ci=m.ci_ms,
+        device_class=device_class,
+        env=environment(test.run.probe, m),
+        verdict=_UNJUDGED,
+        measurement=m.to_dict(),
+    )
+    return _judge(test, measured, tolerance(test.settings, test.perf))
 
 
 def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
@@ -147,9 +130,20 @@ def add_peak(
 ) -> None:
     """Record a judged peak; a regression or a peak over ``max_peak`` fails the test."""
     size = float(peak.peak_bytes)
-    measured = _Value("memory:peak", size, "bytes", 0.0, 1, (size, size))
-    env = environment(test.run.probe)
-    record = _judge(test, key, measured, device_class, MEMORY_TOLERANCE, peak.to_dict(), env)
+    measured = JudgedRecord(
+        key=key,
+        series="memory:peak",
+        value=size,
+        unit="bytes",
+        noise=0.0,
+        n=1,
+        ci=(size, size),
+        device_class=device_class,
+        env=environment(test.run.probe),
+        verdict=_UNJUDGED,
+        measurement=peak.to_dict(),
+    )
+    record = _judge(test, measured, MEMORY_TOLERANCE)
     test.state.records.append(record)
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
         test.state.fail(FailureKind.REGRESSION, f"{key.label()}{record.verdict.message}")

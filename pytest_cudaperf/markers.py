@@ -98,7 +98,7 @@ def gpu(
     )
 
 
-def perf(
+def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's arguments
     max_ms: float | None = None,
     tolerance: float | str | None = None,
     cache: str | None = None,
@@ -129,7 +129,7 @@ def perf(
     )
 
 
-def no_leak(
+def no_leak(  # noqa: PLR0913 - a marker spec: its parameters are the marker's arguments
     tolerance: int | str = 0,
     warmup: int = 2,
     iterations: int = 3,

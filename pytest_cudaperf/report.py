@@ -56,12 +56,10 @@ def junit_properties(outcome: TestOutcome) -> list[tuple[str, str]]:
     return props
 
 
-def output_error(what: str, path: Path | None, exc: BaseException) -> str:
+def output_error(what: str, path: Path, exc: BaseException, hint: str) -> str:
     """One line for an end-of-run output that could not be written, and what to do."""
     reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
-    where = f" {path}" if path is not None else ""
-    hint = "check that the path is a writable folder/file, or choose another path"
-    return f"cudaperf: {what}:{where}: {reason} ({type(exc).__name__}); {hint}"
+    return f"cudaperf: {what}: {path}: {reason} ({type(exc).__name__}); {hint}"
 
 
 # --- the end-of-run table ----------------------------------------------------------------------
@@ -271,15 +269,18 @@ h1{font-size:1.4em}table{border-collapse:collapse}td,th{padding:.2em .6em;text-a
 """
 
 
+#: the SVG strip's width and height in pixels
+_STRIP_SIZE = (640, 90)
+
+
 def _strip(
     samples: Sequence[float],
     baseline: float | None,
     ci: Sequence[float] | None,
     band: float | None,
-    width: int = 640,
-    height: int = 90,
 ) -> str:
     """An SVG histogram of the samples with the baseline and its tolerance band."""
+    width, height = _STRIP_SIZE
     if not samples:
         return ""
     values = list(samples)

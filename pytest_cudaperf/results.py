@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,49 +114,51 @@ class Results:
         }
 
 
-def _attempt(results: Results, what: str, path: Path | None, action: Any) -> None:
+#: what to do when an end-of-run output fails, by output
+_HINTS = {
+    "baseline update": "make it a writable folder, or choose another with --cudaperf-baseline-dir",
+    "--cudaperf-json": "point --cudaperf-json at a writable file",
+    "--cudaperf-html": "point --cudaperf-html at a writable file",
+    "GITHUB_STEP_SUMMARY": "check that GITHUB_STEP_SUMMARY names a writable file",
+}
+
+
+def _attempt(results: Results, what: str, path: Path, action: Callable[[], object]) -> None:
     """Run one end-of-run output; an OS or data error becomes one line naming the file."""
     try:
         action()
     except (OSError, ValueError) as exc:
-        results.errors.append(report.output_error(what, path, exc))
+        results.errors.append(report.output_error(what, path, exc, _HINTS[what]))
 
 
 def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) -> list[str]:
     """Controller, end of session: baseline writes, obsolete entries, JSON, HTML, GitHub. Each
     output that fails is one line in ``results.errors``; the others are still written.
     Returns the GitHub annotation lines to print."""
-    settings = run.settings
+    settings, out = run.settings, run.output_dir
     if settings.update and not settings.disable:
+        update = lambda: results.update_store(run.store, settings.prune, run.root)  # noqa: E731
+        _attempt(results, "baseline update", run.baseline_dir, update)
+    results.find_obsolete(run.store, run.root)
+    env = environment(run.probe, run=True) if settings.json or settings.html else {}
+    if settings.json:
+        document = report.json_document(results, env, run.run_id)
+        json_path = out / settings.json
+        _attempt(
+            results, "--cudaperf-json", json_path, lambda: report.write_json(json_path, document)
+        )
+    if settings.html:
+        html_path = out / settings.html
         _attempt(
             results,
-            "baseline update",
-            run.baseline_dir,
-            lambda: results.update_store(run.store, settings.prune, run.root),
+            "--cudaperf-html",
+            html_path,
+            lambda: report.write_html(html_path, results, env),
         )
-    results.find_obsolete(run.store, run.root)
-    if settings.json or settings.html:
-        env = environment(run.probe, run=True)
-        if settings.json:
-            document = report.json_document(results, env, run.run_id)
-            target = run.output_dir / settings.json
-            _attempt(
-                results, "--cudaperf-json", target, lambda: report.write_json(target, document)
-            )
-        if settings.html:
-            page = run.output_dir / settings.html
-            _attempt(
-                results, "--cudaperf-html", page, lambda: report.write_html(page, results, env)
-            )
     if environ.get("GITHUB_ACTIONS") != "true":
         return []
-    summary = environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        path = Path(summary)
-        _attempt(
-            results,
-            "GITHUB_STEP_SUMMARY",
-            path,
-            lambda: report.append_github_summary(path, results),
-        )
+    if environ.get("GITHUB_STEP_SUMMARY"):
+        summary = Path(environ["GITHUB_STEP_SUMMARY"])
+        write = lambda: report.append_github_summary(summary, results)  # noqa: E731
+        _attempt(results, "GITHUB_STEP_SUMMARY", summary, write)
     return report.github_annotations(results)

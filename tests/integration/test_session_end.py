@@ -35,7 +35,7 @@ def test_baseline_folder_that_is_a_file(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "cudaperf: baseline update: */.cudaperf: * (FileExistsError); check that the path *",
+            "cudaperf: baseline update: */.cudaperf: * (FileExistsError); make it a writable folder*",
             "cudaperf: 1 measured, 0 regressions, 0 improved, 1 new, 0 inconclusive",
         ]
     )
@@ -73,7 +73,9 @@ def test_json_report_pointing_at_a_folder_keeps_the_other_outputs(
     _no_traceback(result)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["cudaperf: --cudaperf-json: */out: * (IsADirectoryError); check that the path *"]
+        [
+            "cudaperf: --cudaperf-json: */out: * (IsADirectoryError); point --cudaperf-json at a writable file"
+        ]
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert (pytester.path / "report.html").read_text().startswith("<!doctype html>")

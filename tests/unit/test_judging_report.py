@@ -243,3 +243,27 @@ def test_budget_for_takes_arguments_then_the_marker_then_the_settings() -> None:
     assert (marked.max_time, marked.rounds) == (0.5, 1)
     assert marked.precision == pytest.approx(0.001)
     assert judging.budget_for(settings, PerfOptions(max_time=0.5), max_time=0.1).max_time == 0.1
+
+
+def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) -> None:
+    import dataclasses
+
+    from pytest_cudaperf.results import finish_run
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "cudaperf-file").write_text("")
+    run = run_context(tmp_path, update=True, json="out", html="r.html")
+    run.baseline_dir = tmp_path / "cudaperf-file"
+    run.store.store.folder = run.baseline_dir
+    run.settings = dataclasses.replace(run.settings, json="out", html="r.html")
+    test = new_test(run)
+    judged(test, 1.0)
+    results = Results()
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
+    assert finish_run(run, results, {}) == []
+    assert [line.split(": ")[1] for line in results.errors] == [
+        "baseline update",
+        "--cudaperf-json",
+    ]
+    assert "(IsADirectoryError); point --cudaperf-json at a writable file" in results.errors[1]
+    assert (tmp_path / "r.html").read_text().startswith("<!doctype html>")
