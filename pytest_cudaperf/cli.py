@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_cudaperf.baselines import BaselineError, dumps, read_file
 from pytest_cudaperf.report import render_table, write_json
-from pytest_cudaperf.session import Results
+from pytest_cudaperf.results import Results
 from pytest_cudaperf.units import format_pct, parse_fraction
 from pytest_cudaperf.verdict import Kind, ci_text, format_value, judge
 
@@ -105,7 +105,7 @@ def cmd_merge(out: Path, inputs: Sequence[Path]) -> int:
     report["tests"] = [tests[k] for k in sorted(tests)]
     report["updates"] = [u for d in documents for u in d.get("updates", [])]
     report["complete_run"] = all(d.get("complete_run", False) for d in documents)
-    report["summary"] = Results(payloads=tests).counts()
+    report["summary"] = Results.from_payloads(tests).counts()
     write_json(out, report)
     print(f"cudaperf: merged {len(documents)} reports into {out} ({len(tests)} tests)")
     return 0

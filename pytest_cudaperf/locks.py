@@ -20,12 +20,28 @@ try:
 except ImportError:  # pragma: no cover - Windows: no inter-process isolation
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DeviceLock", "LockRegistry", "fcntl"]
+__all__ = ["DeviceLock", "LockRegistry", "fcntl", "file_lock"]
 
 
 def _flock(fd: int, op: int) -> None:
     if fcntl is not None:
         fcntl.flock(fd, op)
+
+
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold ``path`` (created if missing) exclusively across processes while inside. The one
+    file-lock wrapper of the package (baselines.py still has its own ``locked``: to move here)."""
+    fd = _open(path)
+    try:
+        _flock(fd, fcntl.LOCK_EX if fcntl else 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 class DeviceLock:
@@ -39,18 +55,11 @@ class DeviceLock:
         self._main: int | None = None
         self._shared_depth = 0
 
-    def _open(self, path: Path) -> int:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-
     def _through_gate(self, op: int) -> None:
-        gate = self._open(self._gate_path)
-        try:
-            _flock(gate, fcntl.LOCK_EX if fcntl else 0)
+        with file_lock(self._gate_path):
             if self._main is None:
-                self._main = self._open(self._main_path)
+                self._main = _open(self._main_path)
             _flock(self._main, op)
-        finally:
-            os.close(gate)
 
     def acquire_shared(self) -> None:
         if self._shared_depth == 0:

@@ -8,9 +8,9 @@ raises :class:`MarkerError` with one line naming the marker and the offending ar
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_cudaperf.units import parse_capability, parse_fraction, parse_seconds, parse_size
 
@@ -100,7 +100,7 @@ def gpu(
     )
 
 
-def perf(
+def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's arguments
     max_ms: float | None = None,
     tolerance: float | str | None = None,
     cache: str | None = None,
@@ -134,7 +134,7 @@ def perf(
     )
 
 
-def no_leak(
+def no_leak(  # noqa: PLR0913 - a marker spec: its parameters are the marker's arguments
     tolerance: int | str = 0,
     warmup: int = 2,
     iterations: int = 3,
@@ -180,3 +180,32 @@ def parse(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return spec(*bound.args, **bound.kwargs)
     except MarkerError as exc:
         raise MarkerError(f"@pytest.mark.{name}: {exc}") from None
+
+
+class MarkLike(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def args(self) -> tuple[Any, ...]: ...
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]: ...
+
+
+def parse_marks(marks: Iterable[MarkLike]) -> dict[str, Any]:
+    """A test's marks, closest first, as options per marker name (the closest mark of each
+    name wins); a bad argument is kept as ``"error"``, to fail that test at setup."""
+    closest: dict[str, MarkLike] = {}
+    for mark in marks:
+        if mark.name in SPECS:
+            closest.setdefault(mark.name, mark)
+    parsed: dict[str, Any] = {}
+    for name in SPECS:
+        if name not in closest:
+            continue
+        try:
+            parsed[name] = parse(name, closest[name].args, dict(closest[name].kwargs))
+        except MarkerError as exc:
+            parsed["error"] = str(exc)
+    return parsed

@@ -1,72 +1,65 @@
-"""Everything shown or written about results: the failing report of a test, the end-of-run
-``cudaperf`` table, the JSON artefact, JUnit properties, GitHub step summary and annotations, and
-the self-contained HTML report.
+"""Everything shown or written about results, rendered from typed outcomes: the failing report
+of a test, JUnit properties, the end-of-run ``cudaperf`` table, the JSON artefact, GitHub step
+summary and annotations, and the self-contained HTML report. Writing files starts in
+:mod:`pytest_cudaperf.results`; the writers here only render and write one file each.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import sys
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
-import pytest
-
-from pytest_cudaperf.session import ItemState, Judge, Results, failure_text
+from pytest_cudaperf.outcome import FailureKind, JudgedRecord, TestOutcome
 from pytest_cudaperf.units import format_ms, format_pct, format_size
-from pytest_cudaperf.verdict import ci_text
+from pytest_cudaperf.verdict import Kind, ci_text
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.results import Results
+    from pytest_cudaperf.settings import Settings
 
 JSON_SCHEMA = 1
+
+
+class TerminalWriter(Protocol):
+    """What the end-of-run section needs of pytest's terminal reporter."""
+
+    def write_sep(self, sep: str, title: str) -> None: ...
+
+    def write_line(self, line: str, **markup: bool) -> None: ...
 
 
 # --- per test ----------------------------------------------------------------------------------
 
 
-def _is_oom(exc: BaseException) -> bool:
-    return type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(exc)
+def failure_text(outcome: TestOutcome) -> str:
+    """The report's longrepr: one line per failure, then details (sites, warnings)."""
+    lines = [failure.message for failure in outcome.failures]
+    lines.extend(f"    {detail}" for detail in outcome.details)
+    return "\n".join(lines)
 
 
-def finish_call_report(
-    item: pytest.Item,
-    rep: pytest.TestReport,
-    call: pytest.CallInfo[None],
-    side: Judge,
-    state: ItemState,
-    nodeid: str,
-) -> None:
-    """Attach the test's payload, turn a passed body with failures into a one-line failure,
-    and summarise and clean up after a CUDA OOM."""
-    body_passed = rep.passed
-    if call.excinfo is not None:
-        side.note_error(nodeid, call.excinfo.value)
-        if _is_oom(call.excinfo.value):
-            from pytest_cudaperf import memory
-
-            rep.sections.append(("cudaperf memory at OOM", memory.oom_summary()))
-            memory.release_frames(call.excinfo.tb)
-            memory.recover_after_oom()
-    payload = side.report_payload(state, nodeid, body_passed)
-    if payload is None:
-        return
-    payload["location"] = [rep.location[0], (rep.location[1] or 0) + 1]
-    # xdist sends reports through execnet, which takes JSON-like builtins only
-    payload = json.loads(json.dumps(payload, default=str))
-    rep.cudaperf = payload  # type: ignore[attr-defined]
-    for record in payload["records"]:
-        suffix = record["key"][len(nodeid) :] if record["key"].startswith(nodeid) else ""
-        prop = (
-            f"cudaperf{suffix} {record['series']}",
-            f"{record['value']:.6g} {record['unit']} ({record['verdict']['kind']})",
+def junit_properties(outcome: TestOutcome) -> list[tuple[str, str]]:
+    """``("cudaperf time:device/cold", "0.0123 ms (pass)")``; a named series says its name."""
+    props = []
+    for record in outcome.records:
+        suffix = f"#{record.key.name}" if record.key.name else ""
+        props.append(
+            (
+                f"cudaperf{suffix} {record.series}",
+                f"{record.value:.6g} {record.unit} ({record.verdict.kind.value})",
+            )
         )
-        rep.user_properties.append(prop)
-        # junitxml writes the properties of the teardown report, which copies the item's
-        item.user_properties.append(prop)
-    if body_passed and state.failures:
-        rep.outcome = "failed"
-        rep.longrepr = failure_text(state)
-        rep.cudaperf_failure = state.failures[0][0]  # type: ignore[attr-defined]
+    return props
+
+
+def output_error(what: str, path: Path, exc: BaseException, hint: str) -> str:
+    """One line for an end-of-run output that could not be written, and what to do."""
+    reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"cudaperf: {what}: {path}: {reason} ({type(exc).__name__}); {hint}"
 
 
 # --- the end-of-run table ----------------------------------------------------------------------
@@ -76,33 +69,59 @@ def _short(nodeid: str, width: int = 60) -> str:
     return nodeid if len(nodeid) <= width else "…" + nodeid[-(width - 1) :]
 
 
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _baseline_cells(record: JudgedRecord) -> tuple[str, str, str]:
+    """Baseline, change and CI cells; a baseline that cannot be shown (infinite) reads ``?``."""
+    verdict = record.verdict
+    if verdict.ratio is not None:
+        base = record.baseline_value
+        if not (_finite(base) and _finite(verdict.ratio)):
+            return "?", "", ""
+        assert base is not None
+        return (
+            format_ms(base),
+            format_pct(verdict.ratio - 1),
+            ci_text(verdict.ci) if verdict.ci else "",
+        )
+    if record.others:
+        other = record.others[0]
+        return f"({other.device_class}: {format_ms(other.value)})", "", ""
+    return "—", "", ""
+
+
+def _verdict_word(record: JudgedRecord) -> str:
+    verdict = record.verdict
+    word = verdict.kind.value.upper()
+    threshold, tolerance = verdict.threshold, verdict.tolerance
+    if threshold is not None and tolerance is not None and threshold > tolerance:
+        word += f" (t={threshold:.0%})"  # the baseline's noise raised the threshold
+    return word
+
+
 def table_rows(results: Results) -> list[list[str]]:
-    peaks = {r["key"]: r for r in results.records() if r["series"] == "memory:peak"}
+    peaks = {r.key: r for r in results.records() if r.series == "memory:peak"}
     rows = []
-    for record in sorted(results.records(), key=lambda r: r["key"]):
-        if record["unit"] != "ms":
+    for record in sorted(results.records(), key=lambda r: r.key):
+        if not record.is_time:
             continue
-        verdict = record["verdict"]
-        base = "—"
-        change = ci = ""
-        if verdict.get("ratio") is not None:
-            base_value = record["value"] / verdict["ratio"]
-            base = format_ms(base_value)
-            change = format_pct(verdict["ratio"] - 1)
-            ci = ci_text(verdict["ci"])
-        elif record.get("others"):
-            other = record["others"][0]
-            base = f"({other['device_class']}: {format_ms(other['value'])})"
-        peak = peaks.get(record["key"])
-        peak_text = format_size(peak["value"]) if peak else ""
-        if peak and peak["verdict"]["kind"] not in ("pass", "new"):
-            peak_text += f" {peak['verdict']['kind'].upper()}"  # e.g. "14.0 MiB REGRESSION"
-        word = verdict["kind"].upper()
-        threshold, tolerance = verdict.get("threshold"), verdict.get("tolerance")
-        if threshold is not None and tolerance is not None and threshold > tolerance:
-            word += f" (t={threshold:.0%})"  # the baseline's noise raised the threshold
+        base, change, ci = _baseline_cells(record)
+        peak = peaks.get(record.key)
+        peak_text = format_size(peak.value) if peak else ""
+        if peak and peak.verdict.kind not in (Kind.PASS, Kind.NEW):
+            peak_text += f" {peak.verdict.kind.value.upper()}"  # e.g. "14.0 MiB REGRESSION"
         rows.append(
-            [_short(record["key"]), format_ms(record["value"]), base, change, ci, word, peak_text]
+            [
+                _short(str(record.key)),
+                format_ms(record.value),
+                base,
+                change,
+                ci,
+                _verdict_word(record),
+                peak_text,
+            ]
         )
     return rows
 
@@ -119,56 +138,83 @@ def render_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) 
     ]
 
 
-def terminal_summary(tr: Any, results: Results, settings: Any) -> None:
-    if not results.payloads and not results.updates:
+def summary_line(counts: Mapping[str, int]) -> str:
+    measured = f"{counts['measured']} measured"
+    if counts["peaks"]:  # a time and a peak are judged alike: say how many of each
+        times, peaks = counts["times"], counts["peaks"]
+        measured += f" ({times} time{'s' if times != 1 else ''}, {peaks} peak memory)"
+    parts = [
+        measured,
+        f"{counts['regression']} regression{'s' if counts['regression'] != 1 else ''}",
+        f"{counts['improved']} improved",
+        f"{counts['new']} new",
+        f"{counts['inconclusive']} inconclusive",
+    ]
+    if counts["leak"]:
+        parts.append(f"{counts['leak']} leak{'s' if counts['leak'] != 1 else ''}")
+    if counts["over budget"]:
+        parts.append(f"{counts['over budget']} over budget")
+    return "cudaperf: " + ", ".join(parts)
+
+
+def _notes(results: Results, settings: Settings) -> list[str]:
+    """Failures other than regressions, NEW and OBSOLETE entries, updates, refused prunes."""
+    lines = [
+        f"{_short(outcome.nodeid)}: {failure.message}"
+        for outcome in results.judged()
+        for failure in outcome.failures
+        if failure.kind is not FailureKind.REGRESSION  # regressions show in the table
+    ]
+    new = [r for r in results.records() if r.verdict.kind is Kind.NEW]
+    if new and not settings.update:
+        lines.append(
+            f"NEW (no baseline for this device class): {len(new)}; record them with "
+            "pytest --cudaperf-update"
+        )
+    for device_class, keys in results.obsolete.items():
+        lines.append(
+            f"OBSOLETE in {device_class} ({len(keys)}; remove with --cudaperf-update "
+            "--cudaperf-prune):"
+        )
+        lines.extend(f"  {key}" for key in keys)
+    lines.extend(update.line() for update in results.updates)
+    if results.pruned_refused:
+        lines.append(
+            "cudaperf: --cudaperf-prune skipped: this run was partial (deselection, "
+            "a crashed worker or an interruption)"
+        )
+    return lines
+
+
+def terminal_summary(tr: TerminalWriter, results: Results, settings: Settings) -> None:
+    if not results.outcomes and not results.updates and not results.errors:
         return
     tr.write_sep("=", "cudaperf")
     rows = table_rows(results)
     if rows:
         for line in render_table(rows):
             tr.write_line(line)
-    for nodeid in sorted(results.payloads):
-        payload = results.payloads[nodeid]
-        if not payload.get("body_passed"):
-            continue
-        for kind, line in payload.get("failures", []):
-            if kind != "regression":  # regressions show in the table (time and peak columns)
-                tr.write_line(f"{_short(nodeid)}: {line}")
-    new = [r["key"] for r in results.records() if r["verdict"]["kind"] == "new"]
-    if new and not settings.update:
-        tr.write_line(
-            f"NEW (no baseline for this device class): {len(new)}; record them with "
-            "pytest --cudaperf-update"
-        )
-    for device_class, keys in results.obsolete.items():
-        tr.write_line(
-            f"OBSOLETE in {device_class} ({len(keys)}; remove with --cudaperf-update "
-            "--cudaperf-prune):"
-        )
-        for key in keys:
-            tr.write_line(f"  {key}")
-    for update in results.updates:
-        tr.write_line(update.line())
-    if results.pruned_refused:
-        tr.write_line(
-            "cudaperf: --cudaperf-prune skipped: this run was partial (deselection, "
-            "a crashed worker or an interruption)"
-        )
+    for line in _notes(results, settings):
+        tr.write_line(line)
+    for line in results.errors:
+        tr.write_line(line, red=True)
     counts = results.counts()
-    bad = counts["regression"] or counts["leak"] or counts["over budget"]
-    tr.write_line(results.summary_line(), red=bool(bad), green=not bad, bold=True)
+    bad = counts["regression"] or counts["leak"] or counts["over budget"] or results.errors
+    tr.write_line(summary_line(counts), red=bool(bad), green=not bad, bold=True)
 
 
 # --- artefacts ---------------------------------------------------------------------------------
 
 
-def json_document(results: Results, environment: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+def json_document(
+    results: Results, environment: Mapping[str, object], run_id: str
+) -> dict[str, object]:
     return {
         "schema": JSON_SCHEMA,
         "run_id": run_id,
         "environment": dict(environment),
         "summary": results.counts(),
-        "tests": [results.payloads[k] for k in sorted(results.payloads)],
+        "tests": [results.outcomes[k].to_payload() for k in sorted(results.outcomes)],
         "updates": [
             {"path": str(u.path), "added": u.added, "changed": u.changed, "pruned": u.pruned}
             for u in results.updates
@@ -178,7 +224,7 @@ def json_document(results: Results, environment: Mapping[str, Any], run_id: str)
     }
 
 
-def write_json(path: Path, document: Mapping[str, Any]) -> None:
+def write_json(path: Path, document: Mapping[str, object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -189,31 +235,26 @@ def github_summary(results: Results) -> str:
         "| " + " | ".join(c.replace("|", "\\|") or " " for c in row) + " |"
         for row in table_rows(results)
     )
-    lines.extend(["", results.summary_line(), ""])
+    lines.extend(["", summary_line(results.counts()), ""])
     return "\n".join(lines)
 
 
 def github_annotations(results: Results) -> list[str]:
     lines = []
-    for payload in results.payloads.values():
-        if not payload.get("body_passed"):
+    for outcome in results.outcomes.values():
+        if not outcome.body_passed:
             continue
-        file, line = payload.get("location", ["", 0])
-        for _, message in payload.get("failures", []):
-            text = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        file, line = outcome.location or ("", 0)
+        for failure in outcome.failures:
+            text = failure.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
             lines.append(f"::error file={file},line={line}::{text}")
     return lines
 
 
-def write_github(results: Results, environ: Mapping[str, str]) -> list[str]:
-    """Append the Markdown table to $GITHUB_STEP_SUMMARY; return the annotation lines."""
-    if environ.get("GITHUB_ACTIONS") != "true":
-        return []
-    summary = environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(github_summary(results))
-    return github_annotations(results)
+def append_github_summary(path: Path, results: Results) -> None:
+    """Append the Markdown table to the step summary file ($GITHUB_STEP_SUMMARY)."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(github_summary(results))
 
 
 # --- HTML ----------------------------------------------------------------------------------------
@@ -228,15 +269,18 @@ h1{font-size:1.4em}table{border-collapse:collapse}td,th{padding:.2em .6em;text-a
 """
 
 
+#: the SVG strip's width and height in pixels
+_STRIP_SIZE = (640, 90)
+
+
 def _strip(
     samples: Sequence[float],
     baseline: float | None,
     ci: Sequence[float] | None,
     band: float | None,
-    width: int = 640,
-    height: int = 90,
 ) -> str:
     """An SVG histogram of the samples with the baseline and its tolerance band."""
+    width, height = _STRIP_SIZE
     if not samples:
         return ""
     values = list(samples)
@@ -290,44 +334,51 @@ def _strip(
     return "".join(parts)
 
 
-def render_html(document: Mapping[str, Any]) -> str:
+def _record_card(record: JudgedRecord) -> str:
     esc = html.escape
-    summary = document["summary"]
-    env = document["environment"]
-    cards = []
-    for test in document["tests"]:
-        for record in test.get("records", []):
-            verdict = record["verdict"]
-            m = record.get("measurement", {})
-            body = ""
-            if record["unit"] == "ms":
-                baseline = record["value"] / verdict["ratio"] if verdict.get("ratio") else None
-                body = _strip(
-                    m.get("samples_ms", []), baseline, m.get("ci_ms"), verdict.get("threshold")
-                )
-                value = format_ms(record["value"])
-            else:
-                value = format_size(record["value"])
-            warnings = "".join(f"<li>{esc(w)}</li>" for w in m.get("warnings", []))
-            cards.append(
-                f'<div class="card"><div><b>{esc(record["key"])}</b> '
-                f'<span class="meta">{esc(record["series"])}</span></div>'
-                f'<div><span class="kind {esc(verdict["kind"])}">{esc(verdict["kind"])}</span>'
-                f" — {esc(value)}; {esc(verdict.get('message') or '')}</div>{body}"
-                f'<div class="meta">{esc(record["device_class"])}; n={record["n"]}; '
-                f"{esc(json.dumps(record.get('env', {}), sort_keys=True))}</div>"
-                f"<ul>{warnings}</ul></div>"
-            )
-        leak = test.get("leak")
-        if leak and leak.get("leaks"):
-            sites = "".join(f"<li>{esc(s)}</li>" for s in leak.get("sites", []))
-            cards.append(
-                f'<div class="card"><b>{esc(test["nodeid"])}</b> '
-                f'<span class="kind regression">leak</span> '
-                f"{esc(json.dumps(leak['series']))}<ul>{sites}</ul></div>"
-            )
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in summary.items())
-    envrows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in env.items())
+    verdict = record.verdict
+    body = ""
+    if record.is_time:
+        baseline = record.baseline_value if _finite(record.baseline_value) else None
+        body = _strip(record.samples_ms, baseline, record.measured_ci_ms, verdict.threshold)
+        value = format_ms(record.value)
+    else:
+        value = format_size(record.value)
+    warnings = "".join(f"<li>{esc(w)}</li>" for w in record.warnings)
+    kind = verdict.kind.value
+    return (
+        f'<div class="card"><div><b>{esc(str(record.key))}</b> '
+        f'<span class="meta">{esc(record.series)}</span></div>'
+        f'<div><span class="kind {esc(kind)}">{esc(kind)}</span>'
+        f" — {esc(value)}; {esc(verdict.message or '')}</div>{body}"
+        f'<div class="meta">{esc(record.device_class)}; n={record.n}; '
+        f"{esc(json.dumps(dict(record.env), sort_keys=True, default=str))}</div>"
+        f"<ul>{warnings}</ul></div>"
+    )
+
+
+def _cards(outcome: TestOutcome) -> list[str]:
+    esc = html.escape
+    cards = [_record_card(record) for record in outcome.records]
+    leak = outcome.leak
+    if leak and leak.leaks:
+        sites = "".join(f"<li>{esc(s)}</li>" for s in leak.sites)
+        series = {k: list(v) for k, v in leak.series.items()}
+        cards.append(
+            f'<div class="card"><b>{esc(outcome.nodeid)}</b> '
+            f'<span class="kind regression">leak</span> '
+            f"{esc(json.dumps(series))}<ul>{sites}</ul></div>"
+        )
+    return cards
+
+
+def _rows(values: Mapping[str, object]) -> str:
+    esc = html.escape
+    return "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in values.items())
+
+
+def render_html(results: Results, environment: Mapping[str, object]) -> str:
+    cards = [card for k in sorted(results.outcomes) for card in _cards(results.outcomes[k])]
     legend = (
         "Bars: the samples' distribution; green line and band: the baseline and its "
         "tolerance; red bar: the 95% CI of the median."
@@ -335,37 +386,12 @@ def render_html(document: Mapping[str, Any]) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>cudaperf report</title>"
         f"<style>{_CSS}</style></head><body><h1>cudaperf report</h1>"
-        f"<table>{rows}</table><h2>Environment</h2><table>{envrows}</table>"
+        f"<table>{_rows(results.counts())}</table><h2>Environment</h2>"
+        f"<table>{_rows(environment)}</table>"
         f"<p class='meta'>{legend}</p>{''.join(cards)}</body></html>\n"
     )
 
 
-def environment_of(side: Judge) -> dict[str, Any]:
-    probe = side.probe
-    return {
-        "torch": probe.torch_version,
-        "cuda": probe.cuda_version,
-        "driver": probe.driver,
-        "gpus": [f"{g.name} ({g.sm})" for g in probe.gpus],
-        "cpu": probe.cpu,
-        "python": ".".join(map(str, sys.version_info[:3])),
-    }
-
-
-def finish_run(run: Any, environ: Mapping[str, str]) -> list[str]:
-    """Controller, end of session: baseline writes, obsolete entries, JSON, HTML, GitHub.
-    Returns the GitHub annotation lines to print."""
-    results: Results = run.results
-    settings = run.settings
-    if settings.update and not settings.disable:
-        results.update_store(run.store, settings.prune, run.root)
-    results.find_obsolete(run.store, run.root)
-    if settings.json or settings.html:
-        document = json_document(results, environment_of(run.side), run.run_id)
-        if settings.json:
-            write_json(run.output_dir / settings.json, document)
-        if settings.html:
-            target = run.output_dir / settings.html
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(render_html(document), encoding="utf-8")
-    return write_github(results, environ)
+def write_html(path: Path, results: Results, environment: Mapping[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(results, environment), encoding="utf-8")

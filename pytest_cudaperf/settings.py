@@ -190,7 +190,7 @@ class Settings:
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
 
-class _ConfigLike(Protocol):
+class ConfigLike(Protocol):
     """The part of ``pytest.Config`` that resolution reads (a protocol, so tests need no pytest)."""
 
     def getoption(self, name: str) -> Any: ...
@@ -198,7 +198,21 @@ class _ConfigLike(Protocol):
     def getini(self, name: str) -> Any: ...
 
 
-def resolve(config: _ConfigLike, environ: Mapping[str, str], ini_name: str) -> Settings:
+def option_arguments(option: Option) -> dict[str, Any]:
+    """``addoption`` keyword arguments: ``default=None``, so "not given" differs from false."""
+    kwargs: dict[str, Any] = {
+        "dest": "cudaperf_" + option.field,
+        "default": None,
+        "help": f"{option.help} [ini: {option.ini}, env: {option.env}]",
+    }
+    if option.flag:
+        kwargs["action"] = "store_true"
+    else:
+        kwargs["metavar"] = option.metavar
+    return kwargs
+
+
+def resolve(config: ConfigLike, environ: Mapping[str, str], ini_name: str) -> Settings:
     """Resolve every option: CLI > env > ini > default. Raises :class:`SettingError`."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}

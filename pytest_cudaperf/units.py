@@ -34,21 +34,40 @@ def _finite(value: float, text: object) -> float:
     return value
 
 
+#: percentages above this are refused as typos (a tolerance of 1000% judges nothing)
+MAX_PERCENT = 1000.0
+
+
+def _suggest_percent(value: float) -> str:
+    return f"{value:g}%"
+
+
 def parse_fraction(text: str | float) -> float:
-    """``0.05``, ``"5%"`` or ``"0.05"`` -> 0.05; must lie in [0, 10)."""
+    """``0.05``, ``"0.05"`` or ``"5%"`` -> 0.05. A bare number is a fraction below 1; ``5`` or
+    ``"5"`` is refused with the suggestion ``5%``; a percentage needs its ``%``."""
     if isinstance(text, bool):
         raise ValueError(f"expected a fraction such as 0.05 or 5%, got {text!r}")
+    percent = isinstance(text, str) and text.strip().endswith("%")
     if isinstance(text, (int, float)):
         value = float(text)
     else:
-        raw = text.strip()
+        raw = text.strip().removesuffix("%").strip() if percent else text.strip()
         try:
-            value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+            value = float(raw)
         except ValueError:
             raise ValueError(f"expected a fraction such as 0.05 or 5%, got {text!r}") from None
     _finite(value, text)
-    if value < 0 or value >= 10:
-        raise ValueError(f"expected a fraction between 0 and 10 (0.05 or 5%), got {text!r}")
+    if value < 0:
+        raise ValueError(f"expected a fraction >= 0 such as 0.05 or 5%, got {text!r}")
+    if percent:
+        if value >= MAX_PERCENT:
+            raise ValueError(f"expected a percentage below {MAX_PERCENT:g}%, got {text!r}")
+        return value / 100
+    if value >= 1:
+        raise ValueError(
+            f"a bare number is a fraction below 1 (0.05 = 5%), got {text!r}; "
+            f"did you mean {_suggest_percent(value)!r}?"
+        )
     return value
 
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pytest_cudaperf import _torch_compat
 from pytest_cudaperf.measure.nvml import ClockWatch
 from pytest_cudaperf.measure.timing import HOST_BOUND_RATIO, Measurement, SynchronizesInside
 from pytest_cudaperf.units import format_ms
@@ -99,7 +100,7 @@ class SleepBlocker:
 
     def block(self, slot: int, enqueue_s: float) -> None:
         ms = max(0.02, 3 * enqueue_s * 1e3)
-        self._torch.cuda._sleep(int(ms * self._cycles_per_ms))
+        _torch_compat.cuda_sleep(int(ms * self._cycles_per_ms))
 
     def release(self, slot: int) -> None:
         pass
@@ -118,10 +119,10 @@ def sleep_cycles_per_ms(torch_mod: Any) -> float:
     """Calibrate ``torch.cuda._sleep``: cycles per millisecond on the current device."""
     start = torch_mod.cuda.Event(enable_timing=True)
     end = torch_mod.cuda.Event(enable_timing=True)
-    torch_mod.cuda._sleep(1000)
+    _torch_compat.cuda_sleep(1000)
     cycles = 2_000_000
     start.record()
-    torch_mod.cuda._sleep(cycles)
+    _torch_compat.cuda_sleep(cycles)
     end.record()
     end.synchronize()
     return float(cycles / max(start.elapsed_time(end), 1e-3))
@@ -254,7 +255,7 @@ def event_pairs(torch_mod: Any) -> list[tuple[Any, Any]]:
 def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float) -> bool:
     """True when ``fn`` waits for the GPU: it takes as long as a 20 ms sleep queued before it."""
     torch_mod.cuda.synchronize()
-    torch_mod.cuda._sleep(int(20 * cycles_per_ms))
+    _torch_compat.cuda_sleep(int(20 * cycles_per_ms))
     began = time.perf_counter()
     fn()
     waited = time.perf_counter() - began

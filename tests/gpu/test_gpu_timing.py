@@ -130,7 +130,9 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     assert any(w.startswith("host-bound") for w in m["hostbound"]["warnings"])
     report = json.loads((pytester.path / "out.json").read_text())
     series = {
-        (r["key"].split("::")[-1], r["series"]) for t in report["tests"] for r in t["records"]
+        (r["nodeid"].split("::")[-1] + (f"#{r['name']}" if r["name"] else ""), r["series"])
+        for t in report["tests"]
+        for r in t["records"]
     }
     assert ("test_matmul_cold", "time:device/cold") in series
     assert ("test_matmul_cold", "memory:peak") in series
@@ -141,7 +143,7 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     peaks = [r for t in report["tests"] for r in t["records"] if r["series"] == "memory:peak"]
     assert all(r["value"] >= 0 for r in peaks)
     compares = [c for t in report["tests"] for c in t["comparisons"]]
-    assert compares[0]["key"].endswith("#small_vs_big")
+    assert compares[0]["name"] == "small_vs_big"
     assert report["environment"]["gpus"]
 
 

@@ -306,11 +306,14 @@ def test_regions_are_recorded(pytester: pytest.Pytester, mode: list[str]) -> Non
     """)
     result = pytester.runpytest(*mode, "--cudaperf-json=out.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["test_regions_are_recorded.py::test_loop#step  1.* ms  *NEW*"])
+    result.stdout.fnmatch_lines(
+        ["test_regions_are_recorded.py::test_loop [[]step[]]  1.* ms  *NEW*"]
+    )
     report = json.loads((pytester.path / "out.json").read_text())
     (record,) = report["tests"][0]["records"]
     assert record["series"] == "time:region"
     assert record["n"] == 12
+    assert (record["nodeid"], record["name"]) == ("test_regions_are_recorded.py::test_loop", "step")
 
 
 def test_rounds_from_the_option_and_the_marker(pytester: pytest.Pytester, mode: list[str]) -> None:

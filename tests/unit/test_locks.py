@@ -115,3 +115,29 @@ def test_concurrent_measurements_never_deadlock(tmp_path: Path) -> None:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+
+
+FILE_LOCK = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from pytest_cudaperf.locks import file_lock
+    with file_lock(Path(sys.argv[1])):
+        print("held", flush=True)
+        time.sleep(float(sys.argv[2]))
+""")
+
+
+def test_file_lock_excludes_other_processes(tmp_path: Path) -> None:
+    from pytest_cudaperf.locks import file_lock
+
+    path = tmp_path / ".lock"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FILE_LOCK, str(path), "0.5"], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "held"
+    began = time.monotonic()
+    with file_lock(path):
+        waited = time.monotonic() - began
+    proc.wait()
+    assert waited > 0.2

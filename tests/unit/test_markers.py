@@ -70,3 +70,13 @@ def test_marker_help_has_full_signature() -> None:
         "no_leak(tolerance=0, warmup=2, iterations=3, pinned=True, outside_torch=False, "
         "max_peak=None): "
     )
+
+
+@pytest.mark.parametrize("given", [5, 2, "5"])
+def test_perf_tolerance_must_be_a_fraction_or_a_percentage(given: object) -> None:
+    with pytest.raises(MarkerError, match=r"^@pytest.mark.perf: tolerance: a bare number") as info:
+        parse("perf", (), {"tolerance": given})
+    assert str(info.value).endswith(f"did you mean '{given}%'?")
+    assert parse("perf", (), {"tolerance": f"{given}%"}).tolerance == pytest.approx(
+        int(given) / 100  # type: ignore[call-overload]
+    )

@@ -6,16 +6,14 @@ import types
 import pytest
 import torch
 
-from pytest_cudaperf.memory import (
-    CpuMemory,
+from pytest_cudaperf.memory.attribution import (
     CreationSites,
-    CudaMemory,
-    LeakResult,
     LineGrowth,
-    check_leaks,
     group_storages,
     user_frame,
 )
+from pytest_cudaperf.memory.backends import CpuMemory, CudaMemory
+from pytest_cudaperf.memory.protocol import LeakResult, check_leaks
 
 
 def test_steady_growth_is_a_leak_with_a_per_run_message() -> None:
@@ -96,7 +94,7 @@ def test_release_frames_frees_locals_even_after_an_f_locals_read() -> None:
     import gc
     import weakref
 
-    from pytest_cudaperf.memory import release_frames
+    from pytest_cudaperf.memory.oom import release_frames
 
     refs = {}
 
@@ -215,13 +213,17 @@ def test_group_storages_groups_by_site_largest_first() -> None:
     ]
 
 
-def test_cuda_memory_reads_only_devices_with_a_context() -> None:
+def test_cuda_memory_reads_only_devices_with_a_context(monkeypatch: pytest.MonkeyPatch) -> None:
     """Synchronizing or reading a device without a context would create one."""
+    from pytest_cudaperf import _torch_compat
+
     memory = CudaMemory.__new__(CudaMemory)
     fake_cuda = types.SimpleNamespace(is_initialized=lambda: True, device_count=lambda: 4)
     contexts = {0: True, 1: False, 2: True, 3: False}
     fake_c = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: contexts[i])
+    monkeypatch.setattr(torch, "_C", fake_c)
     memory._torch = types.SimpleNamespace(cuda=fake_cuda, _C=fake_c)
+    assert _torch_compat.has_primary_context(1) is False
     assert memory.devices() == [0, 2]
     fake_cuda.is_initialized = lambda: False
     assert memory.devices() == []

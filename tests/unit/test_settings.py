@@ -84,3 +84,14 @@ def test_every_option_has_ini_and_env_twins() -> None:
         assert option.cli == "--cudaperf-" + option.name
         assert option.ini == "cudaperf_" + option.name.replace("-", "_")
         assert option.env.startswith("PYTEST_CUDAPERF_")
+
+
+@pytest.mark.parametrize("given", ["5", "2", "1"])
+def test_a_bare_tolerance_of_one_or_more_is_refused_with_a_percentage(given: str) -> None:
+    with pytest.raises(SettingError) as excinfo:
+        resolve(FakeConfig({"cudaperf_tolerance": given}), {}, "x")
+    assert str(excinfo.value).startswith("--cudaperf-tolerance: a bare number is a fraction")
+    assert f"did you mean '{given}%'?" in str(excinfo.value)
+    assert resolve(FakeConfig({"cudaperf_tolerance": f"{given}%"}), {}, "x").tolerance == (
+        pytest.approx(int(given) / 100)
+    )

@@ -20,10 +20,24 @@ def test_parse_fraction(text: str | float, expected: float) -> None:
     assert parse_fraction(text) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text", ["fast", "-1", "10", "nan", "inf", True, ""])
+@pytest.mark.parametrize("text", ["fast", "-1", "nan", "inf", True, "", "1000%", "-5%"])
 def test_parse_fraction_rejects(text: object) -> None:
-    with pytest.raises(ValueError, match=r"fraction|finite"):
+    with pytest.raises(ValueError, match=r"fraction|finite|percentage"):
         parse_fraction(text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "suggestion"), [(5, "'5%'"), (2, "'2%'"), ("5", "'5%'"), (1, "'1%'"), ("10", "'10%'")]
+)
+def test_a_bare_number_of_one_or_more_suggests_a_percentage(text: object, suggestion: str) -> None:
+    with pytest.raises(ValueError, match="a bare number is a fraction below 1") as info:
+        parse_fraction(text)  # type: ignore[arg-type]
+    assert str(info.value).endswith(f"did you mean {suggestion}?")
+
+
+def test_percentages_above_one_hundred_are_allowed_with_their_sign() -> None:
+    assert parse_fraction("150%") == pytest.approx(1.5)
+    assert parse_fraction(0.999) == pytest.approx(0.999)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,202 @@
+"""The run-wide context (settings, baseline store, device probe, CUDA fault state, locks) and
+the per-test context that the fixtures and the re-run protocol share.
+
+One :class:`RunContext` per process, built in ``pytest_configure``; one :class:`TestContext`
+per test that uses the plugin, built by :mod:`pytest_cudaperf.plugin` on first use.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_cudaperf.baselines import BaselineStore, Record, UpdateSummary
+from pytest_cudaperf.devices import (
+    FaultState,
+    Probe,
+    gpu_skip_reason,
+    is_sticky_cuda_error,
+    worker_index,
+)
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.locks import LockRegistry
+from pytest_cudaperf.outcome import ItemState, JudgedRecord
+from pytest_cudaperf.settings import ConfigLike, Settings, resolve
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.fixtures.device import DeviceContext
+    from pytest_cudaperf.markers import GpuRequirement, LeakOptions, PerfOptions
+    from pytest_cudaperf.measure.timing import Measurement
+
+
+# --- ADAPTER: baselines.py still takes string keys ------------------------------------------
+# The only place where a SeriesKey becomes the store's ``nodeid#name`` string and back. Replace
+# this class's body when the SeriesKey-aware store lands; nothing else converts keys.
+
+
+def store_key(key: SeriesKey) -> str:
+    """ADAPTER: the store's string key of a series (``nodeid`` or ``nodeid#name``)."""
+    return f"{key.nodeid}#{key.name}" if key.name else key.nodeid
+
+
+class KeyedStore:
+    """ADAPTER: the baseline store addressed by :class:`SeriesKey`."""
+
+    def __init__(self, store: BaselineStore) -> None:
+        self.store = store
+
+    def lookup(self, device_class: str, key: SeriesKey, series: str) -> dict[str, Any] | None:
+        return self.store.lookup(device_class, store_key(key), series)
+
+    def others(self, device_class: str, key: SeriesKey, series: str) -> list[tuple[str, float]]:
+        found = self.store.others(device_class, store_key(key), series)
+        return [(other, float(entry["value"])) for other, entry in found]
+
+    def update(
+        self, device_class: str, records: Iterable[JudgedRecord], prune: Iterable[str]
+    ) -> UpdateSummary:
+        converted = [Record.from_dict({**r.to_payload(), "key": store_key(r.key)}) for r in records]
+        return self.store.update(device_class, converted, prune)
+
+    def obsolete(
+        self, device_class: str, seen: set[str], seen_files: set[str], complete: bool, root: Path
+    ) -> list[str]:
+        """Store keys (strings, as shown and as pruned) of entries whose tests are gone."""
+        return self.store.obsolete(device_class, seen, seen_files, complete, root)
+
+
+# --- the one environment builder -------------------------------------------------------------
+
+
+def environment(
+    probe: Probe | None, measurement: Measurement | None = None, *, run: bool = False
+) -> dict[str, Any]:
+    """Where a value was measured: torch, CUDA, driver; a record adds the date and the SM clock
+    of its measurement, a run (``run=True``) the GPUs, CPU and Python instead of the date."""
+    env: dict[str, Any] = {} if run else {"date": datetime.date.today().isoformat()}
+    if probe is not None:
+        env.update(torch=probe.torch_version, cuda=probe.cuda_version, driver=probe.driver)
+        if run:
+            env.update(
+                gpus=[f"{g.name} ({g.sm})" for g in probe.gpus],
+                cpu=probe.cpu,
+                python=".".join(map(str, sys.version_info[:3])),
+            )
+    if measurement is not None and measurement.clocks.get("recorded"):
+        env["sm_mhz"] = measurement.clocks.get("sm_mhz_max")
+    return env
+
+
+# --- run and test contexts -------------------------------------------------------------------
+
+
+def _lock_folder(workerinput: Mapping[str, Any]) -> Path:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    given = workerinput.get("cudaperf_lock_dir")
+    return Path(given or os.path.join(tempfile.gettempdir(), f"pytest-cudaperf-{uid}"))
+
+
+@dataclass
+class RunContext:
+    """What every test of this process shares."""
+
+    settings: Settings
+    store: KeyedStore
+    locks: LockRegistry
+    root: Path
+    baseline_dir: Path
+    output_dir: Path
+    is_worker: bool = False
+    worker: int = 0
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    faults: FaultState = field(default_factory=FaultState)
+    _probe: Probe | None = None
+
+    @classmethod
+    def create(  # noqa: PLR0913 - the parts of a pytest.Config, so that tests need none
+        cls,
+        root: Path,
+        ini_name: str,
+        options: ConfigLike,
+        environ: Mapping[str, str],
+        workerinput: Mapping[str, Any] | None,
+        output_dir: Path,
+    ) -> RunContext:
+        """Resolve the settings and load the store (SettingError, BaselineError on bad input)."""
+        settings = resolve(options, environ, ini_name)
+        baseline_dir = (root / settings.baseline_dir).resolve()
+        given = workerinput or {}
+        return cls(
+            settings=settings,
+            store=KeyedStore(BaselineStore.load(baseline_dir)),
+            locks=LockRegistry(_lock_folder(given)),
+            root=root,
+            baseline_dir=baseline_dir,
+            output_dir=output_dir,
+            is_worker=workerinput is not None,
+            worker=worker_index(given.get("workerid")),
+            run_id=given.get("cudaperf_run_id") or uuid.uuid4().hex[:12],
+        )
+
+    @property
+    def probe(self) -> Probe:
+        """The device probe, taken on first use (it imports torch)."""
+        if self._probe is None:
+            from pytest_cudaperf.devices import probe
+
+            self._probe = probe()
+        return self._probe
+
+    def gpu_gate(self, req: GpuRequirement) -> tuple[str | None, str | None]:
+        """For a ``@gpu`` test: (why to skip it, why to fail it), each None when not."""
+        skip = gpu_skip_reason(req, self.probe, self.worker)
+        return (skip, None) if skip else (None, self.faults.message())
+
+    def note_error(self, nodeid: str, exc: BaseException) -> None:
+        """A sticky CUDA error raised in a test body poisons this process's context."""
+        if isinstance(exc, RuntimeError) and is_sticky_cuda_error(str(exc)):
+            self.faults.record(nodeid, str(exc).strip().splitlines()[0])
+
+
+@dataclass
+class TestContext:
+    """One test's view of the plugin: the run, what the test measured so far, its markers and
+    the device it runs on (set by the ``cuda_device`` fixture)."""
+
+    __test__ = False  # not a pytest test class
+
+    run: RunContext
+    state: ItemState
+    marks: Mapping[str, Any] = field(default_factory=dict)
+    device: DeviceContext | None = None
+
+    @property
+    def nodeid(self) -> str:
+        return self.state.nodeid
+
+    @property
+    def settings(self) -> Settings:
+        return self.run.settings
+
+    @property
+    def perf(self) -> PerfOptions | None:
+        found: PerfOptions | None = self.marks.get("perf")
+        return found
+
+    @property
+    def no_leak(self) -> LeakOptions | None:
+        found: LeakOptions | None = self.marks.get("no_leak")
+        return found
+
+    @property
+    def measuring(self) -> bool:
+        """Does a measurement or guard called now record anything? (not when disabled, nor
+        while the plugin re-runs the body)"""
+        return not (self.run.settings.disable or self.state.replaying)

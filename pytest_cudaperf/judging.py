@@ -1,0 +1,255 @@
+"""Verdict policy and record building: a measurement, the baseline and the test's limits
+become a judged record and, when the test's body passed, the failures of that test.
+
+The comparison itself is :func:`pytest_cudaperf.verdict.judge`, called in one place
+(:func:`_judge`). The functions here run in the process that runs the test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_cudaperf import report
+from pytest_cudaperf.context import RunContext, TestContext, environment
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.markers import PerfOptions
+from pytest_cudaperf.outcome import (
+    ComparisonOutcome,
+    FailureKind,
+    JudgedRecord,
+    LeakOutcome,
+    Other,
+)
+from pytest_cudaperf.verdict import Kind, Verdict, budget_failure, judge
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.measure.timing import Budget, Comparison, Measurement
+    from pytest_cudaperf.memory import LeakResult, PeakResult
+    from pytest_cudaperf.settings import Settings
+
+#: default tolerance for peak memory: the requested-bytes peak is bit-identical across runs
+MEMORY_TOLERANCE = 0.01
+#: how often an inconclusive measurement is re-measured (with twice the time budget each time)
+REMEASURE = 2
+
+
+def tolerance(settings: Settings, perf: PerfOptions | None) -> float:
+    """The marker's tolerance, else the run's."""
+    if perf is not None and perf.tolerance is not None:
+        return perf.tolerance
+    return settings.tolerance
+
+
+def budget_for(
+    settings: Settings,
+    perf: PerfOptions,
+    warmup: float | None = None,
+    min_time: float | None = None,
+    max_time: float | None = None,
+) -> Budget:
+    """A measurement's budget: explicit arguments, else the marker's, else the run's settings;
+    the precision follows the tolerance."""
+    from pytest_cudaperf.measure.timing import Budget
+
+    return Budget.for_tolerance(
+        tolerance(settings, perf),
+        warmup=warmup if warmup is not None else (perf.warmup or 0.05),
+        min_time=min_time if min_time is not None else (perf.min_time or 0.0),
+        max_time=max_time if max_time is not None else (perf.max_time or settings.max_time),
+        rounds=perf.rounds or settings.rounds,
+    )
+
+
+def _judge(test: TestContext, measured: JudgedRecord, allowed: float) -> JudgedRecord:
+    """The one call of the verdict: a measured record (its verdict not yet given) against its
+    baseline entry, with the same series on other device classes beside it."""
+    store = test.run.store
+    klass, key, series = measured.device_class, measured.key, measured.series
+    baseline = store.lookup(klass, key, series)
+    verdict = judge(
+        measured.value, measured.noise, measured.unit, baseline, allowed, klass, measured.env
+    )
+    others = tuple(Other(c, v) for c, v in store.others(klass, key, series))
+    return dataclasses.replace(measured, verdict=verdict, others=others)
+
+
+#: the verdict of a record not judged yet
+_UNJUDGED = Verdict(Kind.INCONCLUSIVE, message="not judged yet")
+
+
+def judge_time(
+    test: TestContext, key: SeriesKey, m: Measurement, device_class: str
+) -> JudgedRecord:
+    measured = JudgedRecord(
+        key=key,
+        series=f"time:{m.mode}",
+        value=m.median_ms,
+        unit="ms",
+        noise=m.rel_halfwidth,
+        n=m.n,
+        ci=m.ci_ms,
+        device_class=device_class,
+        env=environment(test.run.probe, m),
+        verdict=_UNJUDGED,
+        measurement=m.to_dict(),
+    )
+    return _judge(test, measured, tolerance(test.settings, test.perf))
+
+
+def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
+    """Record a judged time; a regression, a missing baseline under --cudaperf-strict, or a
+    median over ``max_ms`` fails the test."""
+    state, settings, label = test.state, test.settings, record.key.label()
+    state.records.append(record)
+    if record.verdict.kind is Kind.REGRESSION and not settings.update:
+        state.fail(FailureKind.REGRESSION, f"{label}{record.verdict.message}")
+    if record.verdict.kind is Kind.NEW and settings.strict and not settings.update:
+        state.fail(
+            FailureKind.MISSING,
+            f"{label}no baseline for {record.series} on {record.device_class} "
+            "(--cudaperf-strict); record one with pytest --cudaperf-update",
+        )
+    limit = test.perf.max_ms if test.perf else None
+    subject = record.key.nodeid.rsplit("::", 1)[-1]
+    over = budget_failure(m.median_ms, limit, "ms", "max_ms", m.how(), subject=subject)
+    if over:
+        state.fail(FailureKind.BUDGET, f"{label}{over}")
+    state.details.extend(f"{label}{w}" for w in m.warnings)
+
+
+def add_peak(
+    test: TestContext,
+    key: SeriesKey,
+    peak: PeakResult,
+    device_class: str,
+    max_peak: int | None,
+) -> None:
+    """Record a judged peak; a regression or a peak over ``max_peak`` fails the test."""
+    size = float(peak.peak_bytes)
+    measured = JudgedRecord(
+        key=key,
+        series="memory:peak",
+        value=size,
+        unit="bytes",
+        noise=0.0,
+        n=1,
+        ci=(size, size),
+        device_class=device_class,
+        env=environment(test.run.probe),
+        verdict=_UNJUDGED,
+        measurement=peak.to_dict(),
+    )
+    record = _judge(test, measured, MEMORY_TOLERANCE)
+    test.state.records.append(record)
+    if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
+        test.state.fail(FailureKind.REGRESSION, f"{key.label()}{record.verdict.message}")
+    check_peak(test, key, peak, max_peak)
+    if peak.alloc_retries or peak.ooms:
+        test.state.details.append(
+            f"{key.label()}allocator retried {peak.alloc_retries} times, "
+            f"{peak.ooms} OOMs (near the memory limit)"
+        )
+
+
+def check_peak(
+    test: TestContext, key: SeriesKey, peak: PeakResult | None, limit: int | None
+) -> None:
+    """The ``max_peak`` budget of a marker or ``memory_guard`` (no peak: nothing to check)."""
+    if peak is None:
+        return
+    where = f"requested bytes on {peak.device}"
+    over = budget_failure(peak.peak_bytes, limit, "bytes", "max_peak", where)
+    if over:
+        test.state.fail(FailureKind.MEMORY, f"{key.label()}{over}")
+
+
+def add_comparison(
+    test: TestContext, key: SeriesKey, comparison: Comparison, min_speedup: float | None
+) -> None:
+    detail = comparison.to_dict()
+    test.state.comparisons.append(ComparisonOutcome(key, comparison.speedup, comparison.ci, detail))
+    if min_speedup is None:
+        return
+    text = f"{key.label()}{comparison.describe()}"
+    if comparison.ci[1] < min_speedup:
+        test.state.fail(FailureKind.SPEEDUP, f"{text} < min_speedup {min_speedup:g}")
+    elif comparison.ci[0] < min_speedup:
+        test.state.details.append(
+            f"{key.label()}inconclusive against min_speedup {min_speedup:g}: "
+            f"{comparison.describe()}"
+        )
+
+
+def add_leak(test: TestContext, key: SeriesKey, result: LeakResult) -> None:
+    test.state.leak = LeakOutcome(
+        key=key,
+        series=result.series,
+        leaks=result.leaks,
+        tolerance=result.tolerance,
+        settle=tuple(result.settle_steps),
+        sites=tuple(result.sites),
+    )
+    message = result.message()
+    if message:
+        test.state.fail(FailureKind.LEAK, message)
+        test.state.details.extend(result.sites)
+
+
+def measure_judged(
+    test: TestContext,
+    key: SeriesKey,
+    run_once: Callable[[Budget], Measurement],
+    budget: Budget,
+    device_class: str,
+) -> Measurement:
+    """Measure, judge against the baseline, and re-measure an inconclusive result (twice the
+    time budget each time, at most REMEASURE times) before recording it."""
+    for attempt in range(REMEASURE + 1):
+        measurement = run_once(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
+        record = judge_time(test, key, measurement, device_class)
+        if record.verdict.kind is not Kind.INCONCLUSIVE:
+            break
+    add_time(test, record, measurement)
+    return measurement
+
+
+def finish_call_report(
+    run: RunContext,
+    test: TestContext | None,
+    item: pytest.Item,
+    rep: pytest.TestReport,
+    call: pytest.CallInfo[None],
+) -> None:
+    """Apply a test's outcome to its call report: the payload for the controller, JUnit
+    properties, and a passed body with failures turned into a one-line failure. A sticky CUDA
+    error poisons the process; after a CUDA OOM, summarise and clean up."""
+    body_passed = rep.passed
+    if call.excinfo is not None:
+        run.note_error(item.nodeid, call.excinfo.value)
+        _after_oom(rep, call)
+    if test is None or test.state.empty:
+        return
+    outcome = test.state.outcome(body_passed, (rep.location[0], (rep.location[1] or 0) + 1))
+    rep.cudaperf = outcome.to_payload()  # type: ignore[attr-defined]
+    for prop in report.junit_properties(outcome):
+        rep.user_properties.append(prop)
+        # junitxml writes the properties of the teardown report, which copies the item's
+        item.user_properties.append(prop)
+    if body_passed and outcome.failures:
+        rep.outcome = "failed"
+        rep.longrepr = report.failure_text(outcome)
+        rep.cudaperf_failure = outcome.failures[0].kind.value  # type: ignore[attr-defined]
+
+
+def _after_oom(rep: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
+    from pytest_cudaperf import memory
+
+    assert call.excinfo is not None
+    if memory.is_oom(call.excinfo.value):
+        rep.sections.append(("cudaperf memory at OOM", memory.oom_summary()))
+        memory.release_frames(call.excinfo.tb)
+        memory.recover_after_oom()

@@ -1,0 +1,164 @@
+"""Controller side: every test's outcome, merged from the workers, and the end-of-run path
+(baseline update, obsolete entries, artefacts). Persistence starts here; rendering is
+:mod:`pytest_cudaperf.report`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_cudaperf import report
+from pytest_cudaperf.baselines import UpdateSummary
+from pytest_cudaperf.context import KeyedStore, RunContext, environment
+from pytest_cudaperf.outcome import FailureKind, JudgedRecord, TestOutcome
+from pytest_cudaperf.verdict import Kind
+
+
+@dataclass
+class Results:
+    """Controller side: every outcome of the run, and what the run saw."""
+
+    outcomes: dict[str, TestOutcome] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    deselected: int = 0
+    crashed_workers: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    updates: list[UpdateSummary] = field(default_factory=list)
+    obsolete: dict[str, list[str]] = field(default_factory=dict)
+    pruned_refused: bool = False
+    #: one line per end-of-run output that failed (file, reason, what to do)
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_payloads(cls, payloads: Mapping[str, Mapping[str, Any]]) -> Results:
+        """Results of report payloads (a JSON report's ``tests``)."""
+        return cls(outcomes={k: TestOutcome.from_payload(p) for k, p in payloads.items()})
+
+    def add(self, nodeid: str, when: str, payload: Mapping[str, Any] | None) -> None:
+        if when == "setup":
+            self.seen.add(nodeid)
+        if payload is not None:
+            self.outcomes[nodeid] = TestOutcome.from_payload(payload)
+
+    def worker_output(self) -> dict[str, int]:
+        """What a worker sends the controller at its end (JSON builtins only)."""
+        return {"deselected": self.deselected}
+
+    def worker_down(self, worker: str, output: Mapping[str, Any] | None, error: object) -> None:
+        """Read a worker's output defensively: a crashed worker has none."""
+        data = (output or {}).get("cudaperf")
+        if error is not None or not isinstance(data, dict):
+            self.crashed_workers.append(worker)
+            return
+        self.deselected += int(data.get("deselected", 0))
+
+    @property
+    def complete(self) -> bool:
+        """Did this run see every test of the files it ran? (no deselection, crash or abort)"""
+        return not (self.deselected or self.crashed_workers or self.interrupted)
+
+    @property
+    def seen_files(self) -> set[str]:
+        return {nodeid.split("::", 1)[0] for nodeid in self.seen}
+
+    def records(self) -> list[JudgedRecord]:
+        return [r for o in self.outcomes.values() for r in o.records]
+
+    def judged(self) -> list[TestOutcome]:
+        """Outcomes whose body passed (their failures are the plugin's), by test id."""
+        return [self.outcomes[k] for k in sorted(self.outcomes) if self.outcomes[k].body_passed]
+
+    def updatable(self) -> dict[str, list[JudgedRecord]]:
+        """Records of tests whose body passed, by device class."""
+        by_class: dict[str, list[JudgedRecord]] = {}
+        for outcome in self.outcomes.values():
+            if outcome.body_passed:
+                for record in outcome.records:
+                    by_class.setdefault(record.device_class, []).append(record)
+        return by_class
+
+    def update_store(self, store: KeyedStore, prune: bool, root: Path) -> None:
+        by_class = self.updatable()
+        for device_class in sorted(by_class):
+            obsolete = store.obsolete(device_class, self.seen, self.seen_files, self.complete, root)
+            removable = obsolete if prune and self.complete else []
+            self.pruned_refused = self.pruned_refused or (prune and not self.complete)
+            self.updates.append(store.update(device_class, by_class[device_class], removable))
+
+    def find_obsolete(self, store: KeyedStore, root: Path) -> None:
+        classes = {r.device_class for r in self.records()}
+        for device_class in sorted(classes):
+            found = store.obsolete(device_class, self.seen, self.seen_files, self.complete, root)
+            if found:
+                self.obsolete[device_class] = found
+
+    def counts(self) -> dict[str, int]:
+        records = self.records()
+        kinds = Counter(r.verdict.kind for r in records)
+        peaks = sum(1 for r in records if r.is_peak)
+        outcomes = self.outcomes.values()
+        return {
+            "measured": len(records),
+            "times": len(records) - peaks,
+            "peaks": peaks,
+            "regression": kinds[Kind.REGRESSION],
+            "improved": kinds[Kind.IMPROVED],
+            "new": kinds[Kind.NEW],
+            "inconclusive": kinds[Kind.INCONCLUSIVE],
+            "leak": sum(1 for o in outcomes if o.has(FailureKind.LEAK)),
+            "over budget": sum(1 for o in outcomes if any(f.kind.is_budget for f in o.failures)),
+        }
+
+
+#: what to do when an end-of-run output fails, by output
+_HINTS = {
+    "baseline update": "make it a writable folder, or choose another with --cudaperf-baseline-dir",
+    "--cudaperf-json": "point --cudaperf-json at a writable file",
+    "--cudaperf-html": "point --cudaperf-html at a writable file",
+    "GITHUB_STEP_SUMMARY": "check that GITHUB_STEP_SUMMARY names a writable file",
+}
+
+
+def _attempt(results: Results, what: str, path: Path, action: Callable[[], object]) -> None:
+    """Run one end-of-run output; an OS or data error becomes one line naming the file."""
+    try:
+        action()
+    except (OSError, ValueError) as exc:
+        results.errors.append(report.output_error(what, path, exc, _HINTS[what]))
+
+
+def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) -> list[str]:
+    """Controller, end of session: baseline writes, obsolete entries, JSON, HTML, GitHub. Each
+    output that fails is one line in ``results.errors``; the others are still written.
+    Returns the GitHub annotation lines to print."""
+    settings, out = run.settings, run.output_dir
+    if settings.update and not settings.disable:
+        update = lambda: results.update_store(run.store, settings.prune, run.root)  # noqa: E731
+        _attempt(results, "baseline update", run.baseline_dir, update)
+    results.find_obsolete(run.store, run.root)
+    env = environment(run.probe, run=True) if settings.json or settings.html else {}
+    if settings.json:
+        document = report.json_document(results, env, run.run_id)
+        json_path = out / settings.json
+        _attempt(
+            results, "--cudaperf-json", json_path, lambda: report.write_json(json_path, document)
+        )
+    if settings.html:
+        html_path = out / settings.html
+        _attempt(
+            results,
+            "--cudaperf-html",
+            html_path,
+            lambda: report.write_html(html_path, results, env),
+        )
+    if environ.get("GITHUB_ACTIONS") != "true":
+        return []
+    if environ.get("GITHUB_STEP_SUMMARY"):
+        summary = Path(environ["GITHUB_STEP_SUMMARY"])
+        write = lambda: report.append_github_summary(summary, results)  # noqa: E731
+        _attempt(results, "GITHUB_STEP_SUMMARY", summary, write)
+    return report.github_annotations(results)

@@ -1,0 +1,145 @@
+"""Session-end robustness and fraction arguments, end to end: an output that cannot be written
+is one line naming the file and what to do, every other output is kept, the run exits with
+pytest's usage-error code and never shows a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+FAST = ["--cudaperf-max-time=0.05", "--cudaperf-tolerance=30%", "-p", "no:cacheprovider"]
+
+ONE_TEST = """
+import time
+import pytest
+
+@pytest.mark.perf
+def test_one():
+    time.sleep(0.001)
+"""
+
+
+def _no_traceback(result: pytest.RunResult) -> None:
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text
+    assert "INTERNALERROR" not in text
+
+
+def test_baseline_folder_that_is_a_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one=ONE_TEST)
+    (pytester.path / ".cudaperf").write_text("not a folder")
+    result = pytester.runpytest(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
+    _no_traceback(result)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: baseline update: */.cudaperf: * (FileExistsError); make it a writable folder*",
+            "cudaperf: 1 measured, 0 regressions, 0 improved, 1 new, 0 inconclusive",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    # the measurements are not lost: the JSON report was still written
+    report = json.loads((pytester.path / "out.json").read_text())
+    assert report["tests"][0]["nodeid"] == "test_one.py::test_one"
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores file modes"
+)
+def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one=ONE_TEST)
+    folder = pytester.path / ".cudaperf"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        result = pytester.runpytest(*FAST, "--cudaperf-update")
+    finally:
+        folder.chmod(0o755)
+    _no_traceback(result)
+    result.stdout.fnmatch_lines(["cudaperf: baseline update: */.cudaperf: *(PermissionError)*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_json_report_pointing_at_a_folder_keeps_the_other_outputs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_one=ONE_TEST)
+    (pytester.path / "out").mkdir()
+    result = pytester.runpytest(
+        *FAST, "--cudaperf-update", "--cudaperf-json=out", "--cudaperf-html=report.html"
+    )
+    _no_traceback(result)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: --cudaperf-json: */out: * (IsADirectoryError); point --cudaperf-json at a writable file"
+        ]
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (pytester.path / "report.html").read_text().startswith("<!doctype html>")
+    assert list((pytester.path / ".cudaperf").glob("*.json")), "the baselines were written"
+
+
+def test_github_summary_that_cannot_be_written(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_one=ONE_TEST)
+    (pytester.path / "summary").mkdir()
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary"))
+    result = pytester.runpytest(*FAST)
+    _no_traceback(result)
+    result.stdout.fnmatch_lines(["cudaperf: GITHUB_STEP_SUMMARY: */summary: *IsADirectoryError*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_infinite_baseline_value_does_not_crash_the_report(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one=ONE_TEST)
+    assert pytester.runpytest(*FAST, "--cudaperf-update").ret == 0
+    (path,) = (pytester.path / ".cudaperf").glob("*.json")
+    document = json.loads(path.read_text())
+    document["entries"]["test_one.py::test_one"]["time:wall"]["value"] = float("inf")
+    path.write_text(json.dumps(document))  # writes Infinity
+    result = pytester.runpytest(*FAST, "--cudaperf-json=out.json", "--cudaperf-html=r.html")
+    _no_traceback(result)
+    if result.ret == pytest.ExitCode.USAGE_ERROR:  # a store that rejects the entry at start-up
+        result.stderr.fnmatch_lines([f"*{path.name}*"])
+        return
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["test_one.py::test_one  * ms  ?  *"])
+    assert (pytester.path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [("cli", "5"), ("cli", "2"), ("marker", "5"), ("marker", '"5"'), ("marker", "2")],
+)
+def test_a_bare_tolerance_above_one_is_an_error_suggesting_percent(
+    pytester: pytest.Pytester, where: str, value: str
+) -> None:
+    marker = f"tolerance={value}" if where == "marker" else ""
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.perf({marker})
+        def test_one():
+            pass
+        """
+    )
+    args = [f"--cudaperf-tolerance={value}"] if where == "cli" else []
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    _no_traceback(result)
+    bare = value.strip('"')
+    if where == "cli":
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(
+            [f"ERROR: --cudaperf-tolerance: a bare number is a fraction below 1 *'{bare}%'?*"]
+        )
+    else:  # the offending test errors at setup, naming the marker argument
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(
+            [f"*@pytest.mark.perf: tolerance: a bare number is a fraction below 1*'{bare}%'?*"]
+        )

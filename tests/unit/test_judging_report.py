@@ -1,0 +1,269 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_cudaperf import judging
+from pytest_cudaperf.baselines import BaselineStore
+from pytest_cudaperf.context import KeyedStore, RunContext, TestContext
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.locks import LockRegistry
+from pytest_cudaperf.markers import PerfOptions
+from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.outcome import FailureKind, ItemState
+from pytest_cudaperf.report import (
+    failure_text,
+    github_annotations,
+    github_summary,
+    json_document,
+    render_html,
+    render_table,
+    summary_line,
+    table_rows,
+)
+from pytest_cudaperf.results import Results
+from pytest_cudaperf.settings import Settings
+
+A = SeriesKey("t.py::a")
+
+
+def measured(median: float) -> Measurement:
+    return Measurement.from_samples(
+        [median * (1 + 0.001 * i) for i in range(-10, 11)], metric="device", cache="cold"
+    )
+
+
+def run_context(tmp_path: Path, **settings: object) -> RunContext:
+    return RunContext(
+        settings=Settings(**settings),  # type: ignore[arg-type]
+        store=KeyedStore(BaselineStore.load(tmp_path)),
+        locks=LockRegistry(tmp_path / "locks"),
+        root=tmp_path,
+        baseline_dir=tmp_path,
+        output_dir=tmp_path,
+    )
+
+
+def new_test(run: RunContext, perf: PerfOptions | None = None) -> TestContext:
+    return TestContext(run, ItemState("t.py::a"), {"perf": perf} if perf else {})
+
+
+def judged(test: TestContext, median: float, device_class: str = "GPU X") -> None:
+    """Measure-and-record as cuda_timer does, for a test called t.py::a."""
+    m = measured(median)
+    judging.add_time(test, judging.judge_time(test, A, m, device_class), m)
+
+
+def test_record_keys_follow_one_scheme() -> None:
+    state = ItemState("t.py::a")
+    assert state.key() == SeriesKey("t.py::a")
+    assert state.key() == SeriesKey("t.py::a", "2")
+    assert state.key("fwd") == SeriesKey("t.py::a", "fwd")
+    assert state.key("fwd") == SeriesKey("t.py::a", "fwd-2")
+    assert state.key(unnamed="guard") == SeriesKey("t.py::a")
+    assert state.key(unnamed="guard") == SeriesKey("t.py::a", "guard2")
+
+
+def test_payload_round_trips_as_json_and_feeds_the_update(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    test = new_test(run)
+    judged(test, 1.0)
+    payload = test.state.outcome(True, ("t.py", 3)).to_payload()
+    wire = json.loads(json.dumps(payload))  # what xdist carries
+    assert wire == payload
+    results = Results()
+    results.add("t.py::a", "setup", None)
+    results.add("t.py::a", "call", wire)
+    assert results.counts()["new"] == 1
+    results.update_store(run.store, prune=False, root=tmp_path)
+    assert BaselineStore.load(tmp_path).keys("GPU X") == ["t.py::a"]
+
+
+def test_regression_and_budget_become_failure_lines(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    first = new_test(run)
+    judged(first, 1.0)
+    run.store.update("GPU X", first.state.records, [])
+    test = new_test(run, PerfOptions(max_ms=1.2))
+    judged(test, 1.5)
+    assert [f.kind for f in test.state.failures] == [FailureKind.REGRESSION, FailureKind.BUDGET]
+    text = failure_text(test.state.outcome(True, None))
+    assert text.splitlines()[0].startswith("perf regression: median 1.500 ms vs baseline 1.000 ms")
+    assert text.splitlines()[1].startswith("perf: a median 1.500 ms > max_ms 1.2 ms")
+
+
+def test_update_mode_does_not_fail_regressions(tmp_path: Path) -> None:
+    run = run_context(tmp_path, update=True)
+    first = new_test(run)
+    judged(first, 1.0, "G")
+    run.store.update("G", first.state.records, [])
+    test = new_test(run)
+    judged(test, 2.0, "G")
+    assert test.state.failures == []
+
+
+def test_crashed_worker_makes_the_run_partial() -> None:
+    results = Results()
+    results.worker_down("gw0", {"cudaperf": {"deselected": 2}}, None)
+    assert results.deselected == 2
+    assert not results.complete
+    fresh = Results()
+    fresh.worker_down("gw1", None, "crashed")
+    assert fresh.crashed_workers == ["gw1"]
+    assert not fresh.complete
+    assert Results().complete
+
+
+def test_reports_render(tmp_path: Path) -> None:
+    test = new_test(run_context(tmp_path))
+    judged(test, 0.0123)
+    test.state.fail(FailureKind.BUDGET, "perf: a median 12.30 µs > max_ms 0.001 ms (x)")
+    results = Results()
+    results.add("t.py::a", "call", test.state.outcome(True, ("t.py", 7)).to_payload())
+    rows = table_rows(results)
+    assert rows == [["t.py::a", "12.30 µs", "—", "", "", "NEW", ""]]
+    lines = render_table(rows)
+    assert lines[0].split() == [
+        "test",
+        "median",
+        "baseline",
+        "change",
+        "95%",
+        "CI",
+        "verdict",
+        "peak",
+        "mem",
+    ]
+    assert "| t.py::a | 12.30 µs |" in github_summary(results)
+    assert github_annotations(results) == [
+        "::error file=t.py,line=7::perf: a median 12.30 µs > max_ms 0.001 ms (x)"
+    ]
+    document = json_document(results, {"torch": "x"}, "run1")
+    assert json.loads(json.dumps(document))["tests"][0]["nodeid"] == "t.py::a"
+    html_text = render_html(results, {"torch": "x"})
+    assert html_text.startswith("<!doctype html>")
+    assert "<svg" in html_text
+    assert "http" not in html_text.split("<body>", 1)[1]
+
+
+def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -> None:
+    from pytest_cudaperf.memory import PeakResult
+
+    run = run_context(tmp_path)
+    first = new_test(run)
+    judging.add_peak(first, A, PeakResult(1 << 20, device="cuda:0"), "GPU X", None)
+    run.store.update("GPU X", first.state.records, [])
+    test = new_test(run)
+    judged(test, 1.0)
+    judging.add_peak(test, A, PeakResult(2 << 20, device="cuda:0"), "GPU X", 1 << 20)
+    failures = test.state.failures
+    assert [f.kind for f in failures] == [FailureKind.REGRESSION, FailureKind.MEMORY]
+    assert failures[0].message.startswith("memory regression: peak memory 2.0 MiB vs baseline")
+    assert failures[1].message == (
+        "memory: peak 2.0 MiB > max_peak 1.0 MiB (requested bytes on cuda:0)"
+    )
+    judging.check_peak(test, A, None, 1)  # no peak read (CPU): nothing to check
+    assert len(test.state.failures) == 2
+    results = Results()
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
+    assert table_rows(results)[0][-1] == "2.0 MiB REGRESSION"
+    # one row, two judged records: the summary says which is which
+    assert summary_line(results.counts()).startswith(
+        "cudaperf: 2 measured (1 time, 1 peak memory), 1 regression, 0 improved, 1 new"
+    )
+
+
+def test_sticky_errors_in_a_body_poison_the_process(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    run.note_error("t.py::a", ValueError("device-side assert triggered"))
+    run.note_error("t.py::b", RuntimeError("CUDA out of memory"))
+    assert run.faults.message() is None
+    run.note_error("t.py::c", RuntimeError("CUDA error: device-side assert triggered\nmore"))
+    assert run.faults.message() == (
+        "CUDA context unusable since t.py::c: CUDA error: device-side assert triggered"
+    )
+
+
+def test_table_shows_a_threshold_raised_by_noise(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    run.store.store.update(
+        "CPU x",
+        [
+            judging_record(run, 1.0, noise=0.4),
+        ],
+    )
+    test = TestContext(run, ItemState("t.py::noisy"))
+    m = Measurement.from_samples([1.19 * (1 + 0.02 * i) for i in range(-10, 11)], metric="wall")
+    record = judging.judge_time(test, SeriesKey("t.py::noisy"), m, "CPU x")
+    assert record.verdict.threshold == pytest.approx(0.4)
+    test.state.records.append(record)
+    results = Results()
+    results.add("t.py::noisy", "call", test.state.outcome(True, None).to_payload())
+    assert table_rows(results)[0][5].endswith("(t=40%)")
+
+
+def judging_record(run: RunContext, value: float, noise: float) -> object:
+    from pytest_cudaperf.baselines import Record
+
+    return Record(
+        key="t.py::noisy",
+        series="time:wall",
+        value=value,
+        unit="ms",
+        noise=noise,
+        n=20,
+        ci=(value, value),
+        device_class="CPU x",
+        env={},
+    )
+
+
+def test_an_infinite_baseline_renders_without_crashing(tmp_path: Path) -> None:
+    """A baseline ``"value": Infinity`` gives a ratio of 0: the table shows ``?``."""
+    from pytest_cudaperf.verdict import Kind, Verdict
+
+    test = new_test(run_context(tmp_path))
+    judged(test, 1.0)
+    record = test.state.records[0]
+    broken = Verdict(Kind.IMPROVED, ratio=0.0, ci=(0.0, 0.0), threshold=0.05, tolerance=0.05)
+    test.state.records[0] = type(record)(**{**record.__dict__, "verdict": broken})
+    results = Results()
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
+    assert table_rows(results)[0][2:5] == ["?", "", ""]
+    assert render_html(results, {}).startswith("<!doctype html>")
+
+
+def test_budget_for_takes_arguments_then_the_marker_then_the_settings() -> None:
+    settings = Settings(max_time=2.0, rounds=4)
+    plain = judging.budget_for(settings, PerfOptions())
+    assert (plain.max_time, plain.rounds, plain.warmup) == (2.0, 4, 0.05)
+    marked = judging.budget_for(settings, PerfOptions(max_time=0.5, rounds=1, tolerance=0.01))
+    assert (marked.max_time, marked.rounds) == (0.5, 1)
+    assert marked.precision == pytest.approx(0.001)
+    assert judging.budget_for(settings, PerfOptions(max_time=0.5), max_time=0.1).max_time == 0.1
+
+
+def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) -> None:
+    import dataclasses
+
+    from pytest_cudaperf.results import finish_run
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "cudaperf-file").write_text("")
+    run = run_context(tmp_path, update=True, json="out", html="r.html")
+    run.baseline_dir = tmp_path / "cudaperf-file"
+    run.store.store.folder = run.baseline_dir
+    run.settings = dataclasses.replace(run.settings, json="out", html="r.html")
+    test = new_test(run)
+    judged(test, 1.0)
+    results = Results()
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
+    assert finish_run(run, results, {}) == []
+    assert [line.split(": ")[1] for line in results.errors] == [
+        "baseline update",
+        "--cudaperf-json",
+    ]
+    assert "(IsADirectoryError); point --cudaperf-json at a writable file" in results.errors[1]
+    assert (tmp_path / "r.html").read_text().startswith("<!doctype html>")

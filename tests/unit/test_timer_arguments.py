@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import pytest
+
+from pytest_cudaperf.fixtures.timer import check_arguments
+
+
+def test_a_callable_is_required() -> None:
+    with pytest.raises(TypeError) as info:
+        check_arguments(42)
+    assert str(info.value) == "cuda_timer: expected a callable, got int 42"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"cache": "warm"},
+            ValueError,
+            "cuda_timer: cache must be 'cold' or 'hot', got str 'warm'",
+        ),
+        ({"graph": "yes"}, TypeError, "cuda_timer: graph must be True or False, got str 'yes'"),
+        (
+            {"times": {"max_time": "1s"}},
+            TypeError,
+            "cuda_timer: max_time must be seconds, got str '1s'",
+        ),
+        (
+            {"times": {"warmup": -1}},
+            ValueError,
+            "cuda_timer: warmup must be finite seconds >= 0, got -1",
+        ),
+        ({"times": {"min_time": float("nan")}}, ValueError, "cuda_timer: min_time must be finite"),
+        (
+            {"times": {"max_time": True}},
+            TypeError,
+            "cuda_timer: max_time must be seconds, got bool",
+        ),
+    ],
+)
+def test_bad_options_are_one_line_errors(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as info:
+        check_arguments(len, **kwargs)  # type: ignore[arg-type]
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_good_arguments_pass() -> None:
+    check_arguments(len, "hot", True, {"warmup": 0, "min_time": 0.1, "max_time": None})
