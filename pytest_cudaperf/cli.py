@@ -185,6 +185,12 @@ def cmd_merge(out: Path, inputs: Sequence[Path]) -> int:
         report["records"] = [r for d in reports for r in d.get("records", [])]
     report["updates"] = [u for d in reports for u in d.get("updates", [])]
     report["complete_run"] = all(d.get("complete_run", False) for d in reports)
+    summary: dict[str, int] = {}
+    for document in reports:  # shards run disjoint tests: their counts add up
+        for name, count in (document.get("summary") or {}).items():
+            if isinstance(count, int):
+                summary[name] = summary.get(name, 0) + count
+    report["summary"] = summary
     _write_text(out, json.dumps(report, indent=2, sort_keys=True) + "\n")
     print(f"cudaperf: merged {len(reports)} reports into {out} ({len(tests)} tests)")
     return 0

@@ -153,18 +153,22 @@ def _why(obs: Observation, entry: Entry, tolerance: float) -> str:
         )
     if obs.instability:
         reasons.append(f"this measurement was unstable: {obs.instability[0]}")
-    elif obs.noise > tolerance:
+    elif obs.noise >= entry.noise or obs.noise > tolerance:
         reasons.append(f"this measurement's CI is ±{obs.noise:.1%}")
     return "; ".join(reasons) or "the CI straddles the tolerance"
 
 
 def _todo(obs: Observation, entry: Entry, tolerance: float) -> str:
+    """What the user can do about it, most useful first."""
     steps = []
     if entry.processes < 3 or entry.noise > tolerance:
         steps.append("record more: cudaperf record")
     if obs.instability and entry.metric == "device":
         steps.append('cache="hot" or graph=True')
-    steps.append(f"or a tolerance above {max(tolerance, entry.noise, obs.noise):.0%}")
+    elif not obs.instability and obs.noise >= entry.noise:
+        steps.append("a longer --cudaperf-max-time")
+    needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
+    steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
     return ", ".join(steps)
 
 
