@@ -480,6 +480,27 @@ def test_read_only_folder_is_one_baseline_error(tmp_path: Path) -> None:
     assert [p.name for p in folder.glob("*.tmp")] == []
 
 
+def test_a_failing_write_is_one_baseline_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root a read-only folder is writable: simulate the PermissionError it gives others."""
+    import pytest_cudaperf.baselines as baselines
+
+    store = BaselineStore.load(tmp_path)
+    store.update("CPU X", [record("t.py::a", 1.0)])
+
+    def refuse(path: Path, text: str) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(baselines, "write_atomic", refuse)
+    with pytest.raises(BaselineError) as excinfo:
+        store.update("CPU X", [record("t.py::a", 2.0)])
+    assert str(excinfo.value) == (
+        f"{store.path_for('CPU X')}: cannot write the baseline (Permission denied); make the "
+        "folder writable, or choose another one with --cudaperf-baseline-dir"
+    )
+
+
 def test_a_file_where_the_folder_should_be_is_one_baseline_error(tmp_path: Path) -> None:
     folder = tmp_path / ".cudaperf"
     folder.write_text("not a folder")
