@@ -484,7 +484,7 @@ def test_a_failing_write_is_one_baseline_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As root a read-only folder is writable: simulate the PermissionError it gives others."""
-    import pytest_cudaperf.baselines as baselines
+    from pytest_cudaperf import baselines
 
     store = BaselineStore.load(tmp_path)
     store.update("CPU X", [record("t.py::a", 1.0)])
