@@ -107,6 +107,15 @@ def report_records(document: dict[str, Any], where: str = "report") -> list[tupl
     return found
 
 
+def failed_bodies_of(document: dict[str, Any], found: Sequence[tuple[Record, bool]]) -> int:
+    """How many test bodies failed in a run: the report's top-level ``failed_bodies`` count (every
+    test, measured or not) where it has one, else the measured series whose body failed."""
+    count = document.get("failed_bodies")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    return sum(1 for _, passed in found if not passed)
+
+
 def _rows(source: Baseline | dict[str, Any]) -> list[tuple[str, SeriesKey, str, Entry]]:
     """(device class, key, series, entry) from a baseline, or one-recording entries of a report."""
     if isinstance(source, Baseline):
@@ -269,7 +278,7 @@ def cmd_record(
                     collected.setdefault(where, []).append(record)
                 else:
                     failed_bodies.add(where)
-            bodies_failed = sum(1 for _, passed in found if not passed)
+            bodies_failed = failed_bodies_of(document, found)
             if rc not in (0, 1) or bodies_failed:
                 worst = worst or rc or 1
             print(

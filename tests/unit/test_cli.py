@@ -206,6 +206,15 @@ def test_record_ignores_perf_verdict_failures(tmp_path: Path) -> None:
     assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], fake) == 0
 
 
+def test_record_counts_unmeasured_failures_from_the_report() -> None:
+    from pytest_cudaperf.cli import failed_bodies_of
+
+    found = [(_record("t.py::a", 1.0), True)]
+    assert failed_bodies_of({"failed_bodies": 2}, found) == 2
+    assert failed_bodies_of({}, found) == 0
+    assert failed_bodies_of({}, [(_record("t.py::a", 1.0), False)]) == 1
+
+
 def test_record_refuses_update_and_bad_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -254,3 +263,51 @@ def test_record_end_to_end_in_real_processes(tmp_path: Path) -> None:
     entry = store.lookup(device_class, key, "time:wall")
     assert entry is not None
     assert entry.processes == 2
+
+
+def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
+    """The subprocess path of ``cudaperf record``, with a stand-in for the plugin's report: a
+    conftest that writes each process's id as the measured median."""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent("""
+            import json, os
+
+            def pytest_addoption(parser):
+                parser.addoption("--cudaperf-json")
+                parser.addoption("--cudaperf-baseline-dir")
+
+            def pytest_sessionfinish(session):
+                record = {
+                    "nodeid": "test_tiny.py::test_one", "name": "", "series": "time:wall",
+                    "device_class": "CPU T", "unit": "ms", "env": {"pid": os.getpid()},
+                    "recording": {"date": "2026-11-23", "median": float(os.getpid()),
+                                  "noise": 0.0, "n": 1},
+                    "body_passed": session.testsfailed == 0,
+                }
+                with open(session.config.getoption("--cudaperf-json"), "w") as f:
+                    json.dump({"records": [record]}, f)
+        """)
+    )
+    (tmp_path / "test_tiny.py").write_text("def test_one():\n    pass\n")
+    root = Path(__file__).parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", "3",
+         "--baseline-dir", "base", "--", "-q", "-p", "no:cudaperf", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("pytest exited 0, 1 series") == 3
+    store = BaselineStore.load(tmp_path / "base")
+    entry = store.lookup("CPU T", SeriesKey("test_tiny.py::test_one"), "time:wall")
+    assert entry is not None
+    assert len({r.median for r in entry.recordings}) == 3  # three processes
+    assert sorted(p.name for p in (tmp_path / "base").iterdir()) == [
+        ".gitignore",
+        ".lock",
+        "cpu-t.json",
+    ]
