@@ -355,6 +355,8 @@ class Record:
     recording: Recording
     env: Mapping[str, Any]
     breakdown: Mapping[str, Any] | None = None
+    #: the test's tolerance, for the change-point test at update (None: the run's)
+    tolerance: float | None = None
 
     @property
     def value(self) -> float:
@@ -372,6 +374,8 @@ class Record:
         }
         if self.breakdown is not None:
             data["breakdown"] = dict(self.breakdown)
+        if self.tolerance is not None:
+            data["tolerance"] = self.tolerance
         return data
 
     @classmethod
@@ -394,6 +398,11 @@ class Record:
             recording=Recording.from_json(data.get("recording"), f"{where}: recording", unit),
             env=_env(where, data.get("env")),
             breakdown=breakdown,
+            tolerance=(
+                None
+                if data.get("tolerance") is None
+                else _noise(where, "tolerance", data["tolerance"])
+            ),
         )
 
 
@@ -610,6 +619,11 @@ class UpdateSummary:
         return f"cudaperf: baselines {self.path}: " + ", ".join(parts)
 
 
+def _tolerance(group: Sequence[Record], default: float) -> float:
+    given = [r.tolerance for r in group if r.tolerance is not None]
+    return min(given) if given else default
+
+
 def _label(key: SeriesKey, series: str) -> str:
     return f"{key} {{{series}}}"
 
@@ -672,7 +686,8 @@ class BaselineStore:
     ) -> UpdateSummary:
         """``--cudaperf-update``: add each record's recording to its series (the last
         ``MAX_RECORDINGS`` kept), or start the series afresh where it is clearly at a new level.
-        Under the lock, re-reading the file first, so entries written meanwhile are kept."""
+        Under the lock, re-reading the file first, so entries written meanwhile are kept.
+        ``tolerance`` is for records that carry none of their own (``Record.tolerance``)."""
         return self._write(device_class, records, prune, tolerance, fresh=False)
 
     def replace(self, device_class: str, records: Iterable[Record]) -> UpdateSummary:
@@ -705,7 +720,7 @@ class BaselineStore:
                 if old is None or old.unit != last.unit:
                     entry = Entry.of(new, last.unit, last.env, metric, None, last.breakdown)
                     (summary.added if old is None else summary.afresh).append(label)
-                elif fresh or evidence.is_change_point(old, new, tolerance):
+                elif fresh or evidence.is_change_point(old, new, _tolerance(group, tolerance)):
                     entry = Entry.of(new, last.unit, last.env, metric, None, last.breakdown)
                     summary.afresh.append(label)
                 else:

@@ -218,7 +218,7 @@ def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
             rows.append([*cells, format_value(other[1].value, other[1].unit), "", "",
                          f"OTHER CLASS ({other[0]}), not enforced"])  # fmt: skip
             continue
-        observation = Observation(current.value, current.noise, current.unit, env=current.env)
+        observation = Observation(current.value, current.noise, env=current.env, unit=current.unit)
         verdict = judge(observation, entry, tolerance, cls)
         regressions += verdict.kind is Kind.REGRESSION
         rows.append(

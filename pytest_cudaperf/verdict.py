@@ -62,11 +62,11 @@ class Observation:
 
     value: float
     halfwidth: float = 0.0
-    unit: str = "ms"
     instability_noise: float = 0.0
     instability: tuple[str, ...] = ()
     sm_mhz: float | None = None
     env: Mapping[str, Any] = field(default_factory=dict)
+    unit: str = "ms"
 
     @property
     def noise(self) -> float:

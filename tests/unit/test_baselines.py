@@ -128,6 +128,19 @@ def test_change_point_starts_afresh(tmp_path: Path) -> None:
     assert len(entry.recordings) == 1
 
 
+def test_change_point_uses_the_records_own_tolerance(tmp_path: Path) -> None:
+    store = BaselineStore.load(tmp_path)
+    steady = [record("t.py::a", 1.0, date=f"2026-11-0{d}", noise=0.002) for d in (1, 2, 3)]
+    store.replace("CPU X", steady)
+    assert store.update("CPU X", [record("t.py::a", 1.03, noise=0.002)]).afresh == []
+    store.replace("CPU X", steady)
+    strict = record("t.py::a", 1.03, noise=0.002)
+    strict = Record(*[getattr(strict, f) for f in ("key", "series", "device_class", "unit")],
+                    strict.recording, strict.env, tolerance=0.01)  # fmt: skip
+    assert Record.from_json(strict.to_json()) == strict
+    assert store.update("CPU X", [strict]).afresh == ["t.py::a {time:wall}"]
+
+
 def test_replace_makes_a_fresh_series_of_all_runs(tmp_path: Path) -> None:
     store = BaselineStore.load(tmp_path)
     store.update("CPU X", [record("t.py::a", 9.0, date="2026-10-01")])
