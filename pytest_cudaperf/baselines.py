@@ -639,6 +639,11 @@ class BaselineStore:
     @classmethod
     def load(cls, folder: Path) -> BaselineStore:
         store = cls(folder)
+        if folder.exists() and not folder.is_dir():
+            raise BaselineError(
+                f"{folder}: exists but is not a folder; move it away, or choose another baseline "
+                "folder with --cudaperf-baseline-dir"
+            )
         if folder.is_dir():
             for path in sorted(folder.glob("*.json")):
                 device_class, entries = read_file(path)

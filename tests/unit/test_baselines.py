@@ -517,7 +517,9 @@ def test_a_failing_write_is_one_baseline_error(
 def test_a_file_where_the_folder_should_be_is_one_baseline_error(tmp_path: Path) -> None:
     folder = tmp_path / ".cudaperf"
     folder.write_text("not a folder")
-    store = BaselineStore.load(folder)
+    with pytest.raises(BaselineError, match="exists but is not a folder"):
+        BaselineStore.load(folder)
+    store = BaselineStore(folder)
     with pytest.raises(BaselineError, match="exists but is not a folder"):
         store.update("CPU X", [record("t.py::a", 1.0)])
     nested = BaselineStore.load(folder / "deeper")
