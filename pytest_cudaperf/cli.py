@@ -1,10 +1,13 @@
-"""The ``cudaperf`` console script: show, merge and compare baseline files and JSON reports.
+"""The ``cudaperf`` console script: record, show, merge and compare baselines and JSON reports.
 
+    cudaperf record [--runs K] [--baseline-dir DIR] [--] PYTEST_ARGS...
+                                           record fresh baselines from K separate pytest processes
     cudaperf show FILE                     a table of a baseline file or a --cudaperf-json report
     cudaperf merge OUT A.json B.json ...   merge shard reports (or baseline files of one class)
     cudaperf compare BASE CURRENT          judge CURRENT against BASE; exit 1 on a regression
 
-Exit codes: 0 fine, 1 a regression (compare), 2 a file that cannot be used (one line on stderr).
+Exit codes: 0 fine, 1 a regression (compare), 2 a file that cannot be used (one line on stderr);
+``record`` exits with pytest's code when a run failed for another reason than perf verdicts.
 """
 
 from __future__ import annotations
@@ -12,150 +15,214 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_cudaperf.baselines import BaselineError, dumps, read_file
-from pytest_cudaperf.report import render_table, write_json
-from pytest_cudaperf.results import Results
+from pytest_cudaperf import evidence
+from pytest_cudaperf.baselines import (
+    BaselineError,
+    BaselineStore,
+    Entries,
+    Entry,
+    Record,
+    dumps_baseline,
+    parse_document,
+    to_document,
+)
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.report import render_table
 from pytest_cudaperf.units import format_pct, parse_fraction
-from pytest_cudaperf.verdict import Kind, ci_text, format_value, judge
+from pytest_cudaperf.verdict import Kind, Observation, ci_text, format_value, judge
+
+#: runs a pytest command line (arguments after ``python -m pytest``) and returns its exit code
+Runner = Callable[[Sequence[str]], int]
 
 
 class CliError(Exception):
     """A file or argument that cannot be used; one line for stderr."""
 
 
-def load(path: Path) -> dict[str, Any]:
-    """A baseline file (strictly validated) or a JSON report."""
+@dataclass
+class Baseline:
+    device_class: str
+    entries: Entries
+
+
+def _read_json(path: Path) -> Any:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise CliError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CliError(f"{path}: not valid JSON ({exc})") from None
+
+
+def load(path: Path) -> Baseline | dict[str, Any]:
+    """A baseline file (strictly validated, any schema) or a JSON report."""
+    document = _read_json(path)
     if isinstance(document, dict) and "entries" in document:
         try:
-            return read_file(path)
+            return Baseline(*parse_document(path, document))
         except BaselineError as exc:
             raise CliError(str(exc)) from None
-    if not isinstance(document, dict) or not isinstance(document.get("tests"), list):
+    if not isinstance(document, dict) or not (
+        isinstance(document.get("records"), list) or isinstance(document.get("tests"), list)
+    ):
         raise CliError(f"{path}: neither a baseline file nor a --cudaperf-json report")
     return document
 
 
-def records(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every measured series as a flat record, from either kind of document."""
-    if "entries" in document:
+def report_records(document: dict[str, Any], where: str = "report") -> list[tuple[Record, bool]]:
+    """Every (record, body passed) of a ``--cudaperf-json`` report: the items of its top-level
+    ``records`` list (Record JSON plus ``body_passed``), or of each test's ``records``. The one
+    place that knows the report's layout."""
+    items: list[tuple[Any, Any]] = []
+    if isinstance(document.get("records"), list):
+        items = [(r, isinstance(r, dict) and r.get("body_passed")) for r in document["records"]]
+    else:
+        for test in document.get("tests", []):
+            if isinstance(test, dict):
+                passed = test.get("body_passed")
+                items.extend((r, passed) for r in test.get("records", []))
+    found = []
+    for i, (data, passed) in enumerate(items):
+        try:
+            found.append((Record.from_json(data, f"{where}: records[{i}]"), passed is True))
+        except BaselineError as exc:
+            raise CliError(str(exc)) from None
+    return found
+
+
+def failed_bodies_of(document: dict[str, Any], found: Sequence[tuple[Record, bool]]) -> int:
+    """How many test bodies failed in a run: the report's top-level ``failed_bodies`` count (every
+    test, measured or not) where it has one, else the measured series whose body failed."""
+    count = document.get("failed_bodies")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    return sum(1 for _, passed in found if not passed)
+
+
+def _rows(source: Baseline | dict[str, Any]) -> list[tuple[str, SeriesKey, str, Entry]]:
+    """(device class, key, series, entry) from a baseline, or one-recording entries of a report."""
+    if isinstance(source, Baseline):
         return [
-            {"key": key, "series": series, "device_class": document["device_class"], **entry}
-            for key, by_series in sorted(document["entries"].items())
+            (source.device_class, key, series, entry)
+            for key, by_series in sorted(source.entries.items())
             for series, entry in sorted(by_series.items())
         ]
-    return [dict(r) for test in document["tests"] for r in test.get("records", [])]
+    rows = []
+    for record, _ in report_records(source):
+        metric = evidence.metric_of(record.series, record.unit)
+        entry = Entry.of([record.recording], record.unit, record.env, metric)
+        rows.append((record.device_class, record.key, record.series, entry))
+    return rows
 
 
-def cmd_show(path: Path) -> int:
-    rows = [
-        [
-            r["key"],
-            r["series"],
-            format_value(r["value"], r["unit"]),
-            f"±{r.get('noise', 0):.2%}",
-            str(r.get("n", "")),
-            r["device_class"],
-        ]
-        for r in records(load(path))
-    ]
-    for line in render_table(rows, ["test", "series", "value", "noise", "n", "device class"]):
+def cmd_show(path: Path, tolerance: float) -> int:
+    rows = []
+    for device_class, key, series, entry in _rows(load(path)):
+        moving = evidence.drift(entry, tolerance)
+        rows.append(
+            [
+                key.nodeid,
+                key.name,
+                series,
+                format_value(entry.value, entry.unit),
+                f"±{entry.noise:.2%}",
+                str(entry.processes),
+                entry.since,
+                moving.text() if moving else "",
+                device_class,
+            ]
+        )
+    header = ["test", "name", "series", "value", "noise", "processes", "since", "drift", "class"]
+    for line in render_table(rows, header):
         print(line)
     return 0
 
 
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
 def cmd_merge(out: Path, inputs: Sequence[Path]) -> int:
-    documents = [load(p) for p in inputs]
-    kinds = {"entries" in d for d in documents}
-    if len(kinds) != 1:
+    sources = [load(p) for p in inputs]
+    baselines = [s for s in sources if isinstance(s, Baseline)]
+    reports = [s for s in sources if not isinstance(s, Baseline)]
+    if baselines and reports:
         raise CliError("merge: give only reports or only baseline files, not both")
-    if kinds == {True}:
-        classes = {d["device_class"] for d in documents}
+    if baselines:
+        classes = {b.device_class for b in baselines}
         if len(classes) != 1:
             raise CliError(f"merge: baseline files of different device classes: {sorted(classes)}")
-        merged: dict[str, Any] = {
-            "schema": documents[0]["schema"],
-            "device_class": classes.pop(),
-            "entries": {},
-        }
-        for document in documents:
-            for key, series in document["entries"].items():
-                merged["entries"].setdefault(key, {}).update(series)
-        out.write_text(dumps(merged), encoding="utf-8")
+        merged: Entries = {}
+        for baseline in baselines:
+            for key, by_series in baseline.entries.items():
+                merged.setdefault(key, {}).update(by_series)
+        device_class = classes.pop()
+        _write_text(out, dumps_baseline(to_document(device_class, merged)))
         print(
-            f"cudaperf: merged {len(documents)} baseline files into {out} "
-            f"({len(merged['entries'])} tests)"
+            f"cudaperf: merged {len(baselines)} baseline files into {out} "
+            f"({len({k.nodeid for k in merged})} tests)"
         )
         return 0
-    tests: dict[str, dict[str, Any]] = {}
-    for document in documents:
-        for test in document["tests"]:
+    tests: dict[str, Any] = {}
+    for document in reports:
+        for test in document.get("tests", []):
             tests[test["nodeid"]] = test
-    report = dict(documents[0])
+    report = dict(reports[0])
     report["tests"] = [tests[k] for k in sorted(tests)]
-    report["updates"] = [u for d in documents for u in d.get("updates", [])]
-    report["complete_run"] = all(d.get("complete_run", False) for d in documents)
-    report["summary"] = Results.from_payloads(tests).counts()
-    write_json(out, report)
-    print(f"cudaperf: merged {len(documents)} reports into {out} ({len(tests)} tests)")
+    if any("records" in d for d in reports):
+        report["records"] = [r for d in reports for r in d.get("records", [])]
+    report["updates"] = [u for d in reports for u in d.get("updates", [])]
+    report["complete_run"] = all(d.get("complete_run", False) for d in reports)
+    summary: dict[str, int] = {}
+    for document in reports:  # shards run disjoint tests: their counts add up
+        for name, count in (document.get("summary") or {}).items():
+            if isinstance(count, int):
+                summary[name] = summary.get(name, 0) + count
+    report["summary"] = summary
+    _write_text(out, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    print(f"cudaperf: merged {len(reports)} reports into {out} ({len(tests)} tests)")
     return 0
 
 
 def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
-    base = {(r["key"], r["series"]): r for r in records(load(base_path))}
+    base = {(cls, key, series): entry for cls, key, series, entry in _rows(load(base_path))}
+    base_any = {(key, series): (cls, entry) for (cls, key, series), entry in base.items()}
     rows = []
     regressions = 0
-    for record in records(load(current_path)):
-        entry = base.get((record["key"], record["series"]))
-        if entry is not None and entry["device_class"] != record["device_class"]:
-            rows.append(
-                [
-                    record["key"],
-                    record["series"],
-                    format_value(record["value"], record["unit"]),
-                    format_value(entry["value"], entry["unit"]),
-                    "",
-                    "",
-                    f"OTHER CLASS ({entry['device_class']}), not enforced",
-                ]
-            )
+    for cls, key, series, current in _rows(load(current_path)):
+        entry = base.get((cls, key, series))
+        other = base_any.get((key, series))
+        cells = [key.nodeid, key.name, series, format_value(current.value, current.unit)]
+        if entry is None and other is not None:
+            rows.append([*cells, format_value(other[1].value, other[1].unit), "", "",
+                         f"OTHER CLASS ({other[0]}), not enforced"])  # fmt: skip
             continue
-        verdict = judge(
-            float(record["value"]),
-            float(record.get("noise", 0.0)),
-            record["unit"],
-            entry,
-            tolerance,
-            record["device_class"],
-            record.get("env", {}),
-        )
+        observation = Observation(current.value, current.noise, env=current.env, unit=current.unit)
+        verdict = judge(observation, entry, tolerance, cls)
         regressions += verdict.kind is Kind.REGRESSION
-        change = format_pct(verdict.ratio - 1) if verdict.ratio is not None else ""
-        ci = ci_text(verdict.ci) if verdict.ci is not None else ""
         rows.append(
             [
-                record["key"],
-                record["series"],
-                format_value(record["value"], record["unit"]),
-                format_value(entry["value"], entry["unit"]) if entry else "—",
-                change,
-                ci,
+                *cells,
+                format_value(entry.value, entry.unit) if entry else "—",
+                format_pct(verdict.ratio - 1) if verdict.ratio is not None else "",
+                ci_text(verdict.ci) if verdict.ci is not None else "",
                 verdict.kind.value.upper(),
             ]
         )
-    for line in render_table(
-        rows, ["test", "series", "current", "baseline", "change", "95% CI", "verdict"]
-    ):
+    header = ["test", "name", "series", "current", "baseline", "change", "95% CI", "verdict"]
+    for line in render_table(rows, header):
         print(line)
     print(
         f"cudaperf: {len(rows)} compared, {regressions} regression"
@@ -164,11 +231,81 @@ def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
     return 1 if regressions else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run_pytest(args: Sequence[str]) -> int:
+    """The default :data:`Runner`: ``python -m pytest ARGS`` in its own process."""
+    return subprocess.call([sys.executable, "-m", "pytest", *args])
+
+
+def cmd_record(
+    runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
+) -> int:
+    """Run the pytest command ``runs`` times, each its own process writing a JSON report and no
+    baseline; then every series whose test body passed in every run becomes a fresh series made
+    of its ``runs`` recordings."""
+    args = [a for a in pytest_args if a != "--"]
+    for bad in ("--cudaperf-update", "--cudaperf-json", "--cudaperf-prune"):
+        if any(a == bad or a.startswith(bad + "=") for a in args):
+            raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
+    if baseline_dir is not None:
+        args += ["--cudaperf-baseline-dir", str(baseline_dir)]
+    folder = baseline_dir or Path(".cudaperf")
+    collected: dict[tuple[str, SeriesKey, str], list[Record]] = {}
+    failed_bodies: set[tuple[str, SeriesKey, str]] = set()
+    worst = 0
+    with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as tmp:
+        for run in range(1, runs + 1):
+            report = Path(tmp) / f"run{run}.json"
+            rc = runner([*args, f"--cudaperf-json={report}"])
+            if not report.exists():
+                print(f"cudaperf record: run {run}/{runs}: pytest exited {rc} without a report")
+                return rc or 2
+            document = _read_json(report)
+            if not isinstance(document, dict):
+                raise CliError(f"{report}: not a --cudaperf-json report")
+            found = report_records(document, f"run {run} report")
+            for record, passed in found:
+                where = (record.device_class, record.key, record.series)
+                if passed:
+                    collected.setdefault(where, []).append(record)
+                else:
+                    failed_bodies.add(where)
+            bodies_failed = failed_bodies_of(document, found)
+            if rc not in (0, 1) or bodies_failed:
+                worst = worst or rc or 1
+            print(
+                f"cudaperf record: run {run}/{runs}: pytest exited {rc}, {len(found)} series"
+                + (f", {bodies_failed} with a failed test body" if bodies_failed else "")
+            )
+    complete = {
+        where: records
+        for where, records in collected.items()
+        if len(records) == runs and where not in failed_bodies
+    }
+    skipped = len(collected.keys() | failed_bodies) - len(complete)
+    store = BaselineStore(folder)
+    by_class: dict[str, list[Record]] = {}
+    for (device_class, _, _), records in sorted(complete.items()):
+        by_class.setdefault(device_class, []).extend(records)
+    try:
+        for device_class, records in sorted(by_class.items()):
+            print(store.replace(device_class, records).line())
+    except BaselineError as exc:
+        raise CliError(str(exc)) from None
+    if skipped:
+        print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
+    return worst
+
+
+def main(argv: Sequence[str] | None = None, runner: Runner = run_pytest) -> int:
     parser = argparse.ArgumentParser(prog="cudaperf", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    record = sub.add_parser("record", help="record fresh baselines from K pytest processes")
+    record.add_argument("--runs", type=int, default=5, help="pytest processes (default: 5)")
+    record.add_argument("--baseline-dir", type=Path, default=None, help="default: .cudaperf")
+    record.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
     show = sub.add_parser("show", help="print a baseline file or a JSON report as a table")
     show.add_argument("file", type=Path)
+    show.add_argument("--tolerance", default="5%", help="step size for drift (default: 5%%)")
     merge = sub.add_parser("merge", help="merge shard reports, or baseline files of one class")
     merge.add_argument("out", type=Path)
     merge.add_argument("inputs", type=Path, nargs="+")
@@ -178,14 +315,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     compare.add_argument("--tolerance", default="5%", help="as 0.05 or 5%% (default: 5%%)")
     args = parser.parse_args(argv)
     try:
-        if args.command == "show":
-            return cmd_show(args.file)
+        if args.command == "record":
+            if args.runs < 1:
+                raise CliError(f"record: --runs must be at least 1, got {args.runs}")
+            return cmd_record(args.runs, args.baseline_dir, args.pytest_args, runner)
         if args.command == "merge":
             return cmd_merge(args.out, args.inputs)
         try:
             tolerance = parse_fraction(args.tolerance)
         except ValueError as exc:
             raise CliError(f"--tolerance: {exc}") from None
+        if args.command == "show":
+            return cmd_show(args.file, tolerance)
         return cmd_compare(args.base, args.current, tolerance)
     except CliError as exc:
         print(f"cudaperf: {exc}", file=sys.stderr)

@@ -12,12 +12,12 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.baselines import BaselineStore, Record, UpdateSummary
+from pytest_cudaperf.baselines import BaselineStore
 from pytest_cudaperf.devices import (
     FaultState,
     Probe,
@@ -25,72 +25,39 @@ from pytest_cudaperf.devices import (
     is_sticky_cuda_error,
     worker_index,
 )
-from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
-from pytest_cudaperf.outcome import ItemState, JudgedRecord
+from pytest_cudaperf.outcome import ItemState
 from pytest_cudaperf.settings import ConfigLike, Settings, resolve
 
 if TYPE_CHECKING:
     from pytest_cudaperf.fixtures.device import DeviceContext
     from pytest_cudaperf.markers import GpuRequirement, LeakOptions, PerfOptions
-    from pytest_cudaperf.measure.timing import Measurement
-
-
-# --- ADAPTER: baselines.py still takes string keys ------------------------------------------
-# The only place where a SeriesKey becomes the store's ``nodeid#name`` string and back. Replace
-# this class's body when the SeriesKey-aware store lands; nothing else converts keys.
-
-
-def store_key(key: SeriesKey) -> str:
-    """ADAPTER: the store's string key of a series (``nodeid`` or ``nodeid#name``)."""
-    return f"{key.nodeid}#{key.name}" if key.name else key.nodeid
-
-
-class KeyedStore:
-    """ADAPTER: the baseline store addressed by :class:`SeriesKey`."""
-
-    def __init__(self, store: BaselineStore) -> None:
-        self.store = store
-
-    def lookup(self, device_class: str, key: SeriesKey, series: str) -> dict[str, Any] | None:
-        return self.store.lookup(device_class, store_key(key), series)
-
-    def others(self, device_class: str, key: SeriesKey, series: str) -> list[tuple[str, float]]:
-        found = self.store.others(device_class, store_key(key), series)
-        return [(other, float(entry["value"])) for other, entry in found]
-
-    def update(
-        self, device_class: str, records: Iterable[JudgedRecord], prune: Iterable[str]
-    ) -> UpdateSummary:
-        converted = [Record.from_dict({**r.to_payload(), "key": store_key(r.key)}) for r in records]
-        return self.store.update(device_class, converted, prune)
-
-    def obsolete(
-        self, device_class: str, seen: set[str], seen_files: set[str], complete: bool, root: Path
-    ) -> list[str]:
-        """Store keys (strings, as shown and as pruned) of entries whose tests are gone."""
-        return self.store.obsolete(device_class, seen, seen_files, complete, root)
 
 
 # --- the one environment builder -------------------------------------------------------------
 
 
-def environment(
-    probe: Probe | None, measurement: Measurement | None = None, *, run: bool = False
-) -> dict[str, Any]:
-    """Where a value was measured: torch, CUDA, driver; a record adds the date and the SM clock
-    of its measurement, a run (``run=True``) the GPUs, CPU and Python instead of the date."""
+def environment(probe: Probe | None, device: object = None, *, run: bool = False) -> dict[str, Any]:
+    """Where a value was measured. A record's (``device`` given): the date and the device's
+    fingerprint (model, torch, CUDA, driver, NVML's power limit, clocks, ECC, MIG… — see
+    :func:`pytest_cudaperf.devices.fingerprint`); a run's (``run=True``): torch, CUDA, driver,
+    the GPUs, CPU and Python."""
     env: dict[str, Any] = {} if run else {"date": datetime.date.today().isoformat()}
-    if probe is not None:
-        env.update(torch=probe.torch_version, cuda=probe.cuda_version, driver=probe.driver)
-        if run:
-            env.update(
-                gpus=[f"{g.name} ({g.sm})" for g in probe.gpus],
-                cpu=probe.cpu,
-                python=".".join(map(str, sys.version_info[:3])),
-            )
-    if measurement is not None and measurement.clocks.get("recorded"):
-        env["sm_mhz"] = measurement.clocks.get("sm_mhz_max")
+    if probe is None:
+        return env
+    if run:
+        env.update(
+            torch=probe.torch_version,
+            cuda=probe.cuda_version,
+            driver=probe.driver,
+            gpus=[f"{g.name} ({g.sm})" for g in probe.gpus],
+            cpu=probe.cpu,
+            python=".".join(map(str, sys.version_info[:3])),
+        )
+    else:
+        from pytest_cudaperf.devices import fingerprint
+
+        env.update(fingerprint(str(device or "cpu"), probe))
     return env
 
 
@@ -108,7 +75,7 @@ class RunContext:
     """What every test of this process shares."""
 
     settings: Settings
-    store: KeyedStore
+    store: BaselineStore
     locks: LockRegistry
     root: Path
     baseline_dir: Path
@@ -135,7 +102,7 @@ class RunContext:
         given = workerinput or {}
         return cls(
             settings=settings,
-            store=KeyedStore(BaselineStore.load(baseline_dir)),
+            store=BaselineStore.load(baseline_dir),
             locks=LockRegistry(_lock_folder(given)),
             root=root,
             baseline_dir=baseline_dir,

@@ -7,13 +7,17 @@ The comparison itself is :func:`pytest_cudaperf.verdict.judge`, called in one pl
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_cudaperf import report
+from pytest_cudaperf.baselines import Entry, Record, Recording
 from pytest_cudaperf.context import RunContext, TestContext, environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
@@ -24,7 +28,7 @@ from pytest_cudaperf.outcome import (
     LeakOutcome,
     Other,
 )
-from pytest_cudaperf.verdict import Kind, Verdict, budget_failure, judge
+from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.timing import Budget, Comparison, Measurement
@@ -64,40 +68,68 @@ def budget_for(
     )
 
 
-def _judge(test: TestContext, measured: JudgedRecord, allowed: float) -> JudgedRecord:
-    """The one call of the verdict: a measured record (its verdict not yet given) against its
-    baseline entry, with the same series on other device classes beside it."""
-    store = test.run.store
-    klass, key, series = measured.device_class, measured.key, measured.series
-    baseline = store.lookup(klass, key, series)
-    verdict = judge(
-        measured.value, measured.noise, measured.unit, baseline, allowed, klass, measured.env
+def _device_of(test: TestContext) -> str:
+    return str(test.device.device) if test.device is not None else "cpu"
+
+
+def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
+    """The current side of a time's verdict: the median, its CI half-width, what the
+    measurement's instability adds and why, and the SM clock while it sampled."""
+    return Observation(
+        m.median_ms, m.rel_halfwidth, m.instability_noise, m.instability, m.sm_mhz, env
     )
-    others = tuple(Other(c, v) for c, v in store.others(klass, key, series))
-    return dataclasses.replace(measured, verdict=verdict, others=others)
 
 
-#: the verdict of a record not judged yet
-_UNJUDGED = Verdict(Kind.INCONCLUSIVE, message="not judged yet")
+def _judge(
+    test: TestContext, record: Record, obs: Observation, allowed: float
+) -> tuple[JudgedRecord, Entry | None]:
+    """The one call of the verdict: a measured record against its baseline entry, with the
+    same series on other device classes beside it."""
+    store = test.run.store
+    klass, key, series = record.device_class, record.key, record.series
+    entry = store.lookup(klass, key, series)
+    verdict = judge(obs, entry, allowed, klass)
+    others = tuple(Other(c, float(e.value)) for c, e in store.others(klass, key, series))
+    return JudgedRecord(record, verdict, others=others), entry
 
 
 def judge_time(
     test: TestContext, key: SeriesKey, m: Measurement, device_class: str
 ) -> JudgedRecord:
-    measured = JudgedRecord(
-        key=key,
-        series=f"time:{m.mode}",
-        value=m.median_ms,
-        unit="ms",
-        noise=m.rel_halfwidth,
+    """A time's record and verdict (the measurement's fields kept for the reports)."""
+    allowed = tolerance(test.settings, test.perf)
+    env = environment(test.run.probe, _device_of(test))
+    recording = Recording(
+        date=str(env["date"]),
+        median=m.median_ms,
+        noise=m.noise,
         n=m.n,
+        rounds=m.round_medians_ms,
+        sm_mhz=m.sm_mhz,
+        unstable=m.instability,
         ci=m.ci_ms,
-        device_class=device_class,
-        env=environment(test.run.probe, m),
-        verdict=_UNJUDGED,
-        measurement=m.to_dict(),
     )
-    return _judge(test, measured, tolerance(test.settings, test.perf))
+    perf_tolerance = test.perf.tolerance if test.perf else None
+    record = Record(key, f"time:{m.mode}", device_class, "ms", recording, env, None, perf_tolerance)
+    judged, _ = _judge(test, record, observation(m, env), allowed)
+    return dataclasses.replace(judged, measurement=m.to_dict())
+
+
+def confirm_time(
+    test: TestContext, first: JudgedRecord, again: Measurement
+) -> tuple[JudgedRecord, Measurement]:
+    """A regression stands only if a re-measurement is one too, and in cycle space where both
+    sides know their SM clock (:func:`pytest_cudaperf.verdict.confirm`). The record keeps the
+    re-measurement when it confirmed, the first measurement otherwise."""
+    allowed = tolerance(test.settings, test.perf)
+    entry = test.run.store.lookup(first.device_class, first.key, first.series)
+    verdict = confirm(
+        first.verdict, observation(again, first.env), entry, allowed, first.device_class
+    )
+    if verdict.kind is Kind.REGRESSION:
+        second = judge_time(test, first.key, again, first.device_class)
+        return dataclasses.replace(second, verdict=verdict), again
+    return dataclasses.replace(first, verdict=verdict), again
 
 
 def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
@@ -129,21 +161,13 @@ def add_peak(
     max_peak: int | None,
 ) -> None:
     """Record a judged peak; a regression or a peak over ``max_peak`` fails the test."""
-    size = float(peak.peak_bytes)
-    measured = JudgedRecord(
-        key=key,
-        series="memory:peak",
-        value=size,
-        unit="bytes",
-        noise=0.0,
-        n=1,
-        ci=(size, size),
-        device_class=device_class,
-        env=environment(test.run.probe),
-        verdict=_UNJUDGED,
-        measurement=peak.to_dict(),
-    )
-    record = _judge(test, measured, MEMORY_TOLERANCE)
+    size = peak.peak_bytes
+    env = environment(test.run.probe, _device_of(test))
+    recording = Recording(str(env["date"]), size, 0.0, 1, ci=(size, size))
+    measured = Record(key, "memory:peak", device_class, "bytes", recording, env)
+    obs = Observation(float(size), env=env, unit="bytes")
+    judged, _ = _judge(test, measured, obs, MEMORY_TOLERANCE)
+    record = dataclasses.replace(judged, measurement=peak.to_dict())
     test.state.records.append(record)
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
         test.state.fail(FailureKind.REGRESSION, f"{key.label()}{record.verdict.message}")
@@ -199,22 +223,67 @@ def add_leak(test: TestContext, key: SeriesKey, result: LeakResult) -> None:
         test.state.details.extend(result.sites)
 
 
+@dataclass(frozen=True)
+class Profiled:
+    """What a measurement timed, for its kernel (or op) breakdown: the callable, its device and
+    the lock to profile under. Profiled only on an update or a non-pass verdict."""
+
+    fn: Callable[[], object]
+    device: str
+    lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+
+
 def measure_judged(
     test: TestContext,
     key: SeriesKey,
     run_once: Callable[[Budget], Measurement],
     budget: Budget,
     device_class: str,
+    profiled: Profiled | None = None,
 ) -> Measurement:
-    """Measure, judge against the baseline, and re-measure an inconclusive result (twice the
-    time budget each time, at most REMEASURE times) before recording it."""
+    """Measure and judge against the baseline; re-measure an inconclusive result (twice the
+    time budget each time, at most REMEASURE times); confirm a regression by measuring again;
+    then attach the breakdown (update) or what it says changed (non-pass verdict)."""
     for attempt in range(REMEASURE + 1):
         measurement = run_once(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
         record = judge_time(test, key, measurement, device_class)
         if record.verdict.kind is not Kind.INCONCLUSIVE:
             break
+    if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
+        record, measurement = confirm_time(test, record, run_once(budget))
+    if profiled is not None:
+        record = _with_breakdown(test, record, profiled)
     add_time(test, record, measurement)
     return measurement
+
+
+#: verdicts whose failure (or report) says which kernels explain the change
+_EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
+
+
+def _with_breakdown(test: TestContext, record: JudgedRecord, profiled: Profiled) -> JudgedRecord:
+    """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff against
+    the stored one. Green runs profile nothing."""
+    from pytest_cudaperf import breakdown
+
+    if test.settings.update:
+        with profiled.lock():
+            data, note = breakdown.record(profiled.fn, profiled.device)
+        if data is None:
+            test.state.details.append(f"{record.key.label()}no kernel breakdown: {note}")
+            return record
+        return dataclasses.replace(
+            record, record=dataclasses.replace(record.record, breakdown=data)
+        )
+    if record.verdict.kind not in _EXPLAINED:
+        return record
+    entry = test.run.store.lookup(record.device_class, record.key, record.series)
+    stored = entry.breakdown if entry is not None else None
+    if stored is None and record.verdict.kind is Kind.INCONCLUSIVE:
+        return record
+    with profiled.lock():
+        found = breakdown.explain(stored, profiled.fn, profiled.device)
+    return dataclasses.replace(record, explanation=tuple(found.lines), explanation_data=found.data)
 
 
 def finish_call_report(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from pytest_cudaperf.baselines import Record
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.verdict import Kind, Verdict
 
@@ -88,26 +89,57 @@ def verdict_from_dict(data: Mapping[str, Json]) -> Verdict:
         threshold=data.get("threshold"),
         message=str(data.get("message") or ""),
         tolerance=data.get("tolerance"),
+        fingerprint=tuple(str(d) for d in data.get("fingerprint") or ()),
+        cycles_ratio=data.get("cycles_ratio"),
     )
 
 
 @dataclass(frozen=True)
 class JudgedRecord:
-    """One measured series of one test, with its verdict (a time or a peak)."""
+    """One measured series of one test (a time or a peak): the :class:`Record` that goes into
+    the baseline store, its verdict, and what the report shows beside it."""
 
-    key: SeriesKey
-    series: str
-    value: float
-    unit: str
-    noise: float
-    n: int
-    ci: tuple[float, float]
-    device_class: str
-    env: Mapping[str, Json]
+    record: Record
     verdict: Verdict
     #: the measurement's own fields (samples, clocks, warnings), for the JSON and HTML reports
     measurement: Mapping[str, Json] = field(default_factory=dict)
     others: tuple[Other, ...] = ()
+    #: what the kernel (or op) breakdown says changed, one line each (non-pass verdicts)
+    explanation: tuple[str, ...] = ()
+    #: the breakdown diff for the JSON and HTML reports (plain JSON), when there is one
+    explanation_data: Mapping[str, Json] | None = None
+
+    @property
+    def key(self) -> SeriesKey:
+        return self.record.key
+
+    @property
+    def series(self) -> str:
+        return self.record.series
+
+    @property
+    def value(self) -> float:
+        return self.record.value
+
+    @property
+    def unit(self) -> str:
+        return self.record.unit
+
+    @property
+    def device_class(self) -> str:
+        return self.record.device_class
+
+    @property
+    def env(self) -> Mapping[str, Json]:
+        return self.record.env
+
+    @property
+    def noise(self) -> float:
+        return self.record.recording.noise
+
+    @property
+    def n(self) -> int:
+        return self.record.recording.n
 
     @property
     def is_time(self) -> bool:
@@ -138,38 +170,26 @@ class JudgedRecord:
 
     def to_payload(self) -> dict[str, Json]:
         return {
-            **_key_to_json(self.key),
+            **plain(self.record.to_json()),
             "key": str(self.key),
-            "series": self.series,
-            "value": self.value,
-            "unit": self.unit,
-            "noise": self.noise,
-            "n": self.n,
-            "ci": list(self.ci),
-            "device_class": self.device_class,
-            "env": plain(self.env),
             "verdict": self.verdict.to_dict(),
             "measurement": plain(self.measurement),
             "others": [{"device_class": o.device_class, "value": o.value} for o in self.others],
+            "explanation": list(self.explanation),
+            "explanation_data": plain(self.explanation_data),
         }
 
     @classmethod
     def from_payload(cls, data: Mapping[str, Json]) -> JudgedRecord:
         return cls(
-            key=_key_from_json(data),
-            series=str(data["series"]),
-            value=float(data["value"]),
-            unit=str(data["unit"]),
-            noise=float(data["noise"]),
-            n=int(data["n"]),
-            ci=(float(data["ci"][0]), float(data["ci"][1])),
-            device_class=str(data["device_class"]),
-            env=dict(data.get("env", {})),
+            record=Record.from_json(dict(data)),
             verdict=verdict_from_dict(data["verdict"]),
             measurement=dict(data.get("measurement", {})),
             others=tuple(
                 Other(str(o["device_class"]), float(o["value"])) for o in data.get("others", [])
             ),
+            explanation=tuple(str(line) for line in data.get("explanation", [])),
+            explanation_data=data.get("explanation_data"),
         )
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_cudaperf import report
-from pytest_cudaperf.baselines import UpdateSummary
-from pytest_cudaperf.context import KeyedStore, RunContext, environment
+from pytest_cudaperf.baselines import BaselineStore, Record, UpdateSummary
+from pytest_cudaperf.context import RunContext, environment
+from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.outcome import FailureKind, JudgedRecord, TestOutcome
 from pytest_cudaperf.verdict import Kind
 
@@ -28,7 +29,7 @@ class Results:
     crashed_workers: list[str] = field(default_factory=list)
     interrupted: bool = False
     updates: list[UpdateSummary] = field(default_factory=list)
-    obsolete: dict[str, list[str]] = field(default_factory=dict)
+    obsolete: dict[str, list[SeriesKey]] = field(default_factory=dict)
     pruned_refused: bool = False
     #: one line per end-of-run output that failed (file, reason, what to do)
     errors: list[str] = field(default_factory=list)
@@ -72,24 +73,27 @@ class Results:
         """Outcomes whose body passed (their failures are the plugin's), by test id."""
         return [self.outcomes[k] for k in sorted(self.outcomes) if self.outcomes[k].body_passed]
 
-    def updatable(self) -> dict[str, list[JudgedRecord]]:
+    def updatable(self) -> dict[str, list[Record]]:
         """Records of tests whose body passed, by device class."""
-        by_class: dict[str, list[JudgedRecord]] = {}
+        by_class: dict[str, list[Record]] = {}
         for outcome in self.outcomes.values():
             if outcome.body_passed:
-                for record in outcome.records:
-                    by_class.setdefault(record.device_class, []).append(record)
+                for judged in outcome.records:
+                    by_class.setdefault(judged.device_class, []).append(judged.record)
         return by_class
 
-    def update_store(self, store: KeyedStore, prune: bool, root: Path) -> None:
+    def update_store(self, store: BaselineStore, prune: bool, root: Path, tolerance: float) -> None:
+        """Add this run's recordings to the store (``tolerance``: the run's, for records whose
+        test set none; it decides when a series starts afresh at a new level)."""
         by_class = self.updatable()
         for device_class in sorted(by_class):
             obsolete = store.obsolete(device_class, self.seen, self.seen_files, self.complete, root)
             removable = obsolete if prune and self.complete else []
             self.pruned_refused = self.pruned_refused or (prune and not self.complete)
-            self.updates.append(store.update(device_class, by_class[device_class], removable))
+            records = by_class[device_class]
+            self.updates.append(store.update(device_class, records, removable, tolerance))
 
-    def find_obsolete(self, store: KeyedStore, root: Path) -> None:
+    def find_obsolete(self, store: BaselineStore, root: Path) -> None:
         classes = {r.device_class for r in self.records()}
         for device_class in sorted(classes):
             found = store.obsolete(device_class, self.seen, self.seen_files, self.complete, root)
@@ -137,7 +141,9 @@ def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) ->
     Returns the GitHub annotation lines to print."""
     settings, out = run.settings, run.output_dir
     if settings.update and not settings.disable:
-        update = lambda: results.update_store(run.store, settings.prune, run.root)  # noqa: E731
+        update = lambda: results.update_store(  # noqa: E731
+            run.store, settings.prune, run.root, settings.tolerance
+        )
         _attempt(results, "baseline update", run.baseline_dir, update)
     results.find_obsolete(run.store, run.root)
     env = environment(run.probe, run=True) if settings.json or settings.html else {}

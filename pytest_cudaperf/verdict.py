@@ -1,20 +1,48 @@
-"""Comparison policy: a current value with its noise against a baseline entry -> a verdict.
+"""Comparison policy: a current measurement against a baseline series -> a verdict.
 
-Regression only when the CI of current/baseline lies above ``1 + t``, where ``t`` is the larger of
-the tolerance and the noise recorded with the baseline; improved when it lies below
-``1 / (1 + t)``; pass when it lies inside; otherwise inconclusive (re-measure, then report without
-failing). Peak memory is compared the same way, with the noise it shows (usually none).
+``t = max(tolerance, series noise)``; the ratio current/baseline has a CI from the current noise
+(the measurement's CI half-width plus what its instability implies) and the series noise.
+
+- REGRESSION: CI low > 1 + t.  IMPROVED: CI high < 1 / (1 + t).
+- PASS: the point ratio lies within [1 / (1 + t), 1 + t] — unless the noise raised t above the
+  tolerance and the point lies between 1 + tolerance and 1 + t: then INCONCLUSIVE, the series cannot
+  support the tolerance asked for.
+- INCONCLUSIVE otherwise (point beyond the band, CI straddling it), saying why and what to do.
+- A fingerprint difference (power limit, clocks, ECC, MIG, torch, CUDA, driver…) is named, and turns
+  a marginal regression (CI low <= 1 + 2t) into INCONCLUSIVE.
+- :func:`confirm`: a REGRESSION stands only if a re-measurement is one too and, where both sides
+  know their SM clock, the slowdown holds in cycles (time x clock) as well.
+
+Peak memory (unit ``bytes``) is exact: compared with no noise at the caller's tolerance.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.measure import stats
 from pytest_cudaperf.units import format_ms, format_pct, format_size
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.baselines import Entry
+
+#: environment keys compared between the baseline and now (those present on both sides), beside
+#: every key of a nested ``fingerprint`` object
+FINGERPRINT_KEYS = (
+    "torch",
+    "cuda",
+    "driver",
+    "power_limit_w",
+    "app_clocks",
+    "locked_clocks",
+    "ecc",
+    "mig",
+    "form_factor",
+)
 
 
 class Kind(str, Enum):
@@ -26,6 +54,35 @@ class Kind(str, Enum):
 
 
 @dataclass(frozen=True)
+class Observation:
+    """The current side of a comparison, built by the judging layer from a Measurement (or a
+    peak): ``value`` in ``unit``; ``halfwidth`` the relative CI half-width (``rel_halfwidth``);
+    ``instability_noise`` and ``instability`` what the measurement's instability implies and why;
+    ``sm_mhz`` the SM clock while sampling (CUDA); ``env`` this run's environment/fingerprint."""
+
+    value: float
+    halfwidth: float = 0.0
+    instability_noise: float = 0.0
+    instability: tuple[str, ...] = ()
+    sm_mhz: float | None = None
+    env: Mapping[str, Any] = field(default_factory=dict)
+    unit: str = "ms"
+
+    @property
+    def noise(self) -> float:
+        """The relative half-width the verdict uses for this side (NaN/negative count as 0)."""
+        return _clean(self.halfwidth) + _clean(self.instability_noise)
+
+
+def _clean(x: float) -> float:
+    return x if isinstance(x, (int, float)) and math.isfinite(x) and x > 0 else 0.0
+
+
+def _usable(x: float | None) -> bool:
+    return x is not None and math.isfinite(x) and x > 0
+
+
+@dataclass(frozen=True)
 class Verdict:
     kind: Kind
     ratio: float | None = None
@@ -34,6 +91,10 @@ class Verdict:
     message: str = ""
     #: the user's tolerance; ``threshold`` is larger when the baseline's noise is
     tolerance: float | None = None
+    #: fingerprint differences with the baseline: ``power_limit_w 700 → 500``
+    fingerprint: tuple[str, ...] = ()
+    #: the ratio in cycles (time x SM clock), where the confirmation could check it
+    cycles_ratio: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,11 +104,17 @@ class Verdict:
             "threshold": self.threshold,
             "tolerance": self.tolerance,
             "message": self.message,
+            "fingerprint": list(self.fingerprint),
+            "cycles_ratio": self.cycles_ratio,
         }
 
 
 def format_value(value: float, unit: str) -> str:
-    return format_size(value) if unit == "bytes" else format_ms(value)
+    if unit == "bytes":
+        return format_size(value)
+    if unit == "ms":
+        return format_ms(value)
+    return f"{value:.4g} {unit}"
 
 
 def ci_text(ci: tuple[float, float] | list[float]) -> str:
@@ -55,69 +122,192 @@ def ci_text(ci: tuple[float, float] | list[float]) -> str:
     return f"{format_pct(ci[0] - 1)}…{format_pct(ci[1] - 1)}"
 
 
-def environment_change(baseline_env: Mapping[str, Any], current_env: Mapping[str, Any]) -> str:
-    """``now torch 2.11 → 2.12`` for keys that differ, or ``same torch/CUDA/driver``."""
-    changed = [
-        f"{key} {baseline_env.get(key)} → {current_env.get(key)}"
-        for key in ("torch", "cuda", "driver")
-        if baseline_env.get(key) != current_env.get(key)
-    ]
-    return "now " + ", ".join(changed) if changed else "same torch/CUDA/driver"
+def fingerprint_differences(
+    baseline_env: Mapping[str, Any], current_env: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """``("power_limit_w 700 → 500", "torch 2.11 → 2.12")``: keys present on both sides that
+    differ (a key only one side knows is not a difference: older baselines lack it)."""
+
+    def flat(env: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: env[k] for k in FINGERPRINT_KEYS if k in env and env[k] is not None}
+        nested = env.get("fingerprint")
+        if isinstance(nested, Mapping):
+            out.update({str(k): v for k, v in nested.items() if v is not None})
+        return out
+
+    base, now = flat(baseline_env), flat(current_env)
+    return tuple(
+        f"{k} {base[k]} → {now[k]}" for k in sorted(base.keys() & now.keys()) if base[k] != now[k]
+    )
 
 
-def judge(
-    value: float,
-    halfwidth: float,
-    unit: str,
-    baseline: Mapping[str, Any] | None,
-    tolerance: float,
-    device_class: str,
-    env: Mapping[str, Any],
-) -> Verdict:
-    """Compare ``value`` (relative CI half-width ``halfwidth``) with a baseline entry."""
-    if baseline is None:
-        return Verdict(Kind.NEW, message="no baseline for this device class")
-    base_value = float(baseline["value"])
-    base_noise = float(baseline.get("noise", 0.0))
-    if base_value <= 0 or value <= 0:
-        kind = Kind.PASS if value <= base_value else Kind.REGRESSION
-        ratio = None
-        ci = None
-        threshold = tolerance
-    else:
-        threshold = max(tolerance, base_noise)
-        ratio, low, high = stats.ratio_ci(value, halfwidth, base_value, base_noise)
-        ci = (low, high)
-        if low > 1 + threshold:
-            kind = Kind.REGRESSION
-        elif high < 1 / (1 + threshold):
-            kind = Kind.IMPROVED
-        elif high <= 1 + threshold and low >= 1 / (1 + threshold):
-            kind = Kind.PASS
-        else:
-            kind = Kind.INCONCLUSIVE
+def _why(obs: Observation, entry: Entry, tolerance: float) -> str:
+    """Which noise keeps the verdict from being honest at ``tolerance``."""
+    reasons = []
+    if entry.processes < 3:
+        n = entry.processes
+        reasons.append(f"baseline from {n} process{'es' if n != 1 else ''}")
+    elif entry.noise > tolerance:
+        reasons.append(
+            f"series moves ±{entry.noise:.0%} between processes ({entry.processes} recordings)"
+        )
+    if obs.instability:
+        reasons.append(f"this measurement was unstable: {obs.instability[0]}")
+    elif obs.noise >= entry.noise or obs.noise > tolerance:
+        reasons.append(f"this measurement's CI is ±{obs.noise:.1%}")
+    return "; ".join(reasons) or "the CI straddles the tolerance"
+
+
+def _todo(obs: Observation, entry: Entry, tolerance: float) -> str:
+    """What the user can do about it, most useful first."""
+    steps = []
+    if entry.processes < 3 or entry.noise > tolerance:
+        steps.append("record more: cudaperf record")
+    if obs.instability and entry.metric == "device":
+        steps.append('cache="hot" or graph=True')
+    elif not obs.instability and obs.noise >= entry.noise:
+        steps.append("a longer --cudaperf-max-time")
+    needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
+    steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
+    return ", ".join(steps)
+
+
+def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
+    """The verdict for ``obs`` against the baseline series ``entry`` (None: NEW)."""
+    if entry is None:
+        return Verdict(Kind.NEW, message="no baseline for this device class", tolerance=tolerance)
+    unit = obs.unit
     what = "peak memory" if unit == "bytes" else "median"
-    change = (
-        f"{format_pct(ratio - 1)}, 95% CI {ci_text(ci)}"
-        if ratio is not None and ci is not None
-        else "baseline is zero"
+    tolerance = _clean(tolerance)
+    diffs = fingerprint_differences(entry.env, obs.env)
+    base = float(entry.value)
+    head = f"{what} {format_value(obs.value, unit)} vs baseline {format_value(base, unit)}"
+    where = (
+        f"{device_class}; baseline since {entry.since} from {entry.processes} "
+        f"process{'es' if entry.processes != 1 else ''}"
+        + (f"; now {', '.join(diffs)}" if diffs else "")
     )
-    env_text = environment_change(baseline.get("env", {}), env)
+    finite = isinstance(obs.value, (int, float)) and math.isfinite(obs.value)
+    if not finite or (unit != "bytes" and (obs.value <= 0 or not _usable(base))):
+        return Verdict(
+            Kind.INCONCLUSIVE,
+            message=f"inconclusive: {head} — not two finite positive values to compare",
+            tolerance=tolerance,
+            fingerprint=diffs,
+        )
+    if unit == "bytes":
+        return _exact(obs, base, tolerance, head, where, diffs)
+    t = max(tolerance, _clean(entry.noise))
+    ratio, low, high = stats.ratio_ci(obs.value, obs.noise, base, _clean(entry.noise))
     allowed = (
-        f"tolerance {tolerance:.1%}, raised to {threshold:.1%} by the baseline's noise"
-        if threshold > tolerance
-        else f"tolerance {threshold:.1%}"
+        f"tolerance {tolerance:.1%}, raised to {t:.1%} by the series' noise"
+        if t > tolerance
+        else f"tolerance {t:.1%}"
     )
-    message = (
-        f"{what} {format_value(value, unit)} vs baseline {format_value(base_value, unit)} "
-        f"({change}, {allowed}) — {device_class}; baseline "
-        f"{baseline.get('env', {}).get('date', 'undated')}, {env_text}"
+    body = f"{head} ({format_pct(ratio - 1)}, 95% CI {ci_text((low, high))}, {allowed}) — {where}"
+    if low > 1 + t:
+        if diffs and low <= 1 + 2 * t:
+            kind = Kind.INCONCLUSIVE
+            body += "; a marginal slowdown on a different setup: re-record the baseline here"
+        else:
+            kind = Kind.REGRESSION
+    elif high < 1 / (1 + t):
+        kind = Kind.IMPROVED
+    elif t > tolerance and 1 + tolerance < ratio <= 1 + t:
+        kind = Kind.INCONCLUSIVE
+        body += (
+            f"; the series cannot support the tolerance {tolerance:.1%} "
+            f"({_why(obs, entry, tolerance)}): {_todo(obs, entry, tolerance)}"
+        )
+    elif 1 / (1 + t) <= ratio <= 1 + t:
+        kind = Kind.PASS
+    else:
+        kind = Kind.INCONCLUSIVE
+        body += f"; {_why(obs, entry, tolerance)}: {_todo(obs, entry, tolerance)}"
+    prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
+    return Verdict(kind, ratio, (low, high), t, prefix.get(kind, "") + body, tolerance, diffs)
+
+
+def _exact(
+    obs: Observation, base: float, tolerance: float, head: str, where: str, diffs: tuple[str, ...]
+) -> Verdict:
+    """Peak memory, or a zero on either side: no noise, the point against the tolerance."""
+    if base > 0 and obs.value > 0:
+        ratio: float | None = obs.value / base
+        assert ratio is not None
+        kind = (
+            Kind.REGRESSION
+            if ratio > 1 + tolerance
+            else Kind.IMPROVED
+            if ratio < 1 / (1 + tolerance)
+            else Kind.PASS
+        )
+        change = f"{format_pct(ratio - 1)}, tolerance {tolerance:.1%}"
+        ci: tuple[float, float] | None = (ratio, ratio)
+    else:
+        ratio, ci = None, None
+        kind = Kind.PASS if obs.value <= base else Kind.REGRESSION
+        change = "baseline is zero"
+    what = "memory regression: " if obs.unit == "bytes" else "perf regression: "
+    prefix = what if kind is Kind.REGRESSION else ""
+    message = f"{prefix}{head} ({change}) — {where}"
+    return Verdict(kind, ratio, ci, tolerance, message, tolerance, diffs)
+
+
+def confirm(
+    first: Verdict, again: Observation, entry: Entry | None, tolerance: float, device_class: str
+) -> Verdict:
+    """A REGRESSION stands only if ``again`` (a re-measurement) is a regression too and, where
+    both the baseline and ``again`` know their SM clock, also in cycle space (time x clock):
+    ratio x again.sm_mhz / baseline sm_mhz. Anything else is INCONCLUSIVE saying why. Verdicts
+    other than REGRESSION are returned as they are."""
+    if first.kind is not Kind.REGRESSION or entry is None:
+        return first
+    second = judge(again, entry, tolerance, device_class)
+    if second.kind is not Kind.REGRESSION:
+        was = format_pct(first.ratio - 1) if first.ratio is not None else "a regression"
+        now = format_pct(second.ratio - 1) if second.ratio is not None else second.kind.value
+        return Verdict(
+            Kind.INCONCLUSIVE,
+            second.ratio,
+            second.ci,
+            second.threshold,
+            f"inconclusive: {was} not confirmed, re-measured {now} "
+            f"({second.kind.value}) — {second.message.removeprefix('inconclusive: ')}",
+            tolerance,
+            second.fingerprint,
+        )
+    base_mhz, cur_mhz = entry.sm_mhz, again.sm_mhz
+    if not (_usable(base_mhz) and _usable(cur_mhz) and second.ci and second.ratio):
+        return second
+    assert base_mhz is not None
+    assert cur_mhz is not None
+    assert second.threshold is not None
+    scale = cur_mhz / base_mhz
+    cycles, low = second.ratio * scale, second.ci[0] * scale
+    if low > 1 + second.threshold:
+        return Verdict(
+            Kind.REGRESSION,
+            second.ratio,
+            second.ci,
+            second.threshold,
+            f"{second.message}; {format_pct(cycles - 1)} in cycles "
+            f"(SM clock {cur_mhz:.0f} MHz vs {base_mhz:.0f})",
+            tolerance,
+            second.fingerprint,
+            cycles,
+        )
+    return Verdict(
+        Kind.INCONCLUSIVE,
+        second.ratio,
+        second.ci,
+        second.threshold,
+        f"inconclusive: SM clock {cur_mhz:.0f} MHz vs {base_mhz:.0f} at baseline: "
+        f"{format_pct(cycles - 1)} in cycles — {second.message.removeprefix('perf regression: ')}",
+        tolerance,
+        second.fingerprint,
+        cycles,
     )
-    prefix = {
-        Kind.REGRESSION: "perf regression: " if unit != "bytes" else "memory regression: ",
-        Kind.INCONCLUSIVE: "inconclusive: ",
-    }.get(kind, "")
-    return Verdict(kind, ratio, ci, threshold, prefix + message, tolerance)
 
 
 def budget_failure(

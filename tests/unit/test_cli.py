@@ -1,61 +1,94 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.baselines import BaselineStore, Record
-from pytest_cudaperf.cli import main
+from pytest_cudaperf.baselines import BaselineStore, Record, Recording
+from pytest_cudaperf.cli import main, report_records
+from pytest_cudaperf.keys import SeriesKey
 
 
-def _baseline(folder: Path, value: float, cls: str = "GPU X") -> Path:
-    store = BaselineStore.load(folder)
-    store.update(
+def _record(nodeid: str, value: float, cls: str = "GPU X", name: str = "") -> Record:
+    return Record(
+        SeriesKey(nodeid, name),
+        "time:device/cold",
         cls,
-        [
-            Record(
-                "t.py::a",
-                "time:device/cold",
-                value,
-                "ms",
-                0.002,
-                50,
-                (value * 0.999, value * 1.001),
-                cls,
-                {"torch": "2.11"},
-            )
-        ],
+        "ms",
+        Recording("2026-11-22", value, 0.002, 50, rounds=(value, value, value)),
+        {"torch": "2.11"},
     )
+
+
+def _baseline(folder: Path, *values: float, cls: str = "GPU X") -> Path:
+    store = BaselineStore.load(folder)
+    store.replace(cls, [_record("t.py::a", v, cls) for v in values])
     return store.path_for(cls)
 
 
-def _report(path: Path, nodeid: str, value: float, cls: str = "GPU X") -> Path:
-    record = {
-        "key": nodeid,
-        "series": "time:device/cold",
-        "value": value,
-        "unit": "ms",
-        "noise": 0.002,
-        "n": 50,
-        "ci": [value, value],
-        "device_class": cls,
-        "env": {"torch": "2.11"},
-        "verdict": {"kind": "new"},
-    }
-    path.write_text(json.dumps({"schema": 1, "tests": [{"nodeid": nodeid, "records": [record]}]}))
+def _report(path: Path, nodeid: str, value: float, cls: str = "GPU X", passed: bool = True) -> Path:
+    record = {**_record(nodeid, value, cls).to_json(), "body_passed": passed}
+    record["verdict"] = {"kind": "new"}
+    document = {"schema": 2, "records": [record], "tests": [{"nodeid": nodeid}]}
+    document["summary"] = {"measured": 1}
+    path.write_text(json.dumps(document))
     return path
 
 
+def test_report_records_reads_the_top_level_records(tmp_path: Path) -> None:
+    document = json.loads(_report(tmp_path / "r.json", "t.py::a[c#d]", 1.0).read_text())
+    [(record, passed)] = report_records(document)
+    assert record.key == SeriesKey("t.py::a[c#d]")
+    assert passed is True
+    document["records"][0]["body_passed"] = False
+    assert report_records(document)[0][1] is False
+
+
 def test_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["show", str(_baseline(tmp_path, 1.0))]) == 0
+    assert main(["show", str(_baseline(tmp_path, 1.0, 1.1, 0.9))]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:3] == ["test", "series", "value"]
-    assert out[1].split()[:3] == ["t.py::a", "time:device/cold", "1.000"]
+    assert out[0].split()[:6] == ["test", "name", "series", "value", "noise", "processes"]
+    assert out[1].split()[:6] == ["t.py::a", "time:device/cold", "1.000", "ms", "±15.00%", "3"]
+    assert "2026-11-22" in out[1]
+
+
+def test_show_says_drifting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = BaselineStore.load(tmp_path)
+    for day, value in enumerate((1.0, 1.03, 1.06, 1.09), start=1):
+        rec = _record("t.py::a", value)
+        rec = Record(
+            rec.key, rec.series, rec.device_class, rec.unit,
+            Recording(f"2026-11-0{day}", value, 0.002, 50), rec.env,
+        )  # fmt: skip
+        store.update("GPU X", [rec])
+    assert main(["show", str(store.path_for("GPU X"))]) == 0
+    assert "drifting +9.0% since 2026-11-01" in capsys.readouterr().out
+
+
+def test_show_reads_a_schema_1_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    v1 = {
+        "schema": 1,
+        "device_class": "GPU X",
+        "entries": {
+            "t.py::a#inner": {
+                "time:device/cold": {"value": 1.0, "unit": "ms", "noise": 0.01, "n": 5, "env": {}}
+            }
+        },
+    }
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(v1))
+    assert main(["show", str(path)]) == 0
+    assert re.search(r"t\.py::a\s+inner\s+time:device/cold", capsys.readouterr().out)
 
 
 def test_compare_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = _baseline(tmp_path / "b", 1.0)
+    base = _baseline(tmp_path / "b", 1.0, 1.0, 1.0)
     assert main(["compare", str(base), str(_report(tmp_path / "same.json", "t.py::a", 1.01))]) == 0
     assert main(["compare", str(base), str(_report(tmp_path / "slow.json", "t.py::a", 1.3))]) == 1
     assert "1 regression (tolerance 5.0%)" in capsys.readouterr().out
@@ -70,17 +103,15 @@ def test_merge_reports_and_baselines(tmp_path: Path) -> None:
     assert main(["merge", str(tmp_path / "all.json"), str(a), str(b)]) == 0
     merged = json.loads((tmp_path / "all.json").read_text())
     assert [t["nodeid"] for t in merged["tests"]] == ["t.py::a", "t.py::b"]
+    assert [r["nodeid"] for r in merged["records"]] == ["t.py::a", "t.py::b"]
     assert merged["summary"]["measured"] == 2
     one = _baseline(tmp_path / "x", 1.0)
     store = BaselineStore.load(tmp_path / "y")
-    store.update(
-        "GPU X", [Record("t.py::c", "time:device/cold", 2.0, "ms", 0.0, 5, (2.0, 2.0), "GPU X", {})]
-    )
+    store.update("GPU X", [_record("t.py::c", 2.0)])
     assert main(["merge", str(tmp_path / "m.json"), str(one), str(store.path_for("GPU X"))]) == 0
-    assert sorted(json.loads((tmp_path / "m.json").read_text())["entries"]) == [
-        "t.py::a",
-        "t.py::c",
-    ]
+    document = json.loads((tmp_path / "m.json").read_text())
+    assert document["schema"] == 2
+    assert sorted(document["entries"]) == ["t.py::a", "t.py::c"]
 
 
 def test_bad_files_give_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,7 +119,195 @@ def test_bad_files_give_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad.write_text("{oops")
     assert main(["show", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"cudaperf: {bad}: not valid JSON (line 1")
+    assert err.startswith(f"cudaperf: {bad}: not valid JSON (")
     assert err.count("\n") == 1
     assert main(["compare", str(bad), str(bad), "--tolerance", "fast"]) == 2
     assert main(["show", str(tmp_path / "missing.json")]) == 2
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"records": [{"nodeid": "t::a"}]}))
+    capsys.readouterr()
+    assert main(["show", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err == "cudaperf: report: records[0]: 'name' must be a string, got None\n"
+
+
+# --- cudaperf record ----------------------------------------------------------------------------------
+
+
+class FakePytest:
+    """Writes a report per run: ``values[run]`` per test id, ``failing`` bodies; returns ``rc``."""
+
+    def __init__(
+        self, values: dict[str, list[float]], failing: set[str] = frozenset(), rc: int = 0
+    ):  # type: ignore[assignment]
+        self.values = values
+        self.failing = failing
+        self.rc = rc
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args: Sequence[str]) -> int:
+        self.calls.append(list(args))
+        run = len(self.calls) - 1
+        out = Path(next(a for a in args if a.startswith("--cudaperf-json=")).split("=", 1)[1])
+        records = []
+        for nodeid, values in self.values.items():
+            if run < len(values):
+                data = _record(nodeid, values[run]).to_json()
+                records.append({**data, "body_passed": nodeid not in self.failing})
+        out.write_text(json.dumps({"records": records, "tests": []}))
+        return self.rc
+
+
+def test_record_merges_every_run_as_a_fresh_series(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / ".cudaperf"
+    _baseline(folder, 9.0)  # an old level: replaced, not averaged in
+    fake = FakePytest({"t.py::a": [1.0, 1.1, 0.9, 1.0, 1.0], "t.py::b[c#d]": [2.0] * 5})
+    rc = main(["record", "--runs", "5", "--baseline-dir", str(folder), "--", "-q", "tests"], fake)
+    assert rc == 0
+    assert len(fake.calls) == 5
+    assert fake.calls[0][:4] == ["-q", "tests", "--cudaperf-baseline-dir", str(folder)]
+    assert all("--cudaperf-update" not in call for call in fake.calls)
+    out = capsys.readouterr().out
+    assert out.count("cudaperf record: run ") == 5
+    assert "run 5/5: pytest exited 0, 2 series" in out
+    assert "1 added, 1 updated (1 started afresh), 0 kept" in out
+    store = BaselineStore.load(folder)
+    a = store.lookup("GPU X", SeriesKey("t.py::a"), "time:device/cold")
+    assert a is not None
+    assert a.processes == 5
+    assert a.value == 1.0
+    assert a.noise == pytest.approx(0.15)
+    b = store.lookup("GPU X", SeriesKey("t.py::b[c#d]"), "time:device/cold")
+    assert b is not None
+    assert b.processes == 5
+
+
+def test_record_skips_series_that_failed_or_went_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakePytest(
+        {"t.py::ok": [1.0] * 3, "t.py::flaky": [1.0, 1.0], "t.py::broken": [1.0] * 3},
+        failing={"t.py::broken"},
+        rc=1,
+    )
+    rc = main(["record", "--runs", "3", "--baseline-dir", str(tmp_path), "tests"], fake)
+    assert rc == 1  # a test body failed: pytest's exit code
+    out = capsys.readouterr().out
+    assert "2 series not recorded" in out
+    assert "1 with a failed test body" in out
+    store = BaselineStore.load(tmp_path)
+    assert store.keys("GPU X") == [SeriesKey("t.py::ok")]
+
+
+def test_record_ignores_perf_verdict_failures(tmp_path: Path) -> None:
+    fake = FakePytest({"t.py::a": [1.0] * 2}, rc=1)  # exit 1 from REGRESSION verdicts only
+    assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], fake) == 0
+
+
+def test_record_counts_unmeasured_failures_from_the_report() -> None:
+    from pytest_cudaperf.cli import failed_bodies_of
+
+    found = [(_record("t.py::a", 1.0), True)]
+    assert failed_bodies_of({"failed_bodies": 2}, found) == 2
+    assert failed_bodies_of({}, found) == 0
+    assert failed_bodies_of({}, [(_record("t.py::a", 1.0), False)]) == 1
+
+
+def test_record_refuses_update_and_bad_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakePytest({})
+    assert main(["record", "--", "--cudaperf-update"], fake) == 2
+    assert "leave --cudaperf-update out" in capsys.readouterr().err
+    assert main(["record", "--runs", "0"], fake) == 2
+    assert fake.calls == []
+
+
+def test_record_without_a_report_stops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def no_report(args: Sequence[str]) -> int:
+        return 4
+
+    assert main(["record", "--baseline-dir", str(tmp_path)], no_report) == 4
+    assert "run 1/5: pytest exited 4 without a report" in capsys.readouterr().out
+
+
+def test_record_end_to_end_in_real_processes(tmp_path: Path) -> None:
+    """``cudaperf record`` runs real pytest processes. The test skips when the plugin does not
+    write the report's top-level ``records`` yet (the judging layer is wired by the lead)."""
+    (tmp_path / "test_tiny.py").write_text(
+        textwrap.dedent("""
+            def test_sum(cuda_timer):
+                cuda_timer(lambda: sum(range(2000)))
+        """)
+    )
+    root = Path(__file__).parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", "2", "--", "-q", "-p",
+         "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    if ", 0 series" in result.stdout or "without a report" in result.stdout:
+        pytest.skip(f"the plugin does not report records yet: {result.stdout[-300:]}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    store = BaselineStore.load(tmp_path / ".cudaperf")
+    [device_class] = store.entries
+    [key] = store.keys(device_class)
+    assert key.nodeid == "test_tiny.py::test_sum"
+    entry = store.lookup(device_class, key, "time:wall")
+    assert entry is not None
+    assert entry.processes == 2
+
+
+def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
+    """The subprocess path of ``cudaperf record``, with a stand-in for the plugin's report: a
+    conftest that writes each process's id as the measured median."""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent("""
+            import json, os
+
+            def pytest_addoption(parser):
+                parser.addoption("--cudaperf-json")
+                parser.addoption("--cudaperf-baseline-dir")
+
+            def pytest_sessionfinish(session):
+                record = {
+                    "nodeid": "test_tiny.py::test_one", "name": "", "series": "time:wall",
+                    "device_class": "CPU T", "unit": "ms", "env": {"pid": os.getpid()},
+                    "recording": {"date": "2026-11-23", "median": float(os.getpid()),
+                                  "noise": 0.0, "n": 1},
+                    "body_passed": session.testsfailed == 0,
+                }
+                with open(session.config.getoption("--cudaperf-json"), "w") as f:
+                    json.dump({"records": [record]}, f)
+        """)
+    )
+    (tmp_path / "test_tiny.py").write_text("def test_one():\n    pass\n")
+    root = Path(__file__).parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", "3",
+         "--baseline-dir", "base", "--", "-q", "-p", "no:cudaperf", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("pytest exited 0, 1 series") == 3
+    store = BaselineStore.load(tmp_path / "base")
+    entry = store.lookup("CPU T", SeriesKey("test_tiny.py::test_one"), "time:wall")
+    assert entry is not None
+    assert len({r.median for r in entry.recordings}) == 3  # three processes
+    assert sorted(p.name for p in (tmp_path / "base").iterdir()) == [
+        ".gitignore",
+        ".lock",
+        "cpu-t.json",
+    ]

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_cudaperf import judging
 from pytest_cudaperf.baselines import BaselineStore
-from pytest_cudaperf.context import KeyedStore, RunContext, TestContext
+from pytest_cudaperf.context import RunContext, TestContext
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import PerfOptions
@@ -38,7 +38,7 @@ def measured(median: float) -> Measurement:
 def run_context(tmp_path: Path, **settings: object) -> RunContext:
     return RunContext(
         settings=Settings(**settings),  # type: ignore[arg-type]
-        store=KeyedStore(BaselineStore.load(tmp_path)),
+        store=BaselineStore.load(tmp_path),
         locks=LockRegistry(tmp_path / "locks"),
         root=tmp_path,
         baseline_dir=tmp_path,

@@ -1,59 +1,246 @@
 from __future__ import annotations
 
-from pytest_cudaperf.verdict import Kind, budget_failure, environment_change, judge
+import math
 
-ENV = {"torch": "2.12", "cuda": "13.0", "driver": "580"}
-BASE = {
-    "value": 1.1,
-    "noise": 0.002,
-    "unit": "ms",
-    "n": 50,
-    "env": {"torch": "2.11", "cuda": "13.0", "driver": "580", "date": "2026-11-20"},
-}
+import pytest
+
+from pytest_cudaperf.baselines import Entry, Recording
+from pytest_cudaperf.verdict import (
+    Kind,
+    Observation,
+    budget_failure,
+    ci_text,
+    confirm,
+    fingerprint_differences,
+    format_value,
+    judge,
+)
+
+ENV = {"torch": "2.11", "cuda": "13.0", "driver": "580", "power_limit_w": 700}
+
+
+def series(
+    *medians: float,
+    noise: float = 0.005,
+    sm_mhz: float | None = None,
+    unit: str = "ms",
+    metric: str = "device",
+) -> Entry:
+    recs = [
+        Recording(f"2026-11-{i + 1:02d}", m, noise, 50, sm_mhz=sm_mhz)
+        for i, m in enumerate(medians)
+    ]
+    return Entry.of(recs, unit, ENV, metric)
+
+
+STEADY = series(1.0, 1.0, 1.0)  # three processes that agree: noise 0.5%
+
+
+def obs(value: float, halfwidth: float = 0.005, **kwargs: object) -> Observation:
+    return Observation(value, halfwidth, env=kwargs.pop("env", ENV), **kwargs)  # type: ignore[arg-type]
 
 
 def test_missing_baseline_is_new() -> None:
-    assert judge(1.0, 0.01, "ms", None, 0.05, "H100", ENV).kind is Kind.NEW
+    verdict = judge(obs(1.0), None, 0.05, "GPU")
+    assert verdict.kind is Kind.NEW
 
 
 def test_regression_message_says_what_moved() -> None:
-    verdict = judge(1.234, 0.003, "ms", BASE, 0.05, "NVIDIA H100 80GB HBM3", ENV)
+    verdict = judge(obs(1.2), STEADY, 0.05, "NVIDIA H100")
     assert verdict.kind is Kind.REGRESSION
+    assert verdict.ratio == pytest.approx(1.2)
     assert verdict.message.startswith(
-        "perf regression: median 1.234 ms vs baseline 1.100 ms (+12.2%, 95% CI +11.8%…+12.6%, "
-        "tolerance 5.0%) — NVIDIA H100 80GB HBM3; baseline 2026-11-20, now torch 2.11 → 2.12"
+        "perf regression: median 1.200 ms vs baseline 1.000 ms (+20.0%"
     )
+    assert "tolerance 5.0%" in verdict.message
+    assert "NVIDIA H100; baseline since 2026-11-01 from 3 processes" in verdict.message
 
 
 def test_within_tolerance_passes_and_large_drop_improves() -> None:
-    assert judge(1.12, 0.003, "ms", BASE, 0.05, "X", ENV).kind is Kind.PASS
-    assert judge(0.8, 0.003, "ms", BASE, 0.05, "X", ENV).kind is Kind.IMPROVED
+    assert judge(obs(1.03), STEADY, 0.05, "GPU").kind is Kind.PASS
+    assert judge(obs(0.8), STEADY, 0.05, "GPU").kind is Kind.IMPROVED
 
 
-def test_ci_straddling_the_threshold_is_inconclusive() -> None:
-    verdict = judge(1.155, 0.02, "ms", BASE, 0.05, "X", ENV)
+def test_pass_even_when_the_ci_pokes_out() -> None:
+    verdict = judge(obs(1.04, halfwidth=0.05), STEADY, 0.05, "GPU")
+    assert verdict.ci is not None
+    assert verdict.ci[1] > 1.05
+    assert verdict.kind is Kind.PASS
+
+
+def test_point_beyond_the_band_with_a_straddling_ci_is_inconclusive_and_says_why() -> None:
+    verdict = judge(obs(1.07, halfwidth=0.04), STEADY, 0.05, "GPU")
     assert verdict.kind is Kind.INCONCLUSIVE
     assert verdict.message.startswith("inconclusive: ")
+    assert "this measurement's CI is ±4.0%" in verdict.message
+    assert "a longer --cudaperf-max-time, or a tolerance above 5%" in verdict.message
 
 
-def test_recorded_noise_raises_the_threshold_and_says_so() -> None:
-    noisy = {**BASE, "noise": 0.15}
-    verdict = judge(1.2, 0.0, "ms", noisy, 0.05, "X", ENV)
-    assert verdict.kind is not Kind.REGRESSION
-    assert verdict.threshold == 0.15
-    assert "tolerance 5.0%, raised to 15.0% by the baseline's noise" in verdict.message
-    assert verdict.to_dict()["tolerance"] == 0.05
-    plain = judge(1.12, 0.0, "ms", BASE, 0.05, "X", ENV)
-    assert plain.threshold == plain.tolerance == 0.05
-    assert "tolerance 5.0%) —" in plain.message
+def test_unstable_measurement_names_the_reason_and_what_to_do() -> None:
+    unstable = obs(
+        1.07,
+        halfwidth=0.01,
+        instability_noise=0.03,
+        instability=("rounds disagree by 18% (4.6 / 5.5 / 4.6 µs)",),
+    )
+    assert unstable.noise == pytest.approx(0.04)
+    verdict = judge(unstable, STEADY, 0.05, "GPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert "this measurement was unstable: rounds disagree by 18%" in verdict.message
+    assert 'cache="hot" or graph=True' in verdict.message
 
 
-def test_memory_verdicts() -> None:
-    base = {"value": 1000.0, "noise": 0.0, "unit": "bytes", "n": 1, "env": {}}
-    assert judge(1000.0, 0.0, "bytes", base, 0.01, "X", ENV).kind is Kind.PASS
-    verdict = judge(2048.0, 0.0, "bytes", base, 0.01, "X", ENV)
+def test_noisy_series_cannot_support_the_tolerance_never_regression() -> None:
+    noisy = series(1.0, 1.13, 0.87)  # moves ±20% between processes
+    assert noisy.noise == pytest.approx(0.195)
+    verdict = judge(obs(1.15), noisy, 0.05, "GPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert verdict.threshold == pytest.approx(0.195)
+    assert "raised to 19.5% by the series' noise" in verdict.message
+    assert "cannot support the tolerance 5.0%" in verdict.message
+    assert "series moves ±19% between processes (3 recordings)" in verdict.message
+    assert "record more: cudaperf record" in verdict.message
+    # far beyond even the raised threshold: a regression
+    assert judge(obs(1.6), noisy, 0.05, "GPU").kind is Kind.REGRESSION
+    # within the tolerance asked for: pass
+    assert judge(obs(1.03), noisy, 0.05, "GPU").kind is Kind.PASS
+
+
+def test_single_process_baseline_says_so() -> None:
+    one = series(1.0)
+    assert one.noise == 0.03
+    verdict = judge(obs(1.045, halfwidth=0.03), one, 0.03, "GPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert "baseline from 1 process" in verdict.message
+    assert "record more: cudaperf record" in verdict.message
+
+
+def test_fingerprint_difference_is_named_and_makes_a_marginal_regression_inconclusive() -> None:
+    capped = {**ENV, "power_limit_w": 500}
+    marginal = judge(obs(1.08, env=capped), STEADY, 0.05, "GPU")
+    assert marginal.kind is Kind.INCONCLUSIVE
+    assert marginal.fingerprint == ("power_limit_w 700 → 500",)
+    assert "now power_limit_w 700 → 500" in marginal.message
+    clear = judge(obs(1.3, env=capped), STEADY, 0.05, "GPU")
+    assert clear.kind is Kind.REGRESSION
+    assert "now power_limit_w 700 → 500" in clear.message
+    assert judge(obs(1.08), STEADY, 0.05, "GPU").kind is Kind.REGRESSION
+
+
+def test_fingerprint_differences() -> None:
+    assert fingerprint_differences(ENV, ENV) == ()
+    # a key only one side knows (an older baseline) is not a difference
+    assert fingerprint_differences({"torch": "1"}, {"torch": "1", "ecc": True}) == ()
+    assert fingerprint_differences({"torch": "1", "date": "a"}, {"torch": "2", "date": "b"}) == (
+        "torch 1 → 2",
+    )
+    nested = fingerprint_differences(
+        {"fingerprint": {"mig": "off", "clocks": "1980"}}, {"fingerprint": {"mig": "on"}}
+    )
+    assert nested == ("mig off → on",)
+
+
+def test_memory_is_exact_at_the_callers_tolerance() -> None:
+    base = series(1024, noise=0.0, unit="bytes", metric="bytes")
+    same = judge(Observation(1024, unit="bytes"), base, 0.01, "GPU")
+    assert same.kind is Kind.PASS
+    more = judge(Observation(2048, unit="bytes"), base, 0.01, "GPU")
+    assert more.kind is Kind.REGRESSION
+    assert more.message.startswith("memory regression: peak memory 2.0 KiB vs baseline 1.0 KiB")
+    assert judge(Observation(512, unit="bytes"), base, 0.01, "GPU").kind is Kind.IMPROVED
+
+
+def test_memory_against_a_zero_baseline_never_divides() -> None:
+    zero = Entry(0, "bytes", 0.0, "2026-11-01", {}, (Recording("2026-11-01", 0, 0.0, 1),))
+    assert judge(Observation(0, unit="bytes"), zero, 0.01, "GPU").kind is Kind.PASS
+    grew = judge(Observation(10, unit="bytes"), zero, 0.01, "GPU")
+    assert grew.kind is Kind.REGRESSION
+    assert "baseline is zero" in grew.message
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0.0, -1.0])
+def test_no_verdict_from_a_nonsense_measurement(value: float) -> None:
+    verdict = judge(obs(value), STEADY, 0.05, "GPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert "not two finite positive values" in verdict.message
+
+
+def test_nonsense_baseline_value_never_divides() -> None:
+    broken = Entry(0.0, "ms", 0.0, "2026-11-01", {}, (Recording("2026-11-01", 1.0, 0.0, 1),))
+    assert judge(obs(1.0), broken, 0.05, "GPU").kind is Kind.INCONCLUSIVE
+
+
+def test_nan_noise_counts_as_none() -> None:
+    verdict = judge(obs(1.2, halfwidth=float("nan"), instability_noise=-1.0), STEADY, 0.05, "GPU")
     assert verdict.kind is Kind.REGRESSION
-    assert verdict.message.startswith("memory regression: peak memory 2.0 KiB vs baseline")
+    assert verdict.ci is not None
+    assert all(math.isfinite(c) for c in verdict.ci)
+
+
+# --- confirmation --------------------------------------------------------------------------------
+
+
+def test_confirm_leaves_other_verdicts_alone() -> None:
+    first = judge(obs(1.0), STEADY, 0.05, "GPU")
+    assert confirm(first, obs(2.0), STEADY, 0.05, "GPU") is first
+
+
+def test_unconfirmed_regression_is_inconclusive() -> None:
+    first = judge(obs(1.2), STEADY, 0.05, "GPU")
+    verdict = confirm(first, obs(1.01), STEADY, 0.05, "GPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert verdict.message.startswith(
+        "inconclusive: +20.0% not confirmed, re-measured +1.0% (pass)"
+    )
+
+
+def test_confirmed_regression_without_clocks_stays() -> None:
+    first = judge(obs(1.2), STEADY, 0.05, "GPU")
+    verdict = confirm(first, obs(1.21), STEADY, 0.05, "GPU")
+    assert verdict.kind is Kind.REGRESSION
+    assert verdict.ratio == pytest.approx(1.21)
+    assert verdict.cycles_ratio is None
+
+
+def test_a_clock_dip_alone_is_inconclusive_in_cycle_space() -> None:
+    clocked = series(1.0, 1.0, 1.0, sm_mhz=1974)
+    first = judge(obs(1.125, sm_mhz=1755), clocked, 0.05, "GPU")
+    assert first.kind is Kind.REGRESSION
+    verdict = confirm(first, obs(1.125, sm_mhz=1755), clocked, 0.05, "GPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert verdict.cycles_ratio == pytest.approx(1.125 * 1755 / 1974)
+    assert verdict.message.startswith(
+        "inconclusive: SM clock 1755 MHz vs 1974 at baseline: +0.0% in cycles"
+    )
+
+
+def test_a_slowdown_in_cycles_too_stays_a_regression() -> None:
+    clocked = series(1.0, 1.0, 1.0, sm_mhz=1974)
+    first = judge(obs(1.3, sm_mhz=1974), clocked, 0.05, "GPU")
+    verdict = confirm(first, obs(1.3, sm_mhz=1960), clocked, 0.05, "GPU")
+    assert verdict.kind is Kind.REGRESSION
+    assert verdict.cycles_ratio == pytest.approx(1.3 * 1960 / 1974)
+    assert "in cycles (SM clock 1960 MHz vs 1974)" in verdict.message
+
+
+@pytest.mark.parametrize("mhz", [None, 0.0, float("nan")])
+def test_missing_or_broken_clock_skips_the_cycle_check(mhz: float | None) -> None:
+    clocked = series(1.0, 1.0, 1.0, sm_mhz=1974)
+    first = judge(obs(1.3), clocked, 0.05, "GPU")
+    assert confirm(first, obs(1.3, sm_mhz=mhz), clocked, 0.05, "GPU").kind is Kind.REGRESSION
+
+
+def test_verdict_to_dict_is_json_builtins() -> None:
+    data = judge(obs(1.2), STEADY, 0.05, "GPU").to_dict()
+    assert data["kind"] == "regression"
+    assert data["fingerprint"] == []
+    assert isinstance(data["ci"], list)
+
+
+def test_formatting_helpers() -> None:
+    assert ci_text((1.1, 1.2)) == "+10.0%…+20.0%"
+    assert format_value(2048, "bytes") == "2.0 KiB"
+    assert format_value(12.5, "GB/s") == "12.5 GB/s"
 
 
 def test_budget_failure_line() -> None:
@@ -64,8 +251,3 @@ def test_budget_failure_line() -> None:
     assert budget_failure(2**21, 2**20, "bytes", "max_peak", "requested bytes") == (
         "memory: peak 2.0 MiB > max_peak 1.0 MiB (requested bytes)"
     )
-
-
-def test_environment_change() -> None:
-    assert environment_change(ENV, ENV) == "same torch/CUDA/driver"
-    assert environment_change({"torch": "1"}, {"torch": "2"}).startswith("now torch 1 → 2")

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import pytest
+
+from pytest_cudaperf import evidence
+from pytest_cudaperf.baselines import Entry, Recording
+
+
+def rec(median: float, noise: float = 0.01, date: str = "2026-11-01") -> Recording:
+    return Recording(date=date, median=median, noise=noise, n=50)
+
+
+def entry(*medians: float, noise: float = 0.01, metric: str = "device") -> Entry:
+    recs = [rec(m, noise, f"2026-11-{i + 1:02d}") for i, m in enumerate(medians)]
+    return Entry.of(recs, "ms", {}, metric)
+
+
+def test_value_is_median_of_medians_and_noise_the_spread() -> None:
+    value, noise = evidence.summarize_recordings([rec(4.5), rec(5.3), rec(4.6)], "device")
+    assert value == 4.6
+    # 1.5 x half the relative range: 1.5 * 0.4 / 4.6
+    assert noise == pytest.approx(1.5 * 0.4 / 4.6)
+
+
+def test_noise_is_at_least_the_largest_recording_noise() -> None:
+    _, noise = evidence.summarize_recordings([rec(1.0, 0.2), rec(1.0), rec(1.0)], "device")
+    assert noise == 0.2
+
+
+@pytest.mark.parametrize(("metric", "floor"), [("device", 0.03), ("wall", 0.10)])
+def test_fewer_than_three_processes_get_the_floor(metric: str, floor: float) -> None:
+    assert evidence.summarize_recordings([rec(1.0)], metric) == (1.0, floor)
+    _, two = evidence.summarize_recordings([rec(1.0), rec(1.0)], metric)
+    assert two == floor
+    # two processes far apart: the spread wins over the floor
+    _, apart = evidence.summarize_recordings([rec(1.0), rec(1.5)], metric)
+    assert apart == pytest.approx(1.5 * 0.25 / 1.25)
+
+
+def test_bytes_are_exact() -> None:
+    assert evidence.summarize_recordings([rec(100, 0.0), rec(200, 0.0)], "bytes") == (200, 0.0)
+
+
+def test_no_recordings_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        evidence.summarize_recordings([], "device")
+
+
+def test_metric_of() -> None:
+    assert evidence.metric_of("time:wall") == "wall"
+    assert evidence.metric_of("time:device/cold") == "device"
+    assert evidence.metric_of("memory:peak", "bytes") == "bytes"
+
+
+def test_change_point_needs_more_than_tolerance_and_twice_the_noise() -> None:
+    series = entry(1.0, 1.0, 1.01, 0.99, noise=0.01)  # 4 processes, noise ~1.5%
+    assert not evidence.is_change_point(series, [rec(1.04)], 0.05)
+    assert evidence.is_change_point(series, [rec(1.2)], 0.05)
+    assert evidence.is_change_point(series, [rec(0.8)], 0.05)
+    noisy = entry(1.0, 1.1, 0.9, noise=0.01)  # moves ±15% between processes
+    assert not evidence.is_change_point(noisy, [rec(1.2)], 0.05)
+    assert evidence.is_change_point(noisy, [rec(1.5)], 0.05)
+
+
+def test_intentional_cpu_change_of_twenty_percent_is_a_change_point() -> None:
+    one = entry(1.0, noise=0.02, metric="wall")  # floor 10%, not twice the floor
+    assert evidence.is_change_point(one, [rec(1.2, 0.02)], 0.05)
+    assert not evidence.is_change_point(one, [rec(1.08, 0.02)], 0.05)
+
+
+def test_change_point_ignores_nan_recordings() -> None:
+    assert not evidence.is_change_point(entry(1.0), [rec(float("nan"))], 0.05)
+
+
+def test_drift_step_by_step() -> None:
+    climbing = entry(1.0, 1.03, 1.06, 1.09)
+    found = evidence.drift(climbing, 0.05)
+    assert found is not None
+    assert found.change == pytest.approx(0.09)
+    assert found.first_date == "2026-11-01"
+    assert found.text() == "drifting +9.0% since 2026-11-01"
+    falling = evidence.drift(entry(1.0, 0.97, 0.94, 0.91), 0.05)
+    assert falling is not None
+    assert falling.text().startswith("drifting −9.0%")
+
+
+@pytest.mark.parametrize(
+    "medians",
+    [
+        (1.0, 1.01, 1.02),  # total under the tolerance
+        (1.0, 1.0, 1.09),  # one step over the tolerance: a jump, not drift
+        (1.0, 1.06, 0.95, 1.07),  # up and down
+        (1.0, 1.08),  # too few recordings
+    ],
+)
+def test_no_drift(medians: tuple[float, ...]) -> None:
+    assert evidence.drift(entry(*medians), 0.05) is None
