@@ -236,7 +236,7 @@ def run_pytest(args: Sequence[str]) -> int:
     return subprocess.call([sys.executable, "-m", "pytest", *args])
 
 
-def cmd_record(
+def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
 ) -> int:
     """Run the pytest command ``runs`` times, each its own process writing a JSON report and no
