@@ -208,11 +208,12 @@ def terminal_summary(tr: TerminalWriter, results: Results, settings: Settings) -
 
 
 def json_document(
-    results: Results, environment: Mapping[str, object], run_id: str
+    results: Results, environment: Mapping[str, object], run_id: str, baseline_dir: str = ""
 ) -> dict[str, object]:
     return {
         "schema": JSON_SCHEMA,
         "run_id": run_id,
+        "baseline_dir": baseline_dir,
         "environment": dict(environment),
         "summary": results.counts(),
         "tests": [results.outcomes[k].to_payload() for k in sorted(results.outcomes)],

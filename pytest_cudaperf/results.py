@@ -165,7 +165,7 @@ def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) ->
     results.find_drift(run.store, settings.tolerance)
     env = environment(run.probe, run=True) if settings.json or settings.html else {}
     if settings.json:
-        document = report.json_document(results, env, run.run_id)
+        document = report.json_document(results, env, run.run_id, str(run.baseline_dir))
         json_path = out / settings.json
         _attempt(
             results, "--cudaperf-json", json_path, lambda: report.write_json(json_path, document)
