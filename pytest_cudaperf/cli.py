@@ -249,8 +249,9 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
             raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
     if "--cudaperf-update" not in args:
         args.append("--cudaperf-update")
-    if baseline_dir is not None:
-        args += ["--cudaperf-baseline-dir", str(baseline_dir)]
+    if baseline_dir is not None:  # one argument: pytest takes a bare existing path for a
+        # test path when it looks for the rootdir, and the folder exists from the second run on
+        args.append(f"--cudaperf-baseline-dir={baseline_dir}")
     folder = baseline_dir
     collected: dict[tuple[str, SeriesKey, str], list[Record]] = {}
     failed_bodies: set[tuple[str, SeriesKey, str]] = set()

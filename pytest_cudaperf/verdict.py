@@ -70,8 +70,9 @@ class Observation:
 
     @property
     def noise(self) -> float:
-        """The relative half-width the verdict uses for this side (NaN/negative count as 0)."""
-        return _clean(self.halfwidth) + _clean(self.instability_noise)
+        """The relative half-width the verdict uses for this side (NaN/negative count as 0): the
+        larger of the CI's and the instability's (see ``Measurement.noise``)."""
+        return max(_clean(self.halfwidth), _clean(self.instability_noise))
 
 
 def _clean(x: float) -> float:

@@ -143,9 +143,12 @@ class Measurement:
 
     @property
     def noise(self) -> float:
-        """What a verdict should take as this measurement's relative half-width:
-        :attr:`rel_halfwidth` plus :attr:`instability_noise`."""
-        return self.rel_halfwidth + self.instability_noise
+        """What a verdict should take as this measurement's relative half-width: the larger of
+        :attr:`rel_halfwidth` and :attr:`instability_noise`. Not their sum: the CI already
+        covers every round's median, so rounds that disagree would count twice (on the H100 a
+        5 µs bimodal reduction then carried ±24% and a +50% slowdown read inconclusive;
+        benchmarks/RESULTS.md, suite-scale runs)."""
+        return max(self.rel_halfwidth, self.instability_noise)
 
     def how(self) -> str:
         """``device time, 40 samples, cold L2``."""
