@@ -600,7 +600,11 @@ def _launches(x: float) -> str:
 
 _ROLES = (
     ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
-    ("gemm", re.compile(r"gemm|xmma|cutlass|cublas|matmul|s16816|h16816|tensorop|wgmma", re.I)),
+    # nvjet: cuBLASLt's generated GEMM kernels on sm_90 (a bf16 matmul on the H100, torch 2.11)
+    (
+        "gemm",
+        re.compile(r"gemm|xmma|cutlass|cublas|matmul|s16816|h16816|tensorop|wgmma|nvjet", re.I),
+    ),
     ("conv", re.compile(r"conv|wgrad|dgrad|fprop", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
     ("norm", re.compile(r"norm", re.I)),

@@ -141,7 +141,7 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     assert ("test_region_and_compare#loop", "time:region") in series
     assert ("test_whole_body", "time:wall") in series
     peaks = [r for t in report["tests"] for r in t["records"] if r["series"] == "memory:peak"]
-    assert all(r["value"] >= 0 for r in peaks)
+    assert all(r["recording"]["median"] >= 0 for r in peaks)
     compares = [c for t in report["tests"] for c in t["comparisons"]]
     assert compares[0]["name"] == "small_vs_big"
     assert report["environment"]["gpus"]
@@ -157,8 +157,9 @@ def test_gpu_baselines_catch_a_planted_slowdown(
     assert len(files) == 1
     document = json.loads(files[0].read_text())
     assert document["device_class"].startswith("NVIDIA")
-    entry = document["entries"]["test_timed.py::test_matmul_cold"]
+    entry = document["entries"]["test_timed.py::test_matmul_cold"][""]  # the test's own series
     assert set(entry) == {"time:device/cold", "memory:peak"}
+    assert len(entry["time:device/cold"]["recordings"]) == 1
     pytester.runpytest(*args).assert_outcomes(passed=1)
     monkeypatch.setenv("SCALE", "1.5")  # 3.4x the flops
     slow = pytester.runpytest(*args)

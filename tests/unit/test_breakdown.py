@@ -77,6 +77,7 @@ def test_short_name(full: str, short: str) -> None:
         (SM90, "gemm"),
         ("Kernel2<cutlass_80_tensorop_bf16_.._64x64_tn>", "gemm"),
         ("ampere_sgemm_128x64_nn", "gemm"),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "gemm"),  # a bf16 matmul, H100
         ("flash_fwd_kernel", "attention"),
         ("sdpa_sm90_flash_fprop_.._64x128x64", "attention"),
         ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"),
