@@ -142,17 +142,20 @@ def test_perf_recorded_then_compared(pytester: pytest.Pytester, dist_mode: list[
     first.assert_outcomes(passed=1)
     baselines = list((pytester.path / ".cudaperf").glob("*.json"))
     assert len(baselines) == 1
-    stored = baselines[0].read_text()
-    assert "test_allreduce#all_reduce/ws2" in stored
-    assert "time:dist" in stored
+    entries = json.loads(baselines[0].read_text())["entries"]
+    (series,) = entries.values()  # one test: its own time and the collective's
+    assert set(series) == {"", "all_reduce/ws2"}
+    assert set(series["all_reduce/ws2"]) == {"time:dist"}
     second = pytester.runpytest(*dist_mode, "--cudaperf-json=out.json")
     second.assert_outcomes(passed=1)
     document = json.loads((pytester.path / "out.json").read_text())
-    records = {r["key"].split("::")[-1]: r for t in document["tests"] for r in t["records"]}
+    records = {r["name"]: r for t in document["tests"] for r in t["records"]}
     assert {r["verdict"]["kind"] for r in records.values()} <= {"pass", "improved"}
-    collective = records["test_allreduce#all_reduce/ws2"]
-    assert set(collective["ranks"]) == {"0", "1"}
-    assert collective["value"] == max(collective["ranks"].values())
-    assert collective["bandwidth"]["op"] == "all_reduce"
-    assert collective["bandwidth"]["bytes"] == 4 << 16
+    collective = records["all_reduce/ws2"]
+    ranks = collective["measurement"]["ranks"]
+    assert set(ranks) == {"0", "1"}
+    assert collective["recording"]["median"] == max(ranks.values())  # the slowest rank's
+    bandwidth = collective["measurement"]["bandwidth"]
+    assert bandwidth["op"] == "all_reduce"
+    assert bandwidth["bytes"] == 4 << 16
     assert "NEW" not in second.stdout.str()

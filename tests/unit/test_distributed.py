@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf.baselines import Record, Recording
+from pytest_cudaperf.baselines import BaselineStore, Record, Recording
+from pytest_cudaperf.context import RunContext
 from pytest_cudaperf.devices import GpuFacts, Probe
 from pytest_cudaperf.distributed import (
     Merged,
@@ -29,9 +30,11 @@ from pytest_cudaperf.distributed import (
     pg_timeout,
     plan,
     rank_args,
+    require_gpus_error,
     settings_env,
 )
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import DistributedOptions, MarkerError, parse
 from pytest_cudaperf.outcome import Failure, FailureKind, JudgedRecord, LeakOutcome, TestOutcome
 from pytest_cudaperf.settings import Settings
@@ -99,6 +102,33 @@ def test_plan_backend_and_skip_reasons() -> None:
     )
 
 
+def _run_context(tmp_path: Path, probe: Probe, require_gpu: bool = True) -> RunContext:
+    return RunContext(
+        settings=Settings(require_gpu=require_gpu),
+        store=BaselineStore.load(tmp_path / "baselines"),
+        locks=LockRegistry(tmp_path / "locks"),
+        root=tmp_path,
+        baseline_dir=tmp_path / "baselines",
+        output_dir=tmp_path,
+        _probe=probe,
+    )
+
+
+def test_too_few_gpus_is_a_usage_error_only_when_gpus_are_required(tmp_path: Path) -> None:
+    tests = [
+        ("t.py::test_one", {"perf": object()}),
+        ("t.py::test_four", {"distributed": DistributedOptions(world_size=4)}),
+    ]
+    error = require_gpus_error(_run_context(tmp_path, TWO), tests)
+    assert error == (
+        "--cudaperf-require-gpu: t.py::test_four needs 4 GPUs (world_size=4), 2 visible"
+    )
+    assert require_gpus_error(_run_context(tmp_path, TWO), tests[:1]) is None
+    assert require_gpus_error(_run_context(tmp_path, TWO, require_gpu=False), tests) is None
+    two = [("t.py::test_two", {"distributed": DistributedOptions(world_size=2)})]
+    assert require_gpus_error(_run_context(tmp_path, TWO), two) is None
+
+
 def test_marker_validation() -> None:
     opts = parse("distributed", (), {"world_size": 4, "backend": "gloo", "timeout": "90s"})
     assert opts == DistributedOptions(world_size=4, backend="gloo", timeout=90.0)
@@ -151,6 +181,30 @@ def test_rank_env_round_trip() -> None:
         }
     )
     assert env == RankEnv(1, 2, 3, None, None, "nccl")
+
+
+class _NoOptions:
+    def getoption(self, name: str) -> Any:
+        return None
+
+    def getini(self, name: str) -> Any:
+        return None
+
+
+def test_a_rank_is_a_worker_on_its_gpu_with_private_locks(tmp_path: Path) -> None:
+    environ = {
+        "PYTEST_CUDAPERF_DIST_RANK": "1",
+        "PYTEST_CUDAPERF_DIST_GPU": "3",
+        "PYTEST_CUDAPERF_DIST_LOCK_DIR": str(tmp_path / "rank-locks"),
+    }
+    ctx = RunContext.create(tmp_path, "pytest.ini", _NoOptions(), environ, None, tmp_path)
+    assert ctx.rank is not None
+    assert ctx.rank.rank == 1
+    assert (ctx.is_worker, ctx.worker) == (True, 3)
+    assert ctx.locks.folder == tmp_path / "rank-locks"
+    plain = RunContext.create(tmp_path, "pytest.ini", _NoOptions(), {}, None, tmp_path)
+    assert (plain.rank, plain.is_worker, plain.worker) == (None, False, 0)
+    assert plain.locks.folder != tmp_path / "rank-locks"
 
 
 STACK = """\
