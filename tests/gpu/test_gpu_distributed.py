@@ -114,6 +114,7 @@ def test_allreduce_bus_bandwidth(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     document = json.loads((pytester.path / "out.json").read_text())
     record = document["tests"][0]["records"][0]
-    assert record["key"].endswith("#all_reduce/ws2")
-    assert record["bandwidth"]["bytes"] == 256 << 20
-    print(json.dumps(record["bandwidth"]))
+    assert record["name"] == "all_reduce/ws2"
+    bandwidth = record["measurement"]["bandwidth"]
+    assert bandwidth["bytes"] == 256 << 20
+    print(json.dumps(bandwidth))
