@@ -145,7 +145,8 @@ def main() -> None:
     raw_alg, raw_bus = nccl_tests_busbw(size, raw_ms, world)
 
     print(f"all_reduce, {args.mib} MiB {args.dtype}, {world} ranks, {record['device_class']}")
-    print(f"  per-rank medians (ms): {record['measurement']['ranks']}; {len(samples)} aligned samples kept")
+    ranks = record["measurement"]["ranks"]
+    print(f"  per-rank medians (ms): {ranks}; {len(samples)} aligned samples kept")
     print(
         f"  plugin (median {median:.4f} ms):            algbw {plugin_bw['algbw_gbps']:8.2f} "
         f"GB/s  busbw {plugin_bw['busbw_gbps']:8.2f} GB/s"
