@@ -283,7 +283,7 @@ class Entry:
         return clocks[mid] if len(clocks) % 2 else (clocks[mid - 1] + clocks[mid]) / 2
 
     @classmethod
-    def of(
+    def of(  # noqa: PLR0913 - an entry's parts, each optional but the recordings
         cls,
         recordings: Sequence[Recording],
         unit: str,

@@ -310,7 +310,7 @@ def short_name(full: str) -> str:
     return name if len(name) <= MAX_SHORT_CHARS else name[: MAX_SHORT_CHARS - 2] + ".."
 
 
-def _short_name(full: str) -> str:
+def _short_name(full: str) -> str:  # noqa: PLR0912 - one rule per kind of name noise
     """A kernel name a person reads: no ``void``, namespaces, argument list or template noise;
     the functor or lambda host of a generic elementwise/reduce kernel kept in brackets
     (``vectorized_elementwise_kernel<CUDAFunctor_add>``); a CUTLASS ``Kernel2<name>`` unwrapped;
@@ -415,7 +415,7 @@ def _totals(events: Iterable[RawEvent], kind: str) -> dict[str, tuple[str, int, 
     return totals
 
 
-def aggregate(
+def aggregate(  # noqa: PLR0913 - the profile's events and how to cut them
     events: Sequence[RawEvent],
     backend: str,
     calls: int,
@@ -746,7 +746,9 @@ def _display(key: str) -> str:
     return key.split(" #", 1)[0] if " #" in key else short_name(key)
 
 
-def diff(base: Breakdown, current: Breakdown, noise: float = 0.01) -> BreakdownDiff:
+def diff(  # noqa: PLR0912, PLR0915 - one pass classifying each kind of change
+    base: Breakdown, current: Breakdown, noise: float = 0.01
+) -> BreakdownDiff:
     """What changed between two breakdowns, ranked by |time delta|.
 
     A launch-count change (by >= 0.5 per call) or an entry that appeared/vanished is always

@@ -236,19 +236,22 @@ def run_pytest(args: Sequence[str]) -> int:
     return subprocess.call([sys.executable, "-m", "pytest", *args])
 
 
-def cmd_record(
+def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
 ) -> int:
-    """Run the pytest command ``runs`` times, each its own process writing a JSON report and no
-    baseline; then every series whose test body passed in every run becomes a fresh series made
-    of its ``runs`` recordings."""
+    """Run the pytest command ``runs`` times, each its own process in update mode (so nothing
+    fails against the old baseline, and breakdowns are recorded) writing a JSON report; then
+    every series whose test body passed in every run becomes a fresh series made of its
+    ``runs`` recordings, in the baseline folder the runs used."""
     args = [a for a in pytest_args if a != "--"]
-    for bad in ("--cudaperf-update", "--cudaperf-json", "--cudaperf-prune"):
+    for bad in ("--cudaperf-json", "--cudaperf-prune"):
         if any(a == bad or a.startswith(bad + "=") for a in args):
             raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
+    if "--cudaperf-update" not in args:
+        args.append("--cudaperf-update")
     if baseline_dir is not None:
         args += ["--cudaperf-baseline-dir", str(baseline_dir)]
-    folder = baseline_dir or Path(".cudaperf")
+    folder = baseline_dir
     collected: dict[tuple[str, SeriesKey, str], list[Record]] = {}
     failed_bodies: set[tuple[str, SeriesKey, str]] = set()
     worst = 0
@@ -263,6 +266,8 @@ def cmd_record(
             if not isinstance(document, dict):
                 raise CliError(f"{report}: not a --cudaperf-json report")
             found = report_records(document, f"run {run} report")
+            if folder is None and isinstance(document.get("baseline_dir"), str):
+                folder = Path(document["baseline_dir"]) if document["baseline_dir"] else None
             for record, passed in found:
                 where = (record.device_class, record.key, record.series)
                 if passed:
@@ -282,7 +287,7 @@ def cmd_record(
         if len(records) == runs and where not in failed_bodies
     }
     skipped = len(collected.keys() | failed_bodies) - len(complete)
-    store = BaselineStore(folder)
+    store = BaselineStore(folder or Path(".cudaperf"))
     by_class: dict[str, list[Record]] = {}
     for (device_class, _, _), records in sorted(complete.items()):
         by_class.setdefault(device_class, []).extend(records)

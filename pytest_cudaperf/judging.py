@@ -145,11 +145,21 @@ def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
             f"{label}no baseline for {record.series} on {record.device_class} "
             "(--cudaperf-strict); record one with pytest --cudaperf-update",
         )
-    limit = test.perf.max_ms if test.perf else None
+    perf = test.perf
     subject = record.key.nodeid.rsplit("::", 1)[-1]
-    over = budget_failure(m.median_ms, limit, "ms", "max_ms", m.how(), subject=subject)
+    over = budget_failure(
+        m.median_ms, perf.max_ms if perf else None, "ms", "max_ms", m.how(), subject=subject
+    )
     if over:
         state.fail(FailureKind.BUDGET, f"{label}{over}")
+    if perf is not None and perf.max_recompiles is not None and m.recompiles > perf.max_recompiles:
+        state.fail(
+            FailureKind.BUDGET,
+            f"{label}perf: {subject} recompiled {m.recompiles} times while sampling > "
+            f"max_recompiles {perf.max_recompiles}",
+        )
+    state.details.extend(f"{label}{line}" for line in record.explanation)
+    state.details.extend(f"{label}unstable: {why}" for why in m.instability)
     state.details.extend(f"{label}{w}" for w in m.warnings)
 
 
@@ -192,8 +202,14 @@ def check_peak(
 
 
 def add_comparison(
-    test: TestContext, key: SeriesKey, comparison: Comparison, min_speedup: float | None
+    test: TestContext,
+    key: SeriesKey,
+    comparison: Comparison,
+    min_speedup: float | None,
+    pair: tuple[Profiled, Profiled] | None = None,
 ) -> None:
+    """A same-run comparison; a ``min_speedup`` miss fails the test and, where the two sides
+    (candidate, reference) are given, says which kernels differ between them."""
     detail = comparison.to_dict()
     test.state.comparisons.append(ComparisonOutcome(key, comparison.speedup, comparison.ci, detail))
     if min_speedup is None:
@@ -201,6 +217,13 @@ def add_comparison(
     text = f"{key.label()}{comparison.describe()}"
     if comparison.ci[1] < min_speedup:
         test.state.fail(FailureKind.SPEEDUP, f"{text} < min_speedup {min_speedup:g}")
+        if pair is not None:
+            from pytest_cudaperf import breakdown
+
+            candidate, reference = pair
+            with candidate.lock():
+                found = breakdown.explain_pair(candidate.fn, reference.fn, candidate.device)
+            test.state.details.extend(f"{key.label()}{line}" for line in found.lines)
     elif comparison.ci[0] < min_speedup:
         test.state.details.append(
             f"{key.label()}inconclusive against min_speedup {min_speedup:g}: "
@@ -233,7 +256,7 @@ class Profiled:
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
 
 
-def measure_judged(
+def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by two fixtures
     test: TestContext,
     key: SeriesKey,
     run_once: Callable[[Budget], Measurement],

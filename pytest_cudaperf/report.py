@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pytest_cudaperf.results import Results
     from pytest_cudaperf.settings import Settings
 
-JSON_SCHEMA = 1
+JSON_SCHEMA = 2
 
 
 class TerminalWriter(Protocol):
@@ -177,6 +177,7 @@ def _notes(results: Results, settings: Settings) -> list[str]:
             "--cudaperf-prune):"
         )
         lines.extend(f"  {key}" for key in keys)
+    lines.extend(f"DRIFT {line}" for line in results.drifting)
     lines.extend(update.line() for update in results.updates)
     if results.pruned_refused:
         lines.append(
@@ -187,7 +188,7 @@ def _notes(results: Results, settings: Settings) -> list[str]:
 
 
 def terminal_summary(tr: TerminalWriter, results: Results, settings: Settings) -> None:
-    if not results.outcomes and not results.updates and not results.errors:
+    if not (results.outcomes or results.updates or results.errors):
         return
     tr.write_sep("=", "cudaperf")
     rows = table_rows(results)
@@ -207,19 +208,26 @@ def terminal_summary(tr: TerminalWriter, results: Results, settings: Settings) -
 
 
 def json_document(
-    results: Results, environment: Mapping[str, object], run_id: str
+    results: Results, environment: Mapping[str, object], run_id: str, baseline_dir: str = ""
 ) -> dict[str, object]:
     return {
         "schema": JSON_SCHEMA,
         "run_id": run_id,
+        "baseline_dir": baseline_dir,
         "environment": dict(environment),
         "summary": results.counts(),
         "tests": [results.outcomes[k].to_payload() for k in sorted(results.outcomes)],
         "updates": [
-            {"path": str(u.path), "added": u.added, "changed": u.changed, "pruned": u.pruned}
+            {
+                "path": str(u.path),
+                "added": u.added,
+                "changed": u.changed,
+                "afresh": u.afresh,
+                "pruned": u.pruned,
+            }
             for u in results.updates
         ],
-        "obsolete": results.obsolete,
+        "obsolete": {c: [str(k) for k in keys] for c, keys in results.obsolete.items()},
         "complete_run": results.complete,
     }
 

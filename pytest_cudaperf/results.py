@@ -31,6 +31,8 @@ class Results:
     updates: list[UpdateSummary] = field(default_factory=list)
     obsolete: dict[str, list[SeriesKey]] = field(default_factory=dict)
     pruned_refused: bool = False
+    #: series whose baseline recordings climbed step by step: ``key {series}: drifting …``
+    drifting: list[str] = field(default_factory=list)
     #: one line per end-of-run output that failed (file, reason, what to do)
     errors: list[str] = field(default_factory=list)
 
@@ -100,6 +102,20 @@ class Results:
             if found:
                 self.obsolete[device_class] = found
 
+    def find_drift(self, store: BaselineStore, tolerance: float) -> None:
+        """Series of this run whose baseline drifts (each step under the tolerance, the whole
+        climb over it): shown, never failed."""
+        from pytest_cudaperf.evidence import drift
+
+        for record in self.records():
+            entry = store.lookup(record.device_class, record.key, record.series)
+            found = drift(entry, tolerance) if entry is not None else None
+            if found is not None:
+                self.drifting.append(
+                    f"{record.key} {{{record.series}}}: {found.text()} "
+                    f"({found.recordings} recordings)"
+                )
+
     def counts(self) -> dict[str, int]:
         records = self.records()
         kinds = Counter(r.verdict.kind for r in records)
@@ -146,9 +162,10 @@ def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) ->
         )
         _attempt(results, "baseline update", run.baseline_dir, update)
     results.find_obsolete(run.store, run.root)
+    results.find_drift(run.store, settings.tolerance)
     env = environment(run.probe, run=True) if settings.json or settings.html else {}
     if settings.json:
-        document = report.json_document(results, env, run.run_id)
+        document = report.json_document(results, env, run.run_id, str(run.baseline_dir))
         json_path = out / settings.json
         _attempt(
             results, "--cudaperf-json", json_path, lambda: report.write_json(json_path, document)

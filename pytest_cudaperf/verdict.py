@@ -228,7 +228,7 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
     return Verdict(kind, ratio, (low, high), t, prefix.get(kind, "") + body, tolerance, diffs)
 
 
-def _exact(
+def _exact(  # noqa: PLR0913 - the parts of a message already worked out by judge()
     obs: Observation, base: float, tolerance: float, head: str, where: str, diffs: tuple[str, ...]
 ) -> Verdict:
     """Peak memory, or a zero on either side: no noise, the point against the tolerance."""
@@ -310,7 +310,7 @@ def confirm(
     )
 
 
-def budget_failure(
+def budget_failure(  # noqa: PLR0913 - value, limit and the words of the message
     value: float, limit: float | None, unit: str, label: str, describe: str, subject: str = ""
 ) -> str | None:
     """``perf: test_attention median 12.3 ms > max_ms 5 ms (device time, 40 samples, cold L2)``."""

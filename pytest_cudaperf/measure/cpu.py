@@ -199,7 +199,7 @@ class CpuBackend:
     def recover(self, sampler: Any) -> None:  # pragma: no cover - nothing blocks on the CPU
         raise AssertionError("the CPU backend never blocks")
 
-    def finish(
+    def finish(  # noqa: PLR0913 - the Backend protocol: what the sampling loop hands over
         self,
         sampler: Any,
         fn: Callable[[], object],

@@ -292,7 +292,7 @@ class Backend(Protocol):
 
     def recover(self, sampler: Any) -> None: ...
 
-    def finish(
+    def finish(  # noqa: PLR0913 - the Backend protocol: what the sampling loop hands over
         self,
         sampler: Any,
         fn: Callable[[], object],
@@ -369,7 +369,7 @@ def with_findings(
     )
 
 
-def compare(
+def compare(  # noqa: PLR0913 - both callables and the cuda_timer.compare options
     backend: Backend,
     candidate: Callable[[], object],
     reference: Callable[[], object],

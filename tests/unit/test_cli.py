@@ -167,8 +167,14 @@ def test_record_merges_every_run_as_a_fresh_series(
     rc = main(["record", "--runs", "5", "--baseline-dir", str(folder), "--", "-q", "tests"], fake)
     assert rc == 0
     assert len(fake.calls) == 5
-    assert fake.calls[0][:4] == ["-q", "tests", "--cudaperf-baseline-dir", str(folder)]
-    assert all("--cudaperf-update" not in call for call in fake.calls)
+    assert fake.calls[0][:5] == [
+        "-q",
+        "tests",
+        "--cudaperf-update",
+        "--cudaperf-baseline-dir",
+        str(folder),
+    ]
+    assert all(call.count("--cudaperf-update") == 1 for call in fake.calls)
     out = capsys.readouterr().out
     assert out.count("cudaperf record: run ") == 5
     assert "run 5/5: pytest exited 0, 2 series" in out
@@ -215,12 +221,12 @@ def test_record_counts_unmeasured_failures_from_the_report() -> None:
     assert failed_bodies_of({}, [(_record("t.py::a", 1.0), False)]) == 1
 
 
-def test_record_refuses_update_and_bad_runs(
+def test_record_refuses_its_own_options_and_bad_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = FakePytest({})
-    assert main(["record", "--", "--cudaperf-update"], fake) == 2
-    assert "leave --cudaperf-update out" in capsys.readouterr().err
+    assert main(["record", "--", "--cudaperf-json=x.json"], fake) == 2
+    assert "leave --cudaperf-json out" in capsys.readouterr().err
     assert main(["record", "--runs", "0"], fake) == 2
     assert fake.calls == []
 
@@ -275,6 +281,7 @@ def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
             def pytest_addoption(parser):
                 parser.addoption("--cudaperf-json")
                 parser.addoption("--cudaperf-baseline-dir")
+                parser.addoption("--cudaperf-update", action="store_true")
 
             def pytest_sessionfinish(session):
                 record = {

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pytest_cudaperf import judging
-from pytest_cudaperf.baselines import BaselineStore
+from pytest_cudaperf.baselines import BaselineStore, Record, Recording
 from pytest_cudaperf.context import RunContext, TestContext
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
@@ -77,15 +77,15 @@ def test_payload_round_trips_as_json_and_feeds_the_update(tmp_path: Path) -> Non
     results.add("t.py::a", "setup", None)
     results.add("t.py::a", "call", wire)
     assert results.counts()["new"] == 1
-    results.update_store(run.store, prune=False, root=tmp_path)
-    assert BaselineStore.load(tmp_path).keys("GPU X") == ["t.py::a"]
+    results.update_store(run.store, prune=False, root=tmp_path, tolerance=0.05)
+    assert BaselineStore.load(tmp_path).keys("GPU X") == [A]
 
 
 def test_regression_and_budget_become_failure_lines(tmp_path: Path) -> None:
     run = run_context(tmp_path)
     first = new_test(run)
     judged(first, 1.0)
-    run.store.update("GPU X", first.state.records, [])
+    run.store.update("GPU X", stored(first))
     test = new_test(run, PerfOptions(max_ms=1.2))
     judged(test, 1.5)
     assert [f.kind for f in test.state.failures] == [FailureKind.REGRESSION, FailureKind.BUDGET]
@@ -98,7 +98,7 @@ def test_update_mode_does_not_fail_regressions(tmp_path: Path) -> None:
     run = run_context(tmp_path, update=True)
     first = new_test(run)
     judged(first, 1.0, "G")
-    run.store.update("G", first.state.records, [])
+    run.store.update("G", stored(first))
     test = new_test(run)
     judged(test, 2.0, "G")
     assert test.state.failures == []
@@ -154,7 +154,7 @@ def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -
     run = run_context(tmp_path)
     first = new_test(run)
     judging.add_peak(first, A, PeakResult(1 << 20, device="cuda:0"), "GPU X", None)
-    run.store.update("GPU X", first.state.records, [])
+    run.store.update("GPU X", stored(first))
     test = new_test(run)
     judged(test, 1.0)
     judging.add_peak(test, A, PeakResult(2 << 20, device="cuda:0"), "GPU X", 1 << 20)
@@ -188,12 +188,7 @@ def test_sticky_errors_in_a_body_poison_the_process(tmp_path: Path) -> None:
 
 def test_table_shows_a_threshold_raised_by_noise(tmp_path: Path) -> None:
     run = run_context(tmp_path)
-    run.store.store.update(
-        "CPU x",
-        [
-            judging_record(run, 1.0, noise=0.4),
-        ],
-    )
+    run.store.update("CPU x", [judging_record(1.0, noise=0.4)])
     test = TestContext(run, ItemState("t.py::noisy"))
     m = Measurement.from_samples([1.19 * (1 + 0.02 * i) for i in range(-10, 11)], metric="wall")
     record = judging.judge_time(test, SeriesKey("t.py::noisy"), m, "CPU x")
@@ -204,20 +199,15 @@ def test_table_shows_a_threshold_raised_by_noise(tmp_path: Path) -> None:
     assert table_rows(results)[0][5].endswith("(t=40%)")
 
 
-def judging_record(run: RunContext, value: float, noise: float) -> object:
-    from pytest_cudaperf.baselines import Record
+def judging_record(value: float, noise: float) -> Record:
+    """A stored wall-time series of one recording with the given noise."""
+    recording = Recording("2026-11-23", value, noise, 20, ci=(value, value))
+    return Record(SeriesKey("t.py::noisy"), "time:wall", "CPU x", "ms", recording, {})
 
-    return Record(
-        key="t.py::noisy",
-        series="time:wall",
-        value=value,
-        unit="ms",
-        noise=noise,
-        n=20,
-        ci=(value, value),
-        device_class="CPU x",
-        env={},
-    )
+
+def stored(test: TestContext) -> list[Record]:
+    """What an update stores of a test's judged records."""
+    return [r.record for r in test.state.records]
 
 
 def test_an_infinite_baseline_renders_without_crashing(tmp_path: Path) -> None:
@@ -254,7 +244,7 @@ def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) 
     (tmp_path / "cudaperf-file").write_text("")
     run = run_context(tmp_path, update=True, json="out", html="r.html")
     run.baseline_dir = tmp_path / "cudaperf-file"
-    run.store.store.folder = run.baseline_dir
+    run.store.folder = run.baseline_dir
     run.settings = dataclasses.replace(run.settings, json="out", html="r.html")
     test = new_test(run)
     judged(test, 1.0)

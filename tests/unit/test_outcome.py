@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+from pytest_cudaperf.baselines import Record, Recording
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.outcome import (
     ComparisonOutcome,
@@ -17,19 +18,17 @@ from pytest_cudaperf.verdict import Kind, Verdict
 
 def full_outcome() -> TestOutcome:
     nodeid = "t.py::test_ids[c#d]"  # a '#' in the id must survive the trip
+    recording = Recording("2026-11-23", 1.25, 0.01, 40, (1.24, 1.26), 1980.0, ("u",), (1.2, 1.3))
+    measured = Record(
+        SeriesKey(nodeid, "fwd"), "time:device/cold", "GPU X", "ms", recording, {"torch": "2.13"}
+    )
     record = JudgedRecord(
-        key=SeriesKey(nodeid, "fwd"),
-        series="time:device/cold",
-        value=1.25,
-        unit="ms",
-        noise=0.01,
-        n=40,
-        ci=(1.2, 1.3),
-        device_class="GPU X",
-        env={"torch": "2.13", "sm_mhz": 1980},
-        verdict=Verdict(Kind.REGRESSION, 1.25, (1.2, 1.3), 0.05, "slower", 0.05),
+        record=measured,
+        verdict=Verdict(Kind.REGRESSION, 1.25, (1.2, 1.3), 0.05, "slower", 0.05, ("ecc on → off",)),
         measurement={"samples_ms": [1.2, 1.25, 1.3], "warnings": ["w"], "ci_ms": (1.2, 1.3)},
         others=(Other("GPU Y", 2.0),),
+        explanation=("+1.0 µs  gemm: a -> b",),
+        explanation_data={"lines": ["+1.0 µs  gemm: a -> b"]},
     )
     return TestOutcome(
         nodeid=nodeid,
