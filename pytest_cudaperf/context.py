@@ -30,6 +30,7 @@ from pytest_cudaperf.outcome import ItemState
 from pytest_cudaperf.settings import ConfigLike, Settings, resolve
 
 if TYPE_CHECKING:
+    from pytest_cudaperf.distributed import RankEnv
     from pytest_cudaperf.fixtures.device import DeviceContext
     from pytest_cudaperf.markers import GpuRequirement, LeakOptions, PerfOptions
 
@@ -84,6 +85,8 @@ class RunContext:
     worker: int = 0
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     faults: FaultState = field(default_factory=FaultState)
+    #: this process is one rank of a ``@distributed`` test (None: it is not)
+    rank: RankEnv | None = None
     _probe: Probe | None = None
 
     @classmethod
@@ -97,19 +100,28 @@ class RunContext:
         output_dir: Path,
     ) -> RunContext:
         """Resolve the settings and load the store (SettingError, BaselineError on bad input)."""
+        from pytest_cudaperf.distributed import RankEnv
+
         settings = resolve(options, environ, ini_name)
         baseline_dir = (root / settings.baseline_dir).resolve()
         given = workerinput or {}
+        rank = RankEnv.read(environ)  # a rank of a @distributed test: a worker on its GPU
+        worker = worker_index(given.get("workerid"))
+        lock_folder = _lock_folder(given)
+        if rank is not None:  # its own lock folder: the launcher holds the GPUs' locks
+            lock_folder = _lock_folder({"cudaperf_lock_dir": rank.lock_dir})
+            worker = worker if rank.gpu is None else rank.gpu
         return cls(
             settings=settings,
             store=BaselineStore.load(baseline_dir),
-            locks=LockRegistry(_lock_folder(given)),
+            locks=LockRegistry(lock_folder),
             root=root,
             baseline_dir=baseline_dir,
             output_dir=output_dir,
-            is_worker=workerinput is not None,
-            worker=worker_index(given.get("workerid")),
+            is_worker=workerinput is not None or rank is not None,
+            worker=worker,
             run_id=given.get("cudaperf_run_id") or uuid.uuid4().hex[:12],
+            rank=rank,
         )
 
     @property

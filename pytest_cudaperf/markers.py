@@ -156,7 +156,42 @@ def no_leak(  # noqa: PLR0913 - a marker spec: its parameters are the marker's a
     )
 
 
-SPECS: dict[str, Callable[..., Any]] = {"gpu": gpu, "perf": perf, "no_leak": no_leak}
+# --- distributed (issue 13) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DistributedOptions:
+    world_size: int = 2
+    backend: str | None = None
+    timeout: float = 300.0
+
+
+def _backend(value: Any) -> str:
+    if value not in ("nccl", "gloo"):
+        raise ValueError(f"expected 'nccl', 'gloo' or None, got {value!r}")
+    return str(value)
+
+
+def distributed(
+    world_size: int = 2, backend: str | None = None, timeout: float | str = 300.0
+) -> DistributedOptions:
+    """runs the test body in `world_size` processes with torch.distributed initialised (backend
+    None: nccl on CUDA, gloo on CPU), one GPU per rank; any rank's failure fails the test, and a
+    test still running after `timeout` (seconds, or '90s') has every rank's stack dumped and is
+    killed. Use the dist_rank fixture for rank and world size."""
+    return DistributedOptions(
+        world_size=_check("world_size", world_size, _int_at_least(1)),
+        backend=_check("backend", backend, _backend),
+        timeout=_check("timeout", timeout, parse_seconds),
+    )
+
+
+SPECS: dict[str, Callable[..., Any]] = {
+    "gpu": gpu,
+    "perf": perf,
+    "no_leak": no_leak,
+    "distributed": distributed,
+}
 
 
 def marker_help(name: str) -> str:

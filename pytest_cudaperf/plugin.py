@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_cudaperf import judging, report, results
+from pytest_cudaperf import distributed, judging, report, results
 from pytest_cudaperf.baselines import BaselineError
 from pytest_cudaperf.context import RunContext, TestContext
 from pytest_cudaperf.devices import header_lines
@@ -51,7 +51,8 @@ class CudaperfRun:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.ctx.is_worker:
-            session.config.workeroutput["cudaperf"] = self.results.worker_output()  # type: ignore[attr-defined]
+            if hasattr(session.config, "workeroutput"):  # a rank of a @distributed test has none
+                session.config.workeroutput["cudaperf"] = self.results.worker_output()  # type: ignore[attr-defined]
             return
         self.results.interrupted |= exitstatus == pytest.ExitCode.INTERRUPTED
         self.annotations = results.finish_run(self.ctx, self.results, os.environ)
@@ -165,9 +166,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # --- collection and setup ------------------------------------------------------------------
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.stash[MARKS] = parse_marks(item.iter_markers())  # closest first
+    tests = [(item.nodeid, item.stash[MARKS]) for item in items]
+    error = distributed.require_gpus_error(_run(config).ctx, tests)
+    if error:  # a @distributed test needs more GPUs than --cudaperf-require-gpu finds
+        raise pytest.UsageError(error)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -186,6 +191,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             item.add_marker(pytest.mark.skip(reason=skip))
         elif fault:
             pytest.fail(fault, pytrace=False)
+    skip = distributed.launcher_skip(marks, _run(item.config).ctx)
+    if skip:  # said once by the launcher, not in every rank
+        item.add_marker(pytest.mark.skip(reason=skip))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """The launcher of a @distributed test sets up no function-scoped fixture (placeholders):
+    they run in each rank."""
+    if not distributed.skips_fixture(fixturedef.scope, request.node.stash.get(MARKS, {})):
+        return None
+    fixturedef.cached_result = (True, fixturedef.cache_key(request), None)  # type: ignore[arg-type]
+    return True
 
 
 # --- fixtures ------------------------------------------------------------------------------
@@ -236,14 +254,36 @@ def memory_guard(request: pytest.FixtureRequest) -> MemoryGuard:
     return MemoryGuard(_test(request.node), memory.device_type())
 
 
+@pytest.fixture
+def dist_rank(request: pytest.FixtureRequest, cuda_device: Any) -> distributed.DistRank:
+    """In a @distributed test: rank, world_size, local_rank, device, backend, is_main,
+    barrier(), bench_collective(op, tensor) (all_reduce/all_gather/reduce_scatter bandwidth)."""
+    env = _run(request.config).ctx.rank
+    if env is None:
+        pytest.fail("dist_rank: only a @pytest.mark.distributed test has ranks", pytrace=False)
+    return distributed.DistRank(env, cuda_device, lambda: request.getfixturevalue("cuda_timer"))
+
+
 # --- running and reporting -----------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_pyfunc_call")
+def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
+    """A @distributed test's launcher runs its ranks instead of the body."""
+    marks = pyfuncitem.stash.get(MARKS, {})
+    if not distributed.is_launcher(marks):
+        return None
+    merged = distributed.run_test(pyfuncitem, marks["distributed"], _run(pyfuncitem.config).ctx)
+    distributed.apply(pyfuncitem, merged, _test(pyfuncitem).state)
+    return True
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     result = yield  # the body's own run decides pass or fail; the checks below re-run it
     marks = pyfuncitem.stash.get(MARKS, {})
-    if {"perf", "no_leak"} & marks.keys() and not _run(pyfuncitem.config).ctx.settings.disable:
+    checks = {"perf", "no_leak"} & marks.keys() and not distributed.is_launcher(marks)
+    if checks and not _run(pyfuncitem.config).ctx.settings.disable:
         from pytest_cudaperf.fixtures import rerun
 
         body = rerun.body_of(pyfuncitem.obj, pyfuncitem.funcargs)

@@ -223,6 +223,7 @@ def run_adaptive(
 ) -> AdaptiveResult:
     """Warm up until stable (and, with ``compiles``, until torch.compile stopped compiling),
     then sample until precise enough or out of time."""
+    clock = getattr(sampler, "clock", clock)  # [distributed] ranks agree on the clock
     warnings: list[str] = []
     unsettled: tuple[float, float] | None = None
     begin = clock()
@@ -442,6 +443,7 @@ def run_interleaved(
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[list[list[float]], list[list[float]], list[str]]:
     """Alternate batches of both samplers (warm-up first) until the speedup CI is tight."""
+    clock = getattr(reference, "clock", clock)  # [distributed] ranks agree on the clock
     warnings: list[str] = []
     begin = clock()
     while clock() - begin < budget.warmup:

@@ -18,6 +18,8 @@ def test_markers_show_full_signatures(pytester: pytest.Pytester) -> None:
             "performance test*",
             "@pytest.mark.no_leak(tolerance=0, warmup=2, iterations=3, pinned=True, "
             "outside_torch=False, max_peak=None): fails when the test body leaks memory*",
+            "@pytest.mark.distributed(world_size=2, backend=None, timeout=300.0): runs the test "
+            "body in `world_size` processes with torch.distributed initialised*",
         ]
     )
 
