@@ -138,8 +138,10 @@ def test_a_bare_tolerance_above_one_is_an_error_suggesting_percent(
         result.stderr.fnmatch_lines(
             [f"ERROR: --cudaperf-tolerance: a bare number is a fraction below 1 *'{bare}%'?*"]
         )
+        assert len([line for line in result.stderr.lines if line.strip()]) == 1  # one line
     else:  # the offending test errors at setup, naming the marker argument
         result.assert_outcomes(errors=1)
         result.stdout.fnmatch_lines(
             [f"*@pytest.mark.perf: tolerance: a bare number is a fraction below 1*'{bare}%'?*"]
         )
+        assert result.stdout.str().count("a bare number is a fraction below 1") == 1  # one line
