@@ -45,9 +45,12 @@ def test_a_planted_extra_op_is_named_in_the_failure(
     assert any(n in names for n in ("aten::matmul", "aten::mm")), names
     assert "aten::exp" not in names
 
-    green = pytester.runpytest(*FAST, "--cudaperf-json=green.json")
+    # a wide tolerance for the unchanged run: on two shared cores a CPU-bound callable can sit
+    # at another level (up to 1.6x seen) for a whole process, beyond a one-process baseline's noise
+    green = pytester.runpytest(*FAST, "--cudaperf-tolerance=150%", "--cudaperf-json=green.json")
     green.assert_outcomes(passed=1)
     (record,) = json.loads((pytester.path / "green.json").read_text())["tests"][0]["records"]
+    assert record["verdict"]["kind"] == "pass"
     assert record["explanation"] == []  # a pass profiles nothing
 
     monkeypatch.setenv("EXTRA", "1")
