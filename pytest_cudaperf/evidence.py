@@ -23,8 +23,14 @@ if TYPE_CHECKING:
 #: see process-level states: on the H100 a launch-bound reduction moved +13…+22% between processes
 #: while each process saw ±2% (issue 12); 3% covers the between-process spread MEASUREMENT.md found
 #: for device time of kernels that are not launch-bound. CPU wall time moves more between processes
-#: (scheduler, frequency scaling, other tenants; issue 15 saw +21% on unchanged reruns): 10%.
-SINGLE_PROCESS_FLOOR = {"device": 0.03, "wall": 0.10, "bytes": 0.0}
+#: (scheduler, frequency scaling, other tenants): on a loaded 2-core machine a 16 µs pure-Python
+#: loop sat near 16 µs in some processes and near 26 µs in others under ``-n 2``, each process
+#: steady, so a one-process CPU baseline is taken as ±50%: a 3x slowdown still fails, a 1.6x
+#: process state does not. ``cudaperf record`` replaces the floor by the measured spread.
+SINGLE_PROCESS_FLOOR = {"device": 0.03, "wall": 0.50, "bytes": 0.0}
+#: the floor of a change point's threshold with fewer than ``MIN_PROCESSES`` recordings: lower
+#: than the verdict's for CPU wall time, so that an intentional +20% change starts afresh
+CHANGE_POINT_FLOOR = {"device": 0.03, "wall": 0.10, "bytes": 0.0}
 #: recordings from this many processes let their spread stand for the between-process noise
 MIN_PROCESSES = 3
 #: the between-process spread is this many times half the relative range of the recordings'
@@ -81,7 +87,7 @@ def change_point_threshold(entry: Entry, tolerance: float) -> float:
         spread([r.median for r in entry.recordings]),
     )
     few = len(entry.recordings) < MIN_PROCESSES
-    floor = SINGLE_PROCESS_FLOOR.get(entry.metric, 0.0) if few else 0.0
+    floor = CHANGE_POINT_FLOOR.get(entry.metric, 0.0) if few else 0.0
     return max(tolerance, CHANGE_POINT_NOISE_FACTOR * seen, floor)
 
 

@@ -188,15 +188,15 @@ def test_sticky_errors_in_a_body_poison_the_process(tmp_path: Path) -> None:
 
 def test_table_shows_a_threshold_raised_by_noise(tmp_path: Path) -> None:
     run = run_context(tmp_path)
-    run.store.update("CPU x", [judging_record(1.0, noise=0.4)])
+    run.store.update("CPU x", [judging_record(1.0, noise=0.6)])
     test = TestContext(run, ItemState("t.py::noisy"))
     m = Measurement.from_samples([1.19 * (1 + 0.02 * i) for i in range(-10, 11)], metric="wall")
     record = judging.judge_time(test, SeriesKey("t.py::noisy"), m, "CPU x")
-    assert record.verdict.threshold == pytest.approx(0.4)
+    assert record.verdict.threshold == pytest.approx(0.6)
     test.state.records.append(record)
     results = Results()
     results.add("t.py::noisy", "call", test.state.outcome(True, None).to_payload())
-    assert table_rows(results)[0][5].endswith("(t=40%)")
+    assert table_rows(results)[0][5].endswith("(t=60%)")
 
 
 def judging_record(value: float, noise: float) -> Record:
