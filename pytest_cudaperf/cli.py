@@ -13,6 +13,7 @@ Exit codes: 0 fine, 1 a regression (compare), 2 a file that cannot be used (one 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -39,6 +40,8 @@ from pytest_cudaperf.report import render_table
 from pytest_cudaperf.units import format_pct, parse_fraction
 from pytest_cudaperf.verdict import Kind, Observation, ci_text, format_value, judge
 
+#: a series of one device class: (device class, key, series name)
+Where = tuple[str, SeriesKey, str]
 #: runs a pytest command line (arguments after ``python -m pytest``) and returns its exit code
 Runner = Callable[[Sequence[str]], int]
 
@@ -236,6 +239,28 @@ def run_pytest(args: Sequence[str]) -> int:
     return subprocess.call([sys.executable, "-m", "pytest", *args])
 
 
+def _attach_breakdowns(
+    runner: Runner, args: Sequence[str], tmp: Path, series: dict[Where, list[Record]]
+) -> None:
+    """One more run, profiling only: each series' kernel (or op) breakdown, put on its last
+    recording's record. Apart from the measuring runs, because a profiler that ran earlier in a
+    process slowed the CUDA-graph replays measured after it (+10% on the H100)."""
+    report = tmp / "breakdowns.json"
+    scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
+    rc = runner([*args, scratch, "--cudaperf-breakdown=auto", f"--cudaperf-json={report}"])
+    document = _read_json(report) if report.exists() else None
+    if not isinstance(document, dict):
+        print(f"cudaperf record: breakdowns: pytest exited {rc} without a report; none kept")
+        return
+    found = 0
+    for record, _ in report_records(document, "breakdown run report"):
+        where = (record.device_class, record.key, record.series)
+        if record.breakdown is not None and where in series:
+            series[where][-1] = dataclasses.replace(series[where][-1], breakdown=record.breakdown)
+            found += 1
+    print(f"cudaperf record: breakdowns: pytest exited {rc}, {found} series profiled")
+
+
 def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
 ) -> int:
@@ -253,13 +278,13 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
         # test path when it looks for the rootdir, and the folder exists from the second run on
         args.append(f"--cudaperf-baseline-dir={baseline_dir}")
     folder = baseline_dir
-    collected: dict[tuple[str, SeriesKey, str], list[Record]] = {}
-    failed_bodies: set[tuple[str, SeriesKey, str]] = set()
+    collected: dict[Where, list[Record]] = {}
+    failed_bodies: set[Where] = set()
     worst = 0
     with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as tmp:
         for run in range(1, runs + 1):
             report = Path(tmp) / f"run{run}.json"
-            rc = runner([*args, f"--cudaperf-json={report}"])
+            rc = runner([*args, "--cudaperf-breakdown=off", f"--cudaperf-json={report}"])
             if not report.exists():
                 print(f"cudaperf record: run {run}/{runs}: pytest exited {rc} without a report")
                 return rc or 2
@@ -282,11 +307,13 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
                 f"cudaperf record: run {run}/{runs}: pytest exited {rc}, {len(found)} series"
                 + (f", {bodies_failed} with a failed test body" if bodies_failed else "")
             )
-    complete = {
-        where: records
-        for where, records in collected.items()
-        if len(records) == runs and where not in failed_bodies
-    }
+        complete = {
+            where: records
+            for where, records in collected.items()
+            if len(records) == runs and where not in failed_bodies
+        }
+        if complete:
+            _attach_breakdowns(runner, args, Path(tmp), complete)
     skipped = len(collected.keys() | failed_bodies) - len(complete)
     store = BaselineStore(folder or Path(".cudaperf"))
     by_class: dict[str, list[Record]] = {}

@@ -217,7 +217,7 @@ def add_comparison(
     text = f"{key.label()}{comparison.describe()}"
     if comparison.ci[1] < min_speedup:
         test.state.fail(FailureKind.SPEEDUP, f"{text} < min_speedup {min_speedup:g}")
-        if pair is not None and test.run.rank is None:  # not in a rank (see measure_judged)
+        if pair is not None and test.run.rank is None and test.settings.breakdown != "off":
             from pytest_cudaperf import breakdown
 
             candidate, reference = pair
@@ -274,7 +274,8 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
             break
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
         record, measurement = confirm_time(test, record, run_once(budget))
-    if profiled is not None and test.run.rank is None:  # a rank's profiled calls would differ
+    # not in a rank (its profiled calls could differ from the others'), not when switched off
+    if profiled is not None and test.run.rank is None and test.settings.breakdown != "off":
         record = _with_breakdown(test, record, profiled)
     add_time(test, record, measurement)
     return measurement

@@ -136,6 +136,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="FRACTION",
     ),
     Option(
+        "breakdown",
+        "kernel (CPU: op) breakdowns: auto records one on --cudaperf-update and diffs it on a "
+        "non-pass verdict; off profiles nothing (default: auto)",
+        _choice("auto", "off"),
+        "auto",
+        metavar="{auto,off}",
+    ),
+    Option(
         "baseline-dir",
         "folder of the committed baseline files, one per device class (default: .cudaperf)",
         _path,
@@ -186,6 +194,7 @@ class Settings:
     cache: str = "cold"
     max_time: float = 1.0
     rounds: int = 3
+    breakdown: str = "auto"
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

@@ -166,7 +166,10 @@ def test_record_merges_every_run_as_a_fresh_series(
     fake = FakePytest({"t.py::a": [1.0, 1.1, 0.9, 1.0, 1.0], "t.py::b[c#d]": [2.0] * 5})
     rc = main(["record", "--runs", "5", "--baseline-dir", str(folder), "--", "-q", "tests"], fake)
     assert rc == 0
-    assert len(fake.calls) == 5
+    assert len(fake.calls) == 6  # five measuring runs, then one that only profiles
+    assert all("--cudaperf-breakdown=off" in call for call in fake.calls[:5])
+    assert "--cudaperf-breakdown=auto" in fake.calls[5]
+    assert any(a.endswith("/scratch") for a in fake.calls[5])  # its timings are not kept
     assert fake.calls[0][:4] == [
         "-q",
         "tests",
@@ -176,6 +179,7 @@ def test_record_merges_every_run_as_a_fresh_series(
     assert all(call.count("--cudaperf-update") == 1 for call in fake.calls)
     out = capsys.readouterr().out
     assert out.count("cudaperf record: run ") == 5
+    assert "cudaperf record: breakdowns: pytest exited 0, 0 series profiled" in out
     assert "run 5/5: pytest exited 0, 2 series" in out
     assert "1 added, 1 updated (1 started afresh), 0 kept" in out
     store = BaselineStore.load(folder)
@@ -279,6 +283,7 @@ def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
                 parser.addoption("--cudaperf-json")
                 parser.addoption("--cudaperf-baseline-dir")
                 parser.addoption("--cudaperf-update", action="store_true")
+                parser.addoption("--cudaperf-breakdown")
 
             def pytest_sessionfinish(session):
                 record = {
