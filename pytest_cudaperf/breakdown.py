@@ -325,6 +325,9 @@ def _short_name(full: str) -> str:  # noqa: PLR0912 - one rule per kind of name 
         return text
     if text.startswith("void "):
         text = text[5:]
+    # "(anonymous namespace)::" is a namespace like any other, but its parentheses would end the
+    # identifier early (seen on the H100: softmax_warp_forward and cunn_SoftMaxForward read "")
+    text = text.replace("(anonymous namespace)::", "")
     # the identifier: up to the first top-level "<" or "("
     i = 0
     depth_name_end = len(text)

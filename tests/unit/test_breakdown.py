@@ -42,6 +42,19 @@ CUTLASS = (
 )
 
 
+def test_anonymous_namespaces_do_not_empty_a_name() -> None:
+    softmax = (
+        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 7, false, false>"
+        "(float*, float const*, int, int, int, bool const*, int, bool)"
+    )
+    assert bd.short_name(softmax) == "softmax_warp_forward"
+    nested = (
+        "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+        "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)"
+    )
+    assert bd.short_name(nested).startswith("cunn_SoftMaxForward")
+
+
 @pytest.mark.parametrize(
     ("full", "short"),
     [
