@@ -109,7 +109,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "update",
-        "rewrite the baselines of measured tests that passed their own assertions",
+        "add this run's recordings to the baselines of measured tests that passed their own "
+        "assertions (a series clearly at a new level starts afresh)",
         parse_bool,
         False,
         flag=True,
