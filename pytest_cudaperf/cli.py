@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_cudaperf import evidence
+from pytest_cudaperf import breakdown, evidence
 from pytest_cudaperf.baselines import (
     BaselineError,
     BaselineStore,
@@ -121,7 +121,9 @@ def _rows(source: Baseline | dict[str, Any]) -> list[tuple[str, SeriesKey, str, 
     rows = []
     for record, _ in report_records(source):
         metric = evidence.metric_of(record.series, record.unit)
-        entry = Entry.of([record.recording], record.unit, record.env, metric)
+        entry = Entry.of(
+            [record.recording], record.unit, record.env, metric, breakdown=record.breakdown
+        )
         rows.append((record.device_class, record.key, record.series, entry))
     return rows
 
@@ -204,6 +206,8 @@ def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
     base_any = {(key, series): (cls, entry) for (cls, key, series), entry in base.items()}
     rows = []
     regressions = 0
+    #: regressed or improved series: their stored breakdowns are diffed under the table
+    flagged: list[tuple[SeriesKey, str, object, object]] = []
     for cls, key, series, current in _rows(load(current_path)):
         entry = base.get((cls, key, series))
         other = base_any.get((key, series))
@@ -224,9 +228,15 @@ def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
                 verdict.kind.value.upper(),
             ]
         )
+        if entry is not None and verdict.kind in (Kind.REGRESSION, Kind.IMPROVED):
+            flagged.append((key, series, entry.breakdown, current.breakdown))
     header = ["test", "name", "series", "current", "baseline", "change", "95% CI", "verdict"]
     for line in render_table(rows, header):
         print(line)
+    for key, series, base_breakdown, current_breakdown in flagged:
+        print(f"{key} {{{series}}}:")
+        for line in breakdown.explain_stored(base_breakdown, current_breakdown).lines:
+            print(f"    {line}")
     print(
         f"cudaperf: {len(rows)} compared, {regressions} regression"
         f"{'s' if regressions != 1 else ''} (tolerance {tolerance:.1%})"

@@ -353,6 +353,10 @@ def _record_card(record: JudgedRecord) -> str:
     else:
         value = format_size(record.value)
     warnings = "".join(f"<li>{esc(w)}</li>" for w in record.warnings)
+    explained = "".join(f"<div class='meta'>{esc(line)}</div>" for line in record.explanation)
+    side_by_side = (record.explanation_data or {}).get("html")
+    if isinstance(side_by_side, str):  # built and escaped by breakdown.side_by_side_html
+        explained += side_by_side
     kind = verdict.kind.value
     return (
         f'<div class="card"><div><b>{esc(str(record.key))}</b> '
@@ -361,7 +365,7 @@ def _record_card(record: JudgedRecord) -> str:
         f" — {esc(value)}; {esc(verdict.message or '')}</div>{body}"
         f'<div class="meta">{esc(record.device_class)}; n={record.n}; '
         f"{esc(json.dumps(dict(record.env), sort_keys=True, default=str))}</div>"
-        f"<ul>{warnings}</ul></div>"
+        f"<ul>{warnings}</ul>{explained}</div>"
     )
 
 

@@ -320,3 +320,31 @@ def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
         ".lock",
         "cpu-t.json",
     ]
+
+
+def test_compare_prints_the_breakdown_diff_of_a_flagged_series(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataclasses import replace
+
+    from pytest_cudaperf.breakdown import Breakdown, Entry
+
+    def kernels(*entries: tuple[str, float, float]) -> dict[str, object]:
+        found = tuple(Entry(name, name, launches, us) for name, launches, us in entries)
+        total = sum(e.time_us for e in found)
+        return Breakdown("cuda", 5, total, total, found).to_json()
+
+    store = BaselineStore.load(tmp_path / "b")
+    base = replace(_record("t.py::a", 1.0), breakdown=kernels(("gemm_a", 1, 900.0)))
+    store.replace("GPU X", [base, base, base])
+    slow = replace(
+        _record("t.py::a", 1.3), breakdown=kernels(("gemm_a", 1, 900.0), ("exp_kernel", 1, 300.0))
+    )
+    report = tmp_path / "slow.json"
+    report.write_text(
+        json.dumps({"schema": 2, "records": [{**slow.to_json(), "body_passed": True}]})
+    )
+    assert main(["compare", str(store.path_for("GPU X")), str(report)]) == 1
+    out = capsys.readouterr().out
+    assert "t.py::a {time:device/cold}:" in out
+    assert "new: exp_kernel (1x per call)" in out

@@ -257,3 +257,21 @@ def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) 
     ]
     assert "(IsADirectoryError); point --cudaperf-json at a writable file" in results.errors[1]
     assert (tmp_path / "r.html").read_text().startswith("<!doctype html>")
+
+
+def test_html_report_shows_the_breakdown_side_by_side(tmp_path: Path) -> None:
+    import dataclasses
+
+    test = new_test(run_context(tmp_path))
+    judged(test, 1.0)
+    record = dataclasses.replace(
+        test.state.records[0],
+        explanation=("kernels: 1.0 ms -> 1.3 ms per call", "+300 µs  new: exp_kernel"),
+        explanation_data={"html": "<table class='breakdown'><tr><td>exp_kernel</td></tr></table>"},
+    )
+    test.state.records[0] = record
+    results = Results()
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
+    page = render_html(results, {})
+    assert "+300 µs  new: exp_kernel" in page
+    assert "<table class='breakdown'>" in page
