@@ -257,7 +257,15 @@ def _attach_breakdowns(
     process slowed the CUDA-graph replays measured after it (+10% on the H100)."""
     report = tmp / "breakdowns.json"
     scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
-    rc = runner([*args, scratch, "--cudaperf-breakdown=auto", f"--cudaperf-json={report}"])
+    rc = runner(
+        [
+            *args,
+            "--cudaperf-update",
+            scratch,
+            "--cudaperf-breakdown=auto",
+            f"--cudaperf-json={report}",
+        ]
+    )
     document = _read_json(report) if report.exists() else None
     if not isinstance(document, dict):
         print(f"cudaperf record: breakdowns: pytest exited {rc} without a report; none kept")
@@ -274,16 +282,18 @@ def _attach_breakdowns(
 def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
 ) -> int:
-    """Run the pytest command ``runs`` times, each its own process in update mode (so nothing
-    fails against the old baseline, and breakdowns are recorded) writing a JSON report; then
-    every series whose test body passed in every run becomes a fresh series made of its
-    ``runs`` recordings, in the baseline folder the runs used."""
+    """Run the pytest command ``runs`` times, each its own process writing a JSON report (with
+    breakdowns off, nothing written to the baseline; a test may fail against the old baseline, its
+    recording counts all the same); then every series whose test body passed in every run becomes
+    a fresh series made of its ``runs`` recordings, in the baseline folder the runs used, and one
+    more run in update mode into a scratch folder records the breakdowns."""
     args = [a for a in pytest_args if a != "--"]
     for bad in ("--cudaperf-json", "--cudaperf-prune"):
         if any(a == bad or a.startswith(bad + "=") for a in args):
             raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
-    if "--cudaperf-update" not in args:
-        args.append("--cudaperf-update")
+    for bad in ("--cudaperf-update",):
+        if bad in args:
+            raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
     if baseline_dir is not None:  # one argument: pytest takes a bare existing path for a
         # test path when it looks for the rootdir, and the folder exists from the second run on
         args.append(f"--cudaperf-baseline-dir={baseline_dir}")

@@ -165,6 +165,11 @@ def _notes(results: Results, settings: Settings) -> list[str]:
         for failure in outcome.failures
         if failure.kind is not FailureKind.REGRESSION  # regressions show in the table
     ]
+    lines.extend(
+        f"{_short(str(r.key))}: {r.verdict.message}"
+        for r in results.records()
+        if r.verdict.kind is Kind.INCONCLUSIVE  # the table cannot say why: this line does
+    )
     new = [r for r in results.records() if r.verdict.kind is Kind.NEW]
     if new and not settings.update:
         lines.append(
