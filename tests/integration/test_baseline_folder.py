@@ -128,7 +128,9 @@ def test_git_status_after_a_killed_update(pytester: pytest.Pytester, project: Pa
 
 
 def test_git_status_after_an_update_under_xdist(pytester: pytest.Pytester, project: Path) -> None:
-    result = pytester.runpytest("-n", "2", *FAST, "--cudaperf-update")
+    # eight workers on this 2-core machine, as issue 15 asked: each holds the device lock, the
+    # controller alone writes the baseline
+    result = pytester.runpytest("-n", "8", *FAST, "--cudaperf-update")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["cudaperf: baselines *: 6 added, 0 updated, 0 kept"])
     _only_the_baseline_and_the_test(project)
