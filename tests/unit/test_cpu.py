@@ -71,9 +71,20 @@ def _backend(waited: float | None, environ: dict[str, str]) -> CpuBackend:
 def test_measured_contention_is_instability(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cpu, "load_average", lambda: 0.0)
     m = measure(_backend(0.2, {}), lambda: time.sleep(0.0005), Budget(warmup=0.0, max_time=0.05))
-    assert "waited for a CPU 20% of the time" in m.instability
-    assert m.instability_noise >= 0.25
+    assert any(r.startswith("waited for a CPU") for r in m.instability)
+    assert m.instability_noise >= 0.2  # the share waited, read between the batches' readings
     assert m.noise == pytest.approx(max(m.rel_halfwidth, m.instability_noise))
+
+
+def test_a_samples_own_run_queue_wait_is_subtracted() -> None:
+    """Another process holding the core is not the code's time: 1 ms of run-queue wait per
+    timed group comes off a 3 ms call."""
+    waits = iter(range(0, 10**12, 1_000_000))
+    meter = WaitMeter(lambda: (0, next(waits)))
+    sampler = cpu.CpuSampler(lambda: time.sleep(0.003), per_batch=5, meter=meter)
+    sampler._calibrated = True  # one call per sample
+    samples = sorted(sampler.batch())
+    assert 1.5 < samples[2] < 2.9, samples  # the median: a loaded machine may stretch a sleep
 
 
 def test_oversubscribed_xdist_without_schedstat_widens_the_noise(
