@@ -120,16 +120,15 @@ def confirm_time(
 ) -> tuple[JudgedRecord, Measurement]:
     """A regression stands only if a re-measurement is one too, and in cycle space where both
     sides know their SM clock (:func:`pytest_cudaperf.verdict.confirm`). The record keeps the
-    re-measurement when it confirmed, the first measurement otherwise."""
+    re-measurement either way: the verdict's ratio and CI are its (the table's baseline column is
+    the value over that ratio)."""
     allowed = tolerance(test.settings, test.perf)
     entry = test.run.store.lookup(first.device_class, first.key, first.series)
     verdict = confirm(
         first.verdict, observation(again, first.env), entry, allowed, first.device_class
     )
-    if verdict.kind is Kind.REGRESSION:
-        second = judge_time(test, first.key, again, first.device_class)
-        return dataclasses.replace(second, verdict=verdict), again
-    return dataclasses.replace(first, verdict=verdict), again
+    second = judge_time(test, first.key, again, first.device_class)
+    return dataclasses.replace(second, verdict=verdict), again
 
 
 def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
@@ -307,7 +306,8 @@ def _with_breakdown(test: TestContext, record: JudgedRecord, profiled: Profiled)
         return record
     with profiled.lock():
         found = breakdown.explain(stored, profiled.fn, profiled.device)
-    return dataclasses.replace(record, explanation=tuple(found.lines), explanation_data=found.data)
+    data = {**found.data, "html": found.html} if found.data is not None else None
+    return dataclasses.replace(record, explanation=tuple(found.lines), explanation_data=data)
 
 
 def finish_call_report(

@@ -25,6 +25,7 @@ from pytest_cudaperf.report import (
 )
 from pytest_cudaperf.results import Results
 from pytest_cudaperf.settings import Settings
+from pytest_cudaperf.verdict import Kind
 
 A = SeriesKey("t.py::a")
 
@@ -275,3 +276,19 @@ def test_html_report_shows_the_breakdown_side_by_side(tmp_path: Path) -> None:
     page = render_html(results, {})
     assert "+300 µs  new: exp_kernel" in page
     assert "<table class='breakdown'>" in page
+
+
+def test_an_unconfirmed_regression_keeps_the_numbers_of_its_re_measurement(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    first = new_test(run)
+    judged(first, 1.0)
+    run.store.update("GPU X", stored(first))
+    test = new_test(run)
+    slow = judging.judge_time(test, A, measured(1.5), "GPU X")
+    assert slow.verdict.kind is Kind.REGRESSION
+    record, kept = judging.confirm_time(test, slow, measured(1.0))
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert "not confirmed" in record.verdict.message
+    assert kept.median_ms == pytest.approx(1.0)
+    assert record.value == pytest.approx(1.0)  # the table's value and baseline agree with the CI
+    assert record.baseline_value == pytest.approx(1.0, rel=1e-3)
