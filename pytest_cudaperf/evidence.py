@@ -62,8 +62,9 @@ def spread(medians: Sequence[float]) -> float:
 
 def summarize_recordings(recordings: Sequence[Recording], metric: str) -> tuple[float, float]:
     """``(value, noise)`` of a series: the median of the recordings' medians, and the relative
-    half-width a verdict uses: the largest recording noise, or the between-process spread if larger
-    (with fewer than ``MIN_PROCESSES`` recordings, at least ``SINGLE_PROCESS_FLOOR[metric]``).
+    half-width a verdict uses: with fewer than ``MIN_PROCESSES`` recordings the largest recording
+    noise (at least ``SINGLE_PROCESS_FLOOR[metric]``), from ``MIN_PROCESSES`` on the median
+    recording noise; the between-process spread if larger.
 
     Peak memory (``metric == "bytes"``) is exact: the latest recording's value, no noise."""
     if not recordings:

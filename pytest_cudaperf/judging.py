@@ -73,8 +73,9 @@ def _device_of(test: TestContext) -> str:
 
 
 def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
-    """The current side of a time's verdict: the median, its CI half-width, what the
-    measurement's instability adds and why, and the SM clock while it sampled."""
+    """The current side of a time's verdict: the median, its CI half-width, the noise the
+    measurement's instability implies (the verdict takes the larger of the two) and why, and the
+    SM clock while it sampled."""
     return Observation(
         m.median_ms, m.rel_halfwidth, m.instability_noise, m.instability, m.sm_mhz, env
     )

@@ -1,7 +1,8 @@
 """Comparison policy: a current measurement against a baseline series -> a verdict.
 
 ``t = max(tolerance, series noise)``; the ratio current/baseline has a CI from the current noise
-(the measurement's CI half-width plus what its instability implies) and the series noise.
+(the larger of the measurement's CI half-width and what its instability implies) and the series
+noise.
 
 - REGRESSION: CI low > 1 + t.  IMPROVED: CI high < 1 / (1 + t).
 - PASS: the point ratio lies within [1 / (1 + t), 1 + t] — unless the noise raised t above the

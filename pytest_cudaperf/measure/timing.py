@@ -95,7 +95,8 @@ class Measurement:
     #: why this measurement's median may sit elsewhere in another process, one short reason
     #: each (:mod:`pytest_cudaperf.measure.instability`)
     instability: tuple[str, ...] = ()
-    #: the relative spread those reasons imply; a verdict adds it to :attr:`rel_halfwidth`
+    #: the relative spread those reasons imply; a verdict takes the larger of it and
+    #: :attr:`rel_halfwidth` (:attr:`noise`)
     instability_noise: float = 0.0
     #: the SM clock (MHz) the CUDA stream blocker measured, median over the measurement's
     #: batches; None without the clocked Triton blocker (and on the CPU)
