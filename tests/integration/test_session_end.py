@@ -130,7 +130,8 @@ def test_a_bare_tolerance_above_one_is_an_error_suggesting_percent(
         """
     )
     args = [f"--cudaperf-tolerance={value}"] if where == "cli" else []
-    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    # -rN: no short test summary, whose copy of the message is cut or not by the terminal width
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rN", *args)
     _no_traceback(result)
     bare = value.strip('"')
     if where == "cli":
