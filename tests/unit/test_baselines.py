@@ -151,7 +151,7 @@ def test_replace_makes_a_fresh_series_of_all_runs(tmp_path: Path) -> None:
     assert entry is not None
     assert entry.value == 1.0
     assert entry.processes == 3
-    assert entry.noise == pytest.approx(0.15)
+    assert entry.noise == pytest.approx(0.30)  # the spread (15%) is under the CPU floor
     assert entry.since == "2026-11-05"
 
 

@@ -28,9 +28,15 @@ def test_noise_is_at_least_the_recordings_noise() -> None:
     assert two == 0.2
     # ... from three on the median one: one process that waited for a CPU does not blind it
     _, noise = evidence.summarize_recordings(
-        [rec(1.0, 3.3), rec(1.0, 0.02), rec(1.0, 0.04)], "wall"
+        [rec(1.0, 3.3), rec(1.0, 0.02), rec(1.0, 0.04)], "device"
     )
     assert noise == 0.04
+
+
+def test_cpu_wall_time_keeps_its_floor_whatever_the_recordings() -> None:
+    steady = [rec(1.0, 0.01), rec(1.01, 0.01), rec(0.99, 0.01), rec(1.0, 0.01), rec(1.0, 0.01)]
+    assert evidence.summarize_recordings(steady, "wall")[1] == evidence.WALL_FLOOR
+    assert evidence.summarize_recordings(steady, "device")[1] < 0.05
 
 
 @pytest.mark.parametrize(("metric", "floor"), [("device", 0.03), ("wall", 0.50)])
