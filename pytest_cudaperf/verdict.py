@@ -46,6 +46,13 @@ FINGERPRINT_KEYS = (
 )
 
 
+#: instability reasons that say other processes competed for the CPU (``measure/instability.py``)
+CONTENTION_REASONS = ("waited for a CPU", "load average", "xdist workers on")
+#: a CPU wall time taken under contention fails only beyond twice the baseline: unchanged
+#: processes read +85…+136% on the loaded 2-core machine (benchmarks/RESULTS.md)
+CONTENDED_WALL_THRESHOLD = 1.0
+
+
 class Kind(str, Enum):
     PASS = "pass"
     REGRESSION = "regression"
@@ -200,9 +207,19 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
     t = max(tolerance, _clean(entry.noise))
+    contended = [r for r in obs.instability if any(c in r for c in CONTENTION_REASONS)]
+    if contended and entry.metric == "wall":
+        # other processes took the CPU while this ran: beyond what the run-queue wait shows
+        # (caches, shared cores), processes ran up to 2.4x slower on a loaded 2-core machine
+        t = max(t, CONTENDED_WALL_THRESHOLD)
     ratio, low, high = stats.ratio_ci(obs.value, obs.noise, base, _clean(entry.noise))
+    raised_by = (
+        "this run's CPU contention"
+        if contended and t == CONTENDED_WALL_THRESHOLD
+        else ("the series' noise")
+    )
     allowed = (
-        f"tolerance {tolerance:.1%}, raised to {t:.1%} by the series' noise"
+        f"tolerance {tolerance:.1%}, raised to {t:.1%} by {raised_by}"
         if t > tolerance
         else f"tolerance {t:.1%}"
     )

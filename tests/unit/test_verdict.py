@@ -251,3 +251,17 @@ def test_budget_failure_line() -> None:
     assert budget_failure(2**21, 2**20, "bytes", "max_peak", "requested bytes") == (
         "memory: peak 2.0 MiB > max_peak 1.0 MiB (requested bytes)"
     )
+
+
+def test_a_contended_cpu_run_fails_only_beyond_twice_the_baseline() -> None:
+    cpu = series(1.0, 1.0, 1.0, metric="wall")  # a CPU series: its floor is ±30%
+    busy = ("load average 3.7 on 2 CPU cores",)
+    doubled = judge(obs(2.0, instability=busy), cpu, 0.05, "CPU")
+    assert doubled.kind is Kind.INCONCLUSIVE  # another tenant can do that
+    assert "raised to 100.0% by this run's CPU contention" in doubled.message
+    tripled = judge(obs(3.0, instability=("waited for a CPU 40% of the time",)), cpu, 0.05, "CPU")
+    assert tripled.kind is Kind.REGRESSION
+    quiet = judge(obs(2.0), cpu, 0.05, "CPU")
+    assert quiet.kind is Kind.REGRESSION  # without contention the series' noise decides
+    gpu = judge(obs(2.0, instability=busy), STEADY, 0.05, "GPU")
+    assert gpu.kind is Kind.REGRESSION  # device time does not share the CPU's fate

@@ -1,0 +1,91 @@
+"""Re-judge a ``bench_suite.py`` output folder with this checkout's verdict rules.
+
+The measurements stay what the runs measured; only the judging is redone: each series'
+baseline entry is rebuilt from its recordings by ``evidence.summarize_recordings`` and every
+record of every run is judged by ``verdict.judge``. A REGRESSION here would still have been
+re-measured by the plugin (``verdict.confirm``), which can only turn it into INCONCLUSIVE, so the
+false-failure counts are an upper bound. Use it when the rules changed after the runs (say so).
+
+    python benchmarks/rejudge.py OUT_DIR
+
+Prints, per phase and plant, test-runs, REGRESSION, INCONCLUSIVE, and for planted runs the catch
+rate against the realised change (planted / unchanged median, per test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_cudaperf import evidence
+from pytest_cudaperf.baselines import BaselineStore, Entry
+from pytest_cudaperf.cli import report_records
+from pytest_cudaperf.verdict import Kind, Observation, judge
+
+
+def rebuilt(entry: Entry) -> Entry:
+    metric = entry.metric
+    return Entry.of(entry.recordings, entry.unit, entry.env, metric, entry.since, entry.breakdown)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--tolerance", type=float, default=0.05)
+    args = parser.parse_args()
+    store = BaselineStore.load(args.out / "baselines")
+    runs = [json.loads(line) for line in (args.out / "runs.jsonl").read_text().splitlines()]
+    rows: list[tuple[str, str, str, float, Kind]] = []
+    for run in runs:
+        name = f"{run['mode']}-{run['phase']}-{run['plant'] or '0'}-{run['index']}"
+        report = args.out / f"{name}.json"
+        if not report.exists():
+            continue
+        document = json.loads(report.read_text())
+        for record, passed in report_records(document):
+            if not passed or not record.series.startswith("time:"):
+                continue
+            entry = store.lookup(record.device_class, record.key, record.series)
+            if entry is None:
+                continue
+            base = rebuilt(entry)
+            tolerance = record.tolerance if record.tolerance is not None else args.tolerance
+            unstable = record.recording.unstable
+            obs = Observation(record.value, record.recording.noise, instability=unstable)
+            kind = judge(obs, base, tolerance, record.device_class).kind
+            rows.append((run["phase"], run["plant"], str(record.key), record.value, kind))
+    unchanged: dict[str, list[float]] = defaultdict(list)
+    for phase, _, key, value, _ in rows:
+        if phase == "unchanged":
+            unchanged[key].append(value)
+    reference = {k: statistics.median(v) for k, v in unchanged.items()}
+    groups: dict[tuple[str, str], list[tuple[str, float, Kind]]] = defaultdict(list)
+    for phase, plant, key, value, kind in rows:
+        groups[(phase, plant)].append((key, value, kind))
+    print("| phase | plant | test-runs | REGRESSION | INCONCLUSIVE | caught at ≥ +20% realised |")
+    print("|---|---|---|---|---|---|")
+    for (phase, plant), found in sorted(groups.items()):
+        regressions = sum(1 for _, _, k in found if k is Kind.REGRESSION)
+        inconclusive = sum(1 for _, _, k in found if k is Kind.INCONCLUSIVE)
+        big = [
+            (k, kind)
+            for k, value, kind in found
+            if k in reference and value / reference[k] - 1 >= 0.2
+        ]
+        caught = sum(1 for _, kind in big if kind is Kind.REGRESSION)
+        rate = f"{caught}/{len(big)}" if phase != "unchanged" else "—"
+        print(
+            f"| {phase} | {plant or '—'} | {len(found)} | {regressions} | {inconclusive} | {rate} |"
+        )
+    print(f"(floors: {evidence.SINGLE_PROCESS_FLOOR}, wall {evidence.WALL_FLOOR})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
