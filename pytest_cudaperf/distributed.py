@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pytest_cudaperf.devices import Probe
     from pytest_cudaperf.locks import LockRegistry
     from pytest_cudaperf.markers import DistributedOptions
-    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.measure.timing import Measurement, Sampled
     from pytest_cudaperf.outcome import (
         FailureKind,
         ItemState,
@@ -721,26 +721,17 @@ class RankBackend:
     def recover(self, sampler: Any) -> None:  # pragma: no cover - no stream blocker here
         raise AssertionError("the distributed backend never blocks")
 
-    def finish(  # noqa: PLR0913 - the Backend protocol
-        self,
-        sampler: Any,
-        fn: Callable[[], object],
-        samples: list[float],
-        warnings: list[str],
-        cost_s: float,
-        name: str | None,
-        round_medians_ms: tuple[float, ...] = (),
-    ) -> Measurement:
+    def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement:
         from pytest_cudaperf.measure.timing import Measurement
 
         return Measurement.from_samples(
-            samples,
+            sampled.samples,
             metric="dist",
             device=self.device,
-            warnings=tuple(warnings),
-            cost_s=cost_s,
-            name=name,
-            round_medians_ms=round_medians_ms,
+            warnings=tuple(sampled.warnings),
+            cost_s=sampled.cost_s,
+            name=sampled.name,
+            round_medians_ms=sampled.round_medians_ms,
         )
 
     def reset(self) -> None:

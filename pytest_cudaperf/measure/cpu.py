@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_cudaperf.measure import instability
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.timing import Measurement, Sampled
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
 
@@ -216,18 +216,9 @@ class CpuBackend:
     def recover(self, sampler: Any) -> None:  # pragma: no cover - nothing blocks on the CPU
         raise AssertionError("the CPU backend never blocks")
 
-    def finish(  # noqa: PLR0913 - the Backend protocol: what the sampling loop hands over
-        self,
-        sampler: Any,
-        fn: Callable[[], object],
-        samples: list[float],
-        warnings: list[str],
-        cost_s: float,
-        name: str | None,
-        round_medians_ms: tuple[float, ...] = (),
-    ) -> Measurement:
+    def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement:
         self._finished = True  # compare() finishes twice: both read this measurement's wait
-        notes = list(warnings)
+        notes = list(sampled.warnings)
         if self._device == "cpu" and sampler.group > 1:
             notes.append(f"timed in groups of {sampler.group} calls (each call < 20 µs)")
         reasons, noise = instability.combine(
@@ -236,14 +227,14 @@ class CpuBackend:
             )
         )
         return Measurement.from_samples(
-            samples,
+            sampled.samples,
             metric=self._metric,
             device=self._device,
             blocking="none",
             warnings=tuple(notes),
-            cost_s=cost_s,
-            name=name,
-            round_medians_ms=round_medians_ms,
+            cost_s=sampled.cost_s,
+            name=sampled.name,
+            round_medians_ms=sampled.round_medians_ms,
             instability=reasons,
             instability_noise=noise,
         )

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf import _torch_compat
 from pytest_cudaperf.measure.nvml import ClockWatch
-from pytest_cudaperf.measure.timing import HOST_BOUND_RATIO, Measurement, SynchronizesInside
+from pytest_cudaperf.measure.timing import (
+    HOST_BOUND_RATIO,
+    Measurement,
+    Sampled,
+    SynchronizesInside,
+)
 from pytest_cudaperf.units import format_ms
 
 if TYPE_CHECKING:
@@ -391,18 +396,12 @@ class CudaBackend:
         if not sampler.graph:  # the next round of this measurement need not time out again
             self._synchronizing.append((sampler.run, True))
 
-    def finish(  # noqa: PLR0913 - the Backend protocol: what the sampling loop hands over
-        self,
-        sampler: CudaEventSampler,
-        fn: Callable[[], object],
-        samples: list[float],
-        warnings: list[str],
-        cost_s: float,
-        name: str | None,
-        round_medians_ms: tuple[float, ...] = (),
+    def finish(
+        self, sampler: CudaEventSampler, fn: Callable[[], object], sampled: Sampled
     ) -> Measurement:
         # the callables end with the measurement: the cache must not keep their tensors alive
         self._synchronizing.clear()
+        samples = sampled.samples
         device_ms = float(sorted(samples)[len(samples) // 2])
         host = host_ms_per_call(self._torch, fn, device_ms)
         notes = self.lasting + self.warnings
@@ -427,10 +426,10 @@ class CudaBackend:
             blocking=sampler.blocker.name if sampler.blocker is not None else "none",
             flush=self.flush.method if self.flush is not None else "none",
             clocks=clocks,
-            warnings=tuple(dict.fromkeys(notes + warnings)),
-            cost_s=cost_s,
-            name=name,
-            round_medians_ms=round_medians_ms,
+            warnings=tuple(dict.fromkeys(notes + sampled.warnings)),
+            cost_s=sampled.cost_s,
+            name=sampled.name,
+            round_medians_ms=sampled.round_medians_ms,
             sm_mhz=float(spin["median"]) if spin else None,
         )
 

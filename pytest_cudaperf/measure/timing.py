@@ -291,21 +291,25 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+@dataclass(frozen=True)
+class Sampled:
+    """What the sampling loop hands a backend to make a :class:`Measurement` of: the pooled
+    samples (ms per call), the loop's warnings, its cost, the measurement's name and, with
+    several rounds, each round's median."""
+
+    samples: list[float]
+    warnings: list[str]
+    cost_s: float
+    name: str | None
+    round_medians_ms: tuple[float, ...] = ()
+
+
 class Backend(Protocol):
     def sampler(self, fn: Callable[[], object], graph: bool) -> Any: ...
 
     def recover(self, sampler: Any) -> None: ...
 
-    def finish(  # noqa: PLR0913 - the Backend protocol: what the sampling loop hands over
-        self,
-        sampler: Any,
-        fn: Callable[[], object],
-        samples: list[float],
-        warnings: list[str],
-        cost_s: float,
-        name: str | None,
-        round_medians_ms: tuple[float, ...] = (),
-    ) -> Measurement: ...
+    def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement: ...
 
     def reset(self) -> None: ...
 
@@ -344,7 +348,7 @@ def measure(
         cost += result.cost_s
     samples = [x for r in rounds for x in r]
     medians = tuple(stats.summarize(r).median for r in rounds) if len(rounds) > 1 else ()
-    measured = backend.finish(sampler, fn, samples, warnings, cost, name, medians)
+    measured = backend.finish(sampler, fn, Sampled(samples, warnings, cost, name, medians))
     worst_warmup = max((f for f in unsettled if f is not None), key=lambda f: f.noise, default=None)
     return with_findings(
         measured,
@@ -397,10 +401,12 @@ def compare(  # noqa: PLR0913 - both callables and the cuda_timer.compare option
         backend.finish(
             sampler,
             fn,
-            [x for r in rounds for x in r],
-            warnings,
-            cost / 2,
-            f"{name}:{role}" if name else role,
+            Sampled(
+                [x for r in rounds for x in r],
+                warnings,
+                cost / 2,
+                f"{name}:{role}" if name else role,
+            ),
         )
         for sampler, fn, rounds, role in (
             (cand_sampler, candidate, cand_rounds, "candidate"),

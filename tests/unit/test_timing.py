@@ -11,6 +11,7 @@ from pytest_cudaperf.measure.timing import (
     MAX_COMPILE_WARMUP_BATCHES,
     Budget,
     Measurement,
+    Sampled,
     compare,
     measure,
     run_adaptive,
@@ -132,8 +133,10 @@ class StatefulBackend:
     def recover(self, sampler: object) -> None:
         pass
 
-    def finish(self, sampler, fn, samples, warnings, cost_s, name, round_medians_ms=()):  # type: ignore[no-untyped-def]
-        return Measurement.from_samples(samples, round_medians_ms=round_medians_ms, name=name)
+    def finish(self, sampler: object, fn: object, sampled: Sampled) -> Measurement:
+        return Measurement.from_samples(
+            sampled.samples, round_medians_ms=sampled.round_medians_ms, name=sampled.name
+        )
 
     def close(self) -> None:
         pass
