@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.measure import stats
+from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ FINGERPRINT_KEYS = (
 )
 
 
-#: instability reasons that say other processes competed for the CPU (``measure/instability.py``)
-CONTENTION_REASONS = ("waited for a CPU", "load average", "xdist workers on")
 #: a CPU wall time taken under contention fails only beyond twice the baseline: unchanged
 #: processes read +85…+136% on the loaded 2-core machine (benchmarks/RESULTS.md)
 CONTENDED_WALL_THRESHOLD = 1.0
@@ -207,7 +205,7 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
     t = max(tolerance, _clean(entry.noise))
-    contended = [r for r in obs.instability if any(c in r for c in CONTENTION_REASONS)]
+    contended = [r for r in obs.instability if instability.is_contention(r)]
     if contended and entry.metric == "wall":
         # other processes took the CPU while this ran: beyond what the run-queue wait shows
         # (caches, shared cores), processes ran up to 2.4x slower on a loaded 2-core machine

@@ -153,6 +153,15 @@ def recompiled(times: int) -> Finding | None:
     return Finding(f"recompiled {times} time{'s' if times != 1 else ''} while sampling", 0.0)
 
 
+#: the words of the findings below that say other processes competed for the CPU
+_CONTENTION_WORDS = ("waited for a CPU", "load average", "xdist workers on")
+
+
+def is_contention(reason: str) -> bool:
+    """Is ``reason`` one of :func:`contention`, :func:`oversubscribed`, :func:`overloaded`?"""
+    return any(words in reason for words in _CONTENTION_WORDS)
+
+
 def contention(waited: float | None) -> Finding | None:
     """The sampling thread waited for a CPU (run queue) ``waited`` of its wall time.
 

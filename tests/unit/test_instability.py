@@ -116,3 +116,15 @@ def test_recompiles_are_a_reason_without_noise_of_their_own() -> None:
     assert instability.recompiled(2) == Finding("recompiled 2 times while sampling", 0.0)
     assert instability.recompiled(1) == Finding("recompiled 1 time while sampling", 0.0)
     assert instability.recompiled(0) is None
+
+
+def test_the_contention_findings_say_so() -> None:
+    found = [
+        instability.contention(0.3),
+        instability.oversubscribed(8, 2, measured=True),
+        instability.overloaded(3.7, 2, measured=True),
+    ]
+    assert all(f is not None and instability.is_contention(f.reason) for f in found)
+    unsettled = instability.warmup_unsettled((4.45e-3, 5.34e-3))
+    assert unsettled is not None
+    assert not instability.is_contention(unsettled.reason)
