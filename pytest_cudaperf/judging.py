@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_cudaperf import report
-from pytest_cudaperf.baselines import Entry, Record, Recording
+from pytest_cudaperf.baselines import Record, Recording
 from pytest_cudaperf.context import RunContext, TestContext, environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
@@ -81,9 +81,7 @@ def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
     )
 
 
-def _judge(
-    test: TestContext, record: Record, obs: Observation, allowed: float
-) -> tuple[JudgedRecord, Entry | None]:
+def _judge(test: TestContext, record: Record, obs: Observation, allowed: float) -> JudgedRecord:
     """The one call of the verdict: a measured record against its baseline entry, with the
     same series on other device classes beside it."""
     store = test.run.store
@@ -91,7 +89,7 @@ def _judge(
     entry = store.lookup(klass, key, series)
     verdict = judge(obs, entry, allowed, klass)
     others = tuple(Other(c, float(e.value)) for c, e in store.others(klass, key, series))
-    return JudgedRecord(record, verdict, others=others), entry
+    return JudgedRecord(record, verdict, others=others)
 
 
 def judge_time(
@@ -112,7 +110,7 @@ def judge_time(
     )
     perf_tolerance = test.perf.tolerance if test.perf else None
     record = Record(key, f"time:{m.mode}", device_class, "ms", recording, env, None, perf_tolerance)
-    judged, _ = _judge(test, record, observation(m, env), allowed)
+    judged = _judge(test, record, observation(m, env), allowed)
     return dataclasses.replace(judged, measurement=m.to_dict())
 
 
@@ -176,7 +174,7 @@ def add_peak(
     recording = Recording(str(env["date"]), size, 0.0, 1, ci=(size, size))
     measured = Record(key, "memory:peak", device_class, "bytes", recording, env)
     obs = Observation(float(size), env=env, unit="bytes")
-    judged, _ = _judge(test, measured, obs, MEMORY_TOLERANCE)
+    judged = _judge(test, measured, obs, MEMORY_TOLERANCE)
     record = dataclasses.replace(judged, measurement=peak.to_dict())
     test.state.records.append(record)
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
