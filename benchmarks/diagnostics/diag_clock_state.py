@@ -7,8 +7,8 @@ cold 8 MiB add and the cold 512² matmul three times per variant, three rounds e
 per round: the median, and the SM clock *measured inside the stream blocker* just before each
 sample (``%clock64`` cycles over ``%globaltimer`` nanoseconds while it spins), plus NVML's reading.
 The committed rows were taken with this script's own copy of the clocked spin kernel; the plugin's
-blocker has since taken that kernel over (``_spin.spin_until_released_clocked``, the same code),
-and the script reads it through ``backend.clocks``.
+blocker has since taken that kernel over (``_spin.spin_until_released`` with ``clocked=True``,
+the same code), and the script reads it through ``backend.clocks``.
 Variants differ in what happens before each round:
 
 - ``plain``: nothing (the backend's cached dry run);

@@ -10,18 +10,6 @@ import triton
 import triton.language as tl
 
 
-@triton.jit(do_not_specialize=["slot", "max_iters"])
-def spin_until_released(flag_ptr, count_ptr, slot, max_iters):
-    """Spin until the host sets ``flag[slot]`` (or ``max_iters`` reads); record the reads."""
-    done = 0
-    count = 0
-    while done == 0:
-        value = tl.load(flag_ptr + slot, volatile=True)
-        count += 1
-        done = ((value != 0) | (count >= max_iters)).to(tl.int32)
-    tl.store(count_ptr + slot, count)
-
-
 @triton.jit
 def _clock64():
     return tl.inline_asm_elementwise(
@@ -37,23 +25,28 @@ def _globaltimer():
 
 
 @triton.jit(do_not_specialize=["slot", "max_iters"])
-def spin_until_released_clocked(flag_ptr, count_ptr, stamp_ptr, slot, max_iters):
-    """:func:`spin_until_released` that also stores the SM cycles and the nanoseconds it spun
-    (``%clock64``, ``%globaltimer``) at ``stamp[2 * slot]`` and ``stamp[2 * slot + 1]``: the
-    SM clock just before each sample, without NVML."""
-    t0 = _globaltimer()
-    c0 = _clock64()
+def spin_until_released(  # noqa: PLR0913 (a kernel's arguments are its launch signature)
+    flag_ptr, count_ptr, stamp_ptr, slot, max_iters, clocked: tl.constexpr
+):
+    """Spin until the host sets ``flag[slot]`` (or ``max_iters`` reads); record the reads at
+    ``count[slot]``. ``clocked`` also stores the SM cycles and the nanoseconds it spun
+    (``%clock64``, ``%globaltimer``) at ``stamp[2 * slot]`` and ``stamp[2 * slot + 1]``: the SM
+    clock just before each sample, without NVML."""
+    if clocked:
+        t0 = _globaltimer()
+        c0 = _clock64()
     done = 0
     count = 0
     while done == 0:
         value = tl.load(flag_ptr + slot, volatile=True)
         count += 1
         done = ((value != 0) | (count >= max_iters)).to(tl.int32)
-    c1 = _clock64()
-    t1 = _globaltimer()
+    if clocked:
+        c1 = _clock64()
+        t1 = _globaltimer()
+        tl.store(stamp_ptr + slot * 2, c1 - c0)
+        tl.store(stamp_ptr + slot * 2 + 1, t1 - t0)
     tl.store(count_ptr + slot, count)
-    tl.store(stamp_ptr + slot * 2, c1 - c0)
-    tl.store(stamp_ptr + slot * 2 + 1, t1 - t0)
 
 
 @triton.jit

@@ -53,7 +53,7 @@ class SpinBlocker:
 
         slots = slots or MAX_BATCH
         self.clocked = clocked
-        self._kernel = _spin.spin_until_released_clocked if clocked else _spin.spin_until_released
+        self._kernel = _spin.spin_until_released
         self._flags = torch_mod.zeros(slots, dtype=torch_mod.int32, pin_memory=True)
         self._host = self._flags.numpy()  # writes through numpy cost ~0.1 µs
         self._counts = torch_mod.zeros(slots, dtype=torch_mod.int32, device=device)
@@ -65,12 +65,9 @@ class SpinBlocker:
         if slot == 0:
             self._host[:] = 0  # the previous batch has been synchronized
         self._used = slot + 1
-        if self.clocked:
-            self._kernel[(1,)](
-                self._flags, self._counts, self._stamps, slot, SPIN_MAX_ITERS, num_warps=1
-            )
-        else:
-            self._kernel[(1,)](self._flags, self._counts, slot, SPIN_MAX_ITERS, num_warps=1)
+        self._kernel[(1,)](
+            self._flags, self._counts, self._stamps, slot, SPIN_MAX_ITERS, self.clocked, num_warps=1
+        )
 
     def release(self, slot: int) -> None:
         self._host[slot] = 1
