@@ -3,9 +3,12 @@ a CPU while it took them.
 
 Contention is read, not guessed: on Linux ``/proc/thread-self/schedstat`` counts the
 nanoseconds this thread sat runnable in a run queue; that wait, over the wall time of the
-batches, says how much of a wall time was somebody else's. xdist workers beyond the usable cores
-and a load average above them are named as well (see :mod:`pytest_cudaperf.measure.instability`
-for the noise each implies).
+batches, says how much of a wall time was somebody else's. ``/proc/stat`` counts the machine's
+busy CPU time: less this process's own, it is what other processes (and, in a VM, the
+hypervisor's other guests: ``steal``) used while the samples were taken — work that slows a
+measurement through the caches and memory bandwidth the cores share without making it wait.
+xdist workers beyond the usable cores and a load average above them are named as well (see
+:mod:`pytest_cudaperf.measure.instability` for the noise each implies).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pytest_cudaperf.measure import instability
 from pytest_cudaperf.measure.timing import Measurement, Sampled
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
+PROC_STAT = "/proc/stat"
 
 
 def parse_schedstat(text: str) -> tuple[int, int] | None:
@@ -43,23 +47,114 @@ def read_schedstat(path: str = SCHEDSTAT) -> tuple[int, int] | None:
         return None
 
 
+def parse_proc_stat(text: str) -> tuple[int, int] | None:
+    """``(busy ticks, all ticks)`` of the whole machine from ``/proc/stat``'s first line
+    (``"cpu  user nice system idle iowait irq softirq steal ..."``): busy is everything but
+    ``idle`` and ``iowait``; ``guest`` time is already inside ``user``. None if it is not one."""
+    fields = text.split("\n", 1)[0].split()
+    if len(fields) < 5 or fields[0] != "cpu":
+        return None
+    try:
+        ticks = [int(f) for f in fields[1:9]]
+    except ValueError:
+        return None
+    idle = ticks[3] + ticks[4]
+    return sum(ticks) - idle, sum(ticks)
+
+
+def read_machine_ticks(path: str = PROC_STAT) -> tuple[int, int] | None:
+    """The machine's busy and total CPU ticks; None where there is no ``/proc/stat``."""
+    try:
+        with open(path) as f:
+            return parse_proc_stat(f.readline())
+    except OSError:
+        return None
+
+
+def _clock_ticks() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, OSError, ValueError):
+        return 100
+
+
+class MachineMeter:
+    """The share of the machine's CPU time that other processes used over the spans it was told
+    about: busy ticks of ``/proc/stat`` less this process's own CPU time (every thread), over
+    all ticks. Ticks are 10 ms per core and a batch may be shorter, so the share is summed over a
+    whole measurement's batches and read once."""
+
+    def __init__(
+        self,
+        reader: Callable[[], tuple[int, int] | None] = read_machine_ticks,
+        own_cpu_ns: Callable[[], int] = time.process_time_ns,
+        hz: int | None = None,
+    ) -> None:
+        self._reader = reader
+        self._own = own_cpu_ns
+        self._hz = hz or _clock_ticks()
+        self.others_ticks = 0.0
+        self.all_ticks = 0
+        self.available = True
+        self._start: tuple[int, int, int] | None = None
+
+    def begin(self) -> None:
+        if not self.available:
+            return
+        ticks = self._reader()
+        if ticks is None:
+            self.available = False
+            return
+        self._start = (*ticks, self._own())
+
+    def end(self) -> None:
+        if self._start is None:
+            return
+        ticks, own = self._reader(), self._own()
+        if ticks is None:
+            self.available = False
+        else:
+            busy = ticks[0] - self._start[0]
+            own_ticks = (own - self._start[2]) * self._hz / 1e9
+            # not clamped per span: a span shorter than a tick reads 0 or 1 busy tick while this
+            # process's own time is exact, so clamping each span would count every rounding up
+            self.others_ticks += busy - own_ticks
+            self.all_ticks += max(0, ticks[1] - self._start[1])
+        self._start = None
+
+    def others(self) -> float | None:
+        """Other processes' share of the machine's CPU time; None when unknown."""
+        if not self.available or self.all_ticks <= 0:
+            return None
+        return min(1.0, max(0.0, self.others_ticks / self.all_ticks))
+
+    def reset(self) -> None:
+        self.others_ticks, self.all_ticks = 0.0, 0
+        self._start = None
+
+
 class WaitMeter:
     """Run-queue wait of the calling thread over the wall time of the spans it was told about
-    (:meth:`begin` / :meth:`end` around each batch, from the thread that takes the samples)."""
+    (:meth:`begin` / :meth:`end` around each batch, from the thread that takes the samples), and,
+    with a ``machine`` meter, what other processes used of the machine over the same spans."""
 
     def __init__(
         self,
         reader: Callable[[], tuple[int, int] | None] = read_schedstat,
         clock: Callable[[], int] = time.perf_counter_ns,
+        machine: MachineMeter | None = None,
     ) -> None:
         self._reader = reader
         self._clock = clock
+        self.machine = machine
         self.waited_ns = 0
         self.wall_ns = 0
         self.available = True
         self._start: tuple[int, int] | None = None
 
     def begin(self) -> None:
+        if self.machine is not None:
+            self.machine.begin()
         if not self.available:
             return
         stat = self._reader()
@@ -69,6 +164,8 @@ class WaitMeter:
         self._start = (stat[1], self._clock())
 
     def end(self) -> None:
+        if self.machine is not None:
+            self.machine.end()
         if self._start is None:
             return
         stat = self._reader()
@@ -90,9 +187,15 @@ class WaitMeter:
             return None
         return min(1.0, self.waited_ns / self.wall_ns)
 
+    def others(self) -> float | None:
+        """Other processes' share of the machine's CPU time (see :class:`MachineMeter`)."""
+        return self.machine.others() if self.machine is not None else None
+
     def reset(self) -> None:
         self.waited_ns = self.wall_ns = 0
         self._start = None
+        if self.machine is not None:
+            self.machine.reset()
 
 
 def usable_cores() -> int:
@@ -123,13 +226,15 @@ def contention_findings(
     workers: int | None,
     cores: int,
     load: float | None,
+    others: float | None = None,
 ) -> list[instability.Finding | None]:
-    """What the surroundings say about a host-clock measurement: measured run-queue wait, and
-    more xdist workers or a higher load than cores (their noise counts only where the wait
-    could not be measured)."""
+    """What the surroundings say about a host-clock measurement: measured run-queue wait, other
+    processes' share of the machine, and more xdist workers or a higher load than cores (their
+    noise counts only where the wait could not be measured)."""
     measured = waited is not None
     return [
         instability.contention(waited),
+        instability.busy_machine(others),
         instability.oversubscribed(workers, cores, measured),
         instability.overloaded(load, cores, measured),
     ]
@@ -203,7 +308,7 @@ class CpuBackend:
         self._metric = metric
         self._device = device
         #: shared by every sampler of one measurement (rounds, compare's two callables)
-        self.meter = meter if meter is not None else WaitMeter()
+        self.meter = meter if meter is not None else WaitMeter(machine=MachineMeter())
         self._environ = environ if environ is not None else os.environ
         self._finished = False
 
@@ -223,7 +328,11 @@ class CpuBackend:
             notes.append(f"timed in groups of {sampler.group} calls (each call < 20 µs)")
         reasons, noise = instability.combine(
             contention_findings(
-                self.meter.waited(), xdist_workers(self._environ), usable_cores(), load_average()
+                self.meter.waited(),
+                xdist_workers(self._environ),
+                usable_cores(),
+                load_average(),
+                self.meter.others(),
             )
         )
         return Measurement.from_samples(

@@ -146,6 +146,94 @@ def test_busy_competitors_show_as_run_queue_wait() -> None:
     assert m.instability_noise > 0.05
 
 
+def test_parse_proc_stat_reads_the_machines_busy_and_total_ticks() -> None:
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    line = "cpu  100 5 20 800 10 1 2 12 0 0\ncpu0 50 2 10 400 5 0 1 6 0 0\n"
+    assert cpu.parse_proc_stat(line) == (140, 950)
+    assert cpu.parse_proc_stat("cpu0 1 2 3 4 5") is None
+    assert cpu.parse_proc_stat("cpu  a b c d e") is None
+    assert cpu.parse_proc_stat("") is None
+    assert cpu.read_machine_ticks("/nonexistent/stat") is None
+
+
+class ScriptedMachine:
+    """/proc/stat readings and this process's CPU time, advancing by fixed steps per reading."""
+
+    def __init__(self, busy_step: int, all_step: int, own_step_ns: int) -> None:
+        self.busy = self.all = self.own = 0
+        self.busy_step, self.all_step, self.own_step_ns = busy_step, all_step, own_step_ns
+
+    def ticks(self) -> tuple[int, int]:
+        self.busy += self.busy_step
+        self.all += self.all_step
+        return (self.busy, self.all)
+
+    def own_cpu_ns(self) -> int:
+        self.own += self.own_step_ns
+        return self.own
+
+
+def test_machine_meter_counts_what_other_processes_used() -> None:
+    """50 busy ticks of 100, 20 of them this process's own (0.2 s at 100 Hz): others 30%."""
+    scripted = ScriptedMachine(busy_step=50, all_step=100, own_step_ns=200_000_000)
+    meter = cpu.MachineMeter(scripted.ticks, scripted.own_cpu_ns, hz=100)
+    for _ in range(3):
+        meter.begin()
+        meter.end()
+    assert meter.others() == pytest.approx(0.30)
+    meter.reset()
+    assert meter.others() is None
+    # this process's own time is never counted as somebody else's, even beyond the busy ticks
+    alone = ScriptedMachine(busy_step=10, all_step=100, own_step_ns=500_000_000)
+    solo = cpu.MachineMeter(alone.ticks, alone.own_cpu_ns, hz=100)
+    solo.begin()
+    solo.end()
+    assert solo.others() == 0.0
+    missing = cpu.MachineMeter(lambda: None)
+    missing.begin()
+    missing.end()
+    assert missing.others() is None
+    assert missing.available is False
+
+
+def test_a_busy_machine_is_contention_on_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu, "load_average", lambda: 0.0)
+    scripted = ScriptedMachine(busy_step=60, all_step=100, own_step_ns=0)
+    stat = ScriptedStat(wait_step=0, wall_step=1000)
+    meter = WaitMeter(stat.read, stat.clock, cpu.MachineMeter(scripted.ticks, scripted.own_cpu_ns))
+    m = measure(
+        CpuBackend(meter=meter, environ={}), lambda: None, Budget(warmup=0.0, max_time=0.02)
+    )
+    assert "other processes used 60% of the machine's CPU time" in m.instability
+    assert m.instability_noise == pytest.approx(0.60)
+    quiet = ScriptedMachine(busy_step=3, all_step=100, own_step_ns=0)
+    calm = WaitMeter(stat.read, stat.clock, cpu.MachineMeter(quiet.ticks, quiet.own_cpu_ns))
+    m = measure(CpuBackend(meter=calm, environ={}), lambda: None, Budget(warmup=0.0, max_time=0.02))
+    assert not any("other processes" in r for r in m.instability)
+
+
+@pytest.mark.skipif(cpu.read_machine_ticks() is None, reason="no /proc/stat")
+def test_busy_processes_show_as_a_busy_machine() -> None:
+    """Real competitors, one per core: the measurement names what they used of the machine."""
+    competitors = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(cpu.usable_cores())
+    ]
+    try:
+        time.sleep(0.2)
+        m = measure(
+            CpuBackend(environ={}),
+            lambda: sum(range(20_000)),
+            Budget(warmup=0.0, min_time=0.3, max_time=0.4, rounds=1),
+        )
+    finally:
+        for process in competitors:
+            process.kill()
+        for process in competitors:
+            process.wait()
+    assert any(r.startswith("other processes used") for r in m.instability), m.instability
+
+
 def test_timing_still_exports_the_cpu_backend() -> None:
     from pytest_cudaperf.measure import timing
 

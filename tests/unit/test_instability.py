@@ -121,10 +121,13 @@ def test_recompiles_are_a_reason_without_noise_of_their_own() -> None:
 def test_the_contention_findings_say_so() -> None:
     found = [
         instability.contention(0.3),
+        instability.busy_machine(0.6),
         instability.oversubscribed(8, 2, measured=True),
         instability.overloaded(3.7, 2, measured=True),
     ]
     assert all(f is not None and instability.is_contention(f.reason) for f in found)
+    assert instability.busy_machine(0.1) is None
+    assert instability.busy_machine(None) is None
     unsettled = instability.warmup_unsettled((4.45e-3, 5.34e-3))
     assert unsettled is not None
     assert not instability.is_contention(unsettled.reason)
