@@ -78,11 +78,51 @@ def _clock_ticks() -> int:
         return 100
 
 
+class Spans:
+    """Sums of how much some counters advanced over the spans it was told about (:meth:`begin` /
+    :meth:`end` around each batch). ``read`` returns the counters now, or None where the system
+    has none: then the sums are unknown (``available`` False) from that reading on."""
+
+    def __init__(self, read: Callable[[], tuple[float, ...] | None]) -> None:
+        self._read = read
+        self.available = True
+        self.sums: list[float] = []
+        self._start: tuple[float, ...] | None = None
+
+    def begin(self) -> None:
+        if not self.available:
+            return
+        self._start = self._read()
+        if self._start is None:
+            self.available = False
+
+    def end(self) -> None:
+        if self._start is None:
+            return
+        now = self._read()
+        if now is None:
+            self.available = False
+        else:
+            deltas = [b - a for a, b in zip(self._start, now, strict=True)]
+            self.sums = (
+                [x + d for x, d in zip(self.sums, deltas, strict=True)] if self.sums else deltas
+            )
+        self._start = None
+
+    def reset(self) -> None:
+        self.sums = []
+        self._start = None
+
+
 class MachineMeter:
-    """The share of the machine's CPU time that other processes used over the spans it was told
-    about: busy ticks of ``/proc/stat`` less this process's own CPU time (every thread), over
-    all ticks. Ticks are 10 ms per core and a batch may be shorter, so the share is summed over a
-    whole measurement's batches and read once."""
+    """The share of the machine's CPU time that other processes used while a measurement ran:
+    busy ticks of ``/proc/stat`` less this process's own CPU time (every thread), over all ticks,
+    from the first batch's start to the last batch's end.
+
+    One window, not a sum over the batches: ticks are 10 ms per core, a batch may be shorter, and
+    under contention the scheduler hands this thread the core just after a tick, so a short batch
+    usually ends before the next tick and sees none (summed per batch, two spinning competitors on
+    2 cores read 24% instead of 55%)."""
 
     def __init__(
         self,
@@ -92,51 +132,43 @@ class MachineMeter:
     ) -> None:
         self._reader = reader
         self._own = own_cpu_ns
-        self._hz = hz or _clock_ticks()
-        self.others_ticks = 0.0
-        self.all_ticks = 0
+        self._ticks_per_ns = (hz or _clock_ticks()) / 1e9
         self.available = True
-        self._start: tuple[int, int, int] | None = None
+        self._first: tuple[float, float, float] | None = None
+        self._last: tuple[float, float, float] | None = None
 
-    def begin(self) -> None:
-        if not self.available:
-            return
+    def _read(self) -> tuple[float, float, float] | None:
         ticks = self._reader()
         if ticks is None:
             self.available = False
-            return
-        self._start = (*ticks, self._own())
+            return None
+        return (*ticks, self._own() * self._ticks_per_ns)
+
+    def begin(self) -> None:
+        if self.available and self._first is None:
+            self._first = self._read()
 
     def end(self) -> None:
-        if self._start is None:
-            return
-        ticks, own = self._reader(), self._own()
-        if ticks is None:
-            self.available = False
-        else:
-            busy = ticks[0] - self._start[0]
-            own_ticks = (own - self._start[2]) * self._hz / 1e9
-            # not clamped per span: a span shorter than a tick reads 0 or 1 busy tick while this
-            # process's own time is exact, so clamping each span would count every rounding up
-            self.others_ticks += busy - own_ticks
-            self.all_ticks += max(0, ticks[1] - self._start[1])
-        self._start = None
+        if self.available and self._first is not None:
+            self._last = self._read()
 
     def others(self) -> float | None:
         """Other processes' share of the machine's CPU time; None when unknown."""
-        if not self.available or self.all_ticks <= 0:
+        if not self.available or self._first is None or self._last is None:
             return None
-        return min(1.0, max(0.0, self.others_ticks / self.all_ticks))
+        busy, total, own = (b - a for a, b in zip(self._first, self._last, strict=True))
+        if total <= 0:
+            return None
+        return min(1.0, max(0.0, (busy - own) / total))
 
     def reset(self) -> None:
-        self.others_ticks, self.all_ticks = 0.0, 0
-        self._start = None
+        self._first = self._last = None
 
 
-class WaitMeter:
-    """Run-queue wait of the calling thread over the wall time of the spans it was told about
-    (:meth:`begin` / :meth:`end` around each batch, from the thread that takes the samples), and,
-    with a ``machine`` meter, what other processes used of the machine over the same spans."""
+class WaitMeter(Spans):
+    """Run-queue wait of the calling thread over the wall time of the spans (from the thread that
+    takes the samples), and, with a ``machine`` meter, what other processes used of the machine
+    over the same spans."""
 
     def __init__(
         self,
@@ -144,38 +176,23 @@ class WaitMeter:
         clock: Callable[[], int] = time.perf_counter_ns,
         machine: MachineMeter | None = None,
     ) -> None:
+        def read() -> tuple[float, ...] | None:
+            stat = reader()
+            return None if stat is None else (stat[1], clock())
+
+        super().__init__(read)
         self._reader = reader
-        self._clock = clock
         self.machine = machine
-        self.waited_ns = 0
-        self.wall_ns = 0
-        self.available = True
-        self._start: tuple[int, int] | None = None
 
     def begin(self) -> None:
         if self.machine is not None:
             self.machine.begin()
-        if not self.available:
-            return
-        stat = self._reader()
-        if stat is None:
-            self.available = False
-            return
-        self._start = (stat[1], self._clock())
+        super().begin()
 
     def end(self) -> None:
         if self.machine is not None:
             self.machine.end()
-        if self._start is None:
-            return
-        stat = self._reader()
-        now = self._clock()
-        if stat is None:
-            self.available = False
-        else:
-            self.waited_ns += max(0, stat[1] - self._start[0])
-            self.wall_ns += max(0, now - self._start[1])
-        self._start = None
+        super().end()
 
     def read(self) -> tuple[int, int] | None:
         """This thread's schedstat now (None where there is none)."""
@@ -183,17 +200,16 @@ class WaitMeter:
 
     def waited(self) -> float | None:
         """The share of the spans' wall time spent waiting for a CPU; None when unknown."""
-        if not self.available or self.wall_ns <= 0:
+        if not self.available or not self.sums or self.sums[1] <= 0:
             return None
-        return min(1.0, self.waited_ns / self.wall_ns)
+        return min(1.0, max(0.0, self.sums[0] / self.sums[1]))
 
     def others(self) -> float | None:
         """Other processes' share of the machine's CPU time (see :class:`MachineMeter`)."""
         return self.machine.others() if self.machine is not None else None
 
     def reset(self) -> None:
-        self.waited_ns = self.wall_ns = 0
-        self._start = None
+        super().reset()
         if self.machine is not None:
             self.machine.reset()
 

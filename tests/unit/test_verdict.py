@@ -14,6 +14,7 @@ from pytest_cudaperf.verdict import (
     fingerprint_differences,
     format_value,
     judge,
+    value_uncertainty,
 )
 
 ENV = {"torch": "2.11", "cuda": "13.0", "driver": "580", "power_limit_w": 700}
@@ -104,6 +105,26 @@ def test_noisy_series_cannot_support_the_tolerance_never_regression() -> None:
     assert judge(obs(1.6), noisy, 0.05, "GPU").kind is Kind.REGRESSION
     # within the tolerance asked for: pass
     assert judge(obs(1.03), noisy, 0.05, "GPU").kind is Kind.PASS
+
+
+def test_the_series_movement_widens_the_band_once_not_also_the_ci() -> None:
+    """A 5-process series moving ±22% (issue 12's bimodal 5 µs reduction): the band is ±22%, and
+    the CI carries only the uncertainty of the series value (22% / sqrt(5)), so a +42% slowdown
+    with a tight CI fails (it read INCONCLUSIVE when the movement was counted in both)."""
+    wide = series(1.0, 1.1467, 0.8533, 1.0, 1.0)  # noise 1.5 x half the range: 22%
+    assert wide.noise == pytest.approx(0.22, abs=1e-3)
+    assert value_uncertainty(wide) == pytest.approx(wide.noise / math.sqrt(5))
+    verdict = judge(obs(1.42, halfwidth=0.02), wide, 0.05, "GPU")
+    assert verdict.kind is Kind.REGRESSION
+    assert verdict.threshold == pytest.approx(wide.noise)
+    assert verdict.ci is not None
+    assert verdict.ci[0] == pytest.approx(1.29, abs=0.01)
+    # beyond the band, but not surely: inconclusive; within the tolerance: pass
+    assert judge(obs(1.25, halfwidth=0.02), wide, 0.05, "GPU").kind is Kind.INCONCLUSIVE
+    assert judge(obs(1.03, halfwidth=0.02), wide, 0.05, "GPU").kind is Kind.PASS
+    # a one-process series keeps its whole (floored) noise in the CI
+    one = series(1.0)
+    assert value_uncertainty(one) == pytest.approx(one.noise)
 
 
 def test_single_process_baseline_says_so() -> None:
