@@ -38,10 +38,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument(
+        "--realised", type=float, default=0.10, help="catch rate at or above this realised change"
+    )
     args = parser.parse_args()
     store = BaselineStore.load(args.out / "baselines")
     runs = [json.loads(line) for line in (args.out / "runs.jsonl").read_text().splitlines()]
-    rows: list[tuple[str, str, str, float, Kind]] = []
+    rows: list[tuple[str, str, str, str, float, Kind]] = []
     for run in runs:
         name = f"{run['mode']}-{run['phase']}-{run['plant'] or '0'}-{run['index']}"
         report = args.out / f"{name}.json"
@@ -59,29 +62,32 @@ def main() -> int:
             unstable = record.recording.unstable
             obs = Observation(record.value, record.recording.noise, instability=unstable)
             kind = judge(obs, base, tolerance, record.device_class).kind
-            rows.append((run["phase"], run["plant"], str(record.key), record.value, kind))
-    unchanged: dict[str, list[float]] = defaultdict(list)
-    for phase, _, key, value, _ in rows:
+            row = (run["mode"], run["phase"], run["plant"], str(record.key), record.value, kind)
+            rows.append(row)
+    unchanged: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for mode, phase, _, key, value, _ in rows:
         if phase == "unchanged":
-            unchanged[key].append(value)
+            unchanged[(mode, key)].append(value)
     reference = {k: statistics.median(v) for k, v in unchanged.items()}
-    groups: dict[tuple[str, str], list[tuple[str, float, Kind]]] = defaultdict(list)
-    for phase, plant, key, value, kind in rows:
-        groups[(phase, plant)].append((key, value, kind))
-    print("| phase | plant | test-runs | REGRESSION | INCONCLUSIVE | caught at ≥ +20% realised |")
-    print("|---|---|---|---|---|---|")
-    for (phase, plant), found in sorted(groups.items()):
+    groups: dict[tuple[str, str, str], list[tuple[str, float, Kind]]] = defaultdict(list)
+    for mode, phase, plant, key, value, kind in rows:
+        groups[(mode, phase, plant)].append((key, value, kind))
+    at = f"≥ {args.realised:+.0%}"
+    print(f"| mode | phase | plant | test-runs | REGRESSION | INCONCLUSIVE | caught at {at} |")
+    print("|---|---|---|---|---|---|---|")
+    for (mode, phase, plant), found in sorted(groups.items()):
         regressions = sum(1 for _, _, k in found if k is Kind.REGRESSION)
         inconclusive = sum(1 for _, _, k in found if k is Kind.INCONCLUSIVE)
         big = [
-            (k, kind)
+            kind
             for k, value, kind in found
-            if k in reference and value / reference[k] - 1 >= 0.2
+            if (mode, k) in reference and value / reference[(mode, k)] - 1 >= args.realised
         ]
-        caught = sum(1 for _, kind in big if kind is Kind.REGRESSION)
-        rate = f"{caught}/{len(big)}" if phase != "unchanged" else "—"
+        caught = sum(1 for kind in big if kind is Kind.REGRESSION)
+        rate = f"{caught}/{len(big)}" if phase != "unchanged" and big else "—"
         print(
-            f"| {phase} | {plant or '—'} | {len(found)} | {regressions} | {inconclusive} | {rate} |"
+            f"| {mode} | {phase} | {plant or '—'} | {len(found)} | {regressions} | {inconclusive} "
+            f"| {rate} |"
         )
     print(f"(floors: {evidence.SINGLE_PROCESS_FLOOR}, wall {evidence.WALL_FLOOR})")
     return 0
