@@ -78,42 +78,6 @@ def _clock_ticks() -> int:
         return 100
 
 
-class Spans:
-    """Sums of how much some counters advanced over the spans it was told about (:meth:`begin` /
-    :meth:`end` around each batch). ``read`` returns the counters now, or None where the system
-    has none: then the sums are unknown (``available`` False) from that reading on."""
-
-    def __init__(self, read: Callable[[], tuple[float, ...] | None]) -> None:
-        self._read = read
-        self.available = True
-        self.sums: list[float] = []
-        self._start: tuple[float, ...] | None = None
-
-    def begin(self) -> None:
-        if not self.available:
-            return
-        self._start = self._read()
-        if self._start is None:
-            self.available = False
-
-    def end(self) -> None:
-        if self._start is None:
-            return
-        now = self._read()
-        if now is None:
-            self.available = False
-        else:
-            deltas = [b - a for a, b in zip(self._start, now, strict=True)]
-            self.sums = (
-                [x + d for x, d in zip(self.sums, deltas, strict=True)] if self.sums else deltas
-            )
-        self._start = None
-
-    def reset(self) -> None:
-        self.sums = []
-        self._start = None
-
-
 class MachineMeter:
     """The share of the machine's CPU time that other processes used while a measurement ran:
     busy ticks of ``/proc/stat`` less this process's own CPU time (every thread), over all ticks,
@@ -165,10 +129,10 @@ class MachineMeter:
         self._first = self._last = None
 
 
-class WaitMeter(Spans):
-    """Run-queue wait of the calling thread over the wall time of the spans (from the thread that
-    takes the samples), and, with a ``machine`` meter, what other processes used of the machine
-    over the same spans."""
+class WaitMeter:
+    """Run-queue wait of the calling thread over the wall time of the spans it was told about
+    (:meth:`begin` / :meth:`end` around each batch, from the thread that takes the samples), and,
+    with a ``machine`` meter, what other processes used of the machine meanwhile."""
 
     def __init__(
         self,
@@ -176,23 +140,38 @@ class WaitMeter(Spans):
         clock: Callable[[], int] = time.perf_counter_ns,
         machine: MachineMeter | None = None,
     ) -> None:
-        def read() -> tuple[float, ...] | None:
-            stat = reader()
-            return None if stat is None else (stat[1], clock())
-
-        super().__init__(read)
         self._reader = reader
+        self._clock = clock
         self.machine = machine
+        self.waited_ns = 0
+        self.wall_ns = 0
+        self.available = True
+        self._start: tuple[int, int] | None = None
 
     def begin(self) -> None:
         if self.machine is not None:
             self.machine.begin()
-        super().begin()
+        if not self.available:
+            return
+        stat = self._reader()
+        if stat is None:
+            self.available = False
+            return
+        self._start = (stat[1], self._clock())
 
     def end(self) -> None:
         if self.machine is not None:
             self.machine.end()
-        super().end()
+        if self._start is None:
+            return
+        stat = self._reader()
+        now = self._clock()
+        if stat is None:
+            self.available = False
+        else:
+            self.waited_ns += max(0, stat[1] - self._start[0])
+            self.wall_ns += max(0, now - self._start[1])
+        self._start = None
 
     def read(self) -> tuple[int, int] | None:
         """This thread's schedstat now (None where there is none)."""
@@ -200,16 +179,17 @@ class WaitMeter(Spans):
 
     def waited(self) -> float | None:
         """The share of the spans' wall time spent waiting for a CPU; None when unknown."""
-        if not self.available or not self.sums or self.sums[1] <= 0:
+        if not self.available or self.wall_ns <= 0:
             return None
-        return min(1.0, max(0.0, self.sums[0] / self.sums[1]))
+        return min(1.0, self.waited_ns / self.wall_ns)
 
     def others(self) -> float | None:
         """Other processes' share of the machine's CPU time (see :class:`MachineMeter`)."""
         return self.machine.others() if self.machine is not None else None
 
     def reset(self) -> None:
-        super().reset()
+        self.waited_ns = self.wall_ns = 0
+        self._start = None
         if self.machine is not None:
             self.machine.reset()
 
