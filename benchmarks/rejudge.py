@@ -4,7 +4,9 @@ The measurements stay what the runs measured; only the judging is redone: each s
 baseline entry is rebuilt from its recordings by ``evidence.summarize_recordings`` and every
 record of every run is judged by ``verdict.judge``. A REGRESSION here would still have been
 re-measured by the plugin (``verdict.confirm``), which can only turn it into INCONCLUSIVE, so the
-false-failure counts are an upper bound. Use it when the rules changed after the runs (say so).
+false-failure counts are an upper bound. The one finding that depends on a run's setting alone
+(xdist workers on every core) is added as the current rules would add it. Use it when the rules
+changed after the runs (say so).
 
     python benchmarks/rejudge.py OUT_DIR
 
@@ -19,19 +21,35 @@ import json
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_cudaperf import evidence
 from pytest_cudaperf.baselines import BaselineStore, Entry
 from pytest_cudaperf.cli import report_records
+from pytest_cudaperf.measure import instability
 from pytest_cudaperf.verdict import Kind, Observation, judge
 
 
 def rebuilt(entry: Entry) -> Entry:
     metric = entry.metric
     return Entry.of(entry.recordings, entry.unit, entry.env, metric, entry.since, entry.breakdown)
+
+
+def _workers_finding(mode: str, env: Mapping[str, Any]) -> tuple[str, ...]:
+    """The xdist finding the current rules would have added to a CPU run of ``mode`` (``n2``),
+    from the cores its report records: it depends on the run's setting only, so runs made before
+    the rule changed are re-judged as if they had it."""
+    workers = int(mode[1:]) if mode.startswith("n") and mode[1:].isdigit() else None
+    try:
+        cores = int(env.get("logical_cores", 0))
+    except (TypeError, ValueError):
+        return ()
+    found = instability.oversubscribed(workers, cores, measured=True)
+    return (found.reason,) if found is not None else ()
 
 
 def main() -> int:
@@ -59,7 +77,7 @@ def main() -> int:
                 continue
             base = rebuilt(entry)
             tolerance = record.tolerance if record.tolerance is not None else args.tolerance
-            unstable = record.recording.unstable
+            unstable = record.recording.unstable + _workers_finding(run["mode"], record.env)
             obs = Observation(record.value, record.recording.noise, instability=unstable)
             kind = judge(obs, base, tolerance, record.device_class).kind
             row = (run["mode"], run["phase"], run["plant"], str(record.key), record.value, kind)

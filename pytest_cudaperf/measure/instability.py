@@ -192,13 +192,18 @@ def busy_machine(others: float | None) -> Finding | None:
 
 
 def oversubscribed(workers: int | None, cores: int, measured: bool) -> Finding | None:
-    """More xdist workers than usable CPU cores.
+    """Two or more xdist workers and no usable CPU core without one.
+
+    As many workers as cores counts too: the timing lock keeps the others from *sampling* at the
+    same time, not from setting up, tearing down and reporting their tests on the cores this one
+    shares caches with; on the 2-core machine, unchanged ``-n 2`` runs read tests +50…+120% slow
+    in clusters with no wait and no busy machine measured (benchmarks/RESULTS.md, CPU A/A).
 
     Noise: ``workers / cores - 1``, the stretch of a wall time when every worker is busy and
     they share the cores evenly — unless this thread's run-queue wait was ``measured``: then
     the wait says what the sharing did to this measurement and this finding is the reason only
     (noise 0)."""
-    if workers is None or cores <= 0 or workers <= cores:
+    if workers is None or cores <= 0 or workers < 2 or workers < cores:
         return None
     return Finding(
         f"{workers} xdist workers on {cores} CPU core{'s' if cores != 1 else ''}",

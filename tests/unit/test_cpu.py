@@ -232,7 +232,10 @@ def test_busy_processes_show_as_a_busy_machine() -> None:
             process.kill()
         for process in competitors:
             process.wait()
-    assert any(r.startswith("other processes used") for r in m.instability), (m.instability, m.to_dict())
+    assert any(r.startswith("other processes used") for r in m.instability), (
+        m.instability,
+        m.to_dict(),
+    )
 
 
 def test_timing_still_exports_the_cpu_backend() -> None:

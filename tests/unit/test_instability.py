@@ -95,7 +95,12 @@ def test_oversubscription_and_load_count_only_where_the_wait_is_unknown() -> Non
     assert instability.oversubscribed(8, 2, measured=True) == Finding(
         "8 xdist workers on 2 CPU cores", 0.0
     )
-    assert instability.oversubscribed(2, 2, measured=False) is None
+    # a worker on every core shares the cores with the others' setup and reporting
+    assert instability.oversubscribed(2, 2, measured=False) == Finding(
+        "2 xdist workers on 2 CPU cores", 0.0
+    )
+    assert instability.oversubscribed(2, 4, measured=False) is None
+    assert instability.oversubscribed(1, 1, measured=False) is None
     assert instability.oversubscribed(None, 2, measured=False) is None
     assert instability.overloaded(3.0, 2, measured=False) == Finding(
         "load average 3.0 on 2 CPU cores", 0.5
