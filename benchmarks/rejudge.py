@@ -39,17 +39,16 @@ def rebuilt(entry: Entry) -> Entry:
     return Entry.of(entry.recordings, entry.unit, entry.env, metric, entry.since, entry.breakdown)
 
 
-def _workers_finding(mode: str, env: Mapping[str, Any]) -> tuple[str, ...]:
+def _workers_finding(mode: str, env: Mapping[str, Any]) -> instability.Finding | None:
     """The xdist finding the current rules would have added to a CPU run of ``mode`` (``n2``),
     from the cores its report records: it depends on the run's setting only, so runs made before
-    the rule changed are re-judged as if they had it."""
+    the rule changed are re-judged as if they had it (its reason and its noise)."""
     workers = int(mode[1:]) if mode.startswith("n") and mode[1:].isdigit() else None
     try:
         cores = int(env.get("logical_cores", 0))
     except (TypeError, ValueError):
-        return ()
-    found = instability.oversubscribed(workers, cores, measured=True)
-    return (found.reason,) if found is not None else ()
+        return None
+    return instability.oversubscribed(workers, cores)
 
 
 def main() -> int:
@@ -77,8 +76,13 @@ def main() -> int:
                 continue
             base = rebuilt(entry)
             tolerance = record.tolerance if record.tolerance is not None else args.tolerance
-            unstable = record.recording.unstable + _workers_finding(run["mode"], record.env)
-            obs = Observation(record.value, record.recording.noise, instability=unstable)
+            unstable, noise = record.recording.unstable, record.recording.noise
+            workers = _workers_finding(run["mode"], record.env)
+            if workers is not None:
+                noise = max(noise, workers.noise)
+                if workers.reason not in unstable:
+                    unstable = (*unstable, workers.reason)
+            obs = Observation(record.value, noise, instability=unstable)
             kind = judge(obs, base, tolerance, record.device_class).kind
             row = (run["mode"], run["phase"], run["plant"], str(record.key), record.value, kind)
             rows.append(row)

@@ -225,13 +225,13 @@ def contention_findings(
     others: float | None = None,
 ) -> list[instability.Finding | None]:
     """What the surroundings say about a host-clock measurement: measured run-queue wait, other
-    processes' share of the machine, and more xdist workers or a higher load than cores (their
-    noise counts only where the wait could not be measured)."""
+    processes' share of the machine, an xdist worker on every core, and a load average above the
+    cores (its noise counts only where the wait could not be measured)."""
     measured = waited is not None
     return [
         instability.contention(waited),
         instability.busy_machine(others),
-        instability.oversubscribed(workers, cores, measured),
+        instability.oversubscribed(workers, cores),
         instability.overloaded(load, cores, measured),
     ]
 
