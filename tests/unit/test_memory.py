@@ -30,6 +30,52 @@ def test_plateau_and_tolerance_are_not_leaks() -> None:
     assert small.leaks == {}
 
 
+def test_a_second_window_must_grow_too() -> None:
+    late = LeakResult(series={"cpu tensors": [0, 0, 0, 512, 512, 512, 512]}, tolerance=0)
+    assert late.leaks == {}  # flat in the last run
+    confirmed = LeakResult(
+        series={"cpu tensors": [0, 512, 512, 1024, 1024, 1536, 1536]}, tolerance=0, confirm_from=3
+    )
+    assert confirmed.leaks == {"cpu tensors": 1536}  # grew again after run 3, not in the last
+    settled = LeakResult(
+        series={"cpu tensors": [0, 0, 0, 512, 512, 512, 512]}, tolerance=0, confirm_from=3
+    )
+    assert settled.leaks == {}
+    assert LeakResult(series={"cuda:0": [0, 512, 1024, 1536]}, tolerance=0).steady()
+    assert not LeakResult(series={"cuda:0": [0, 0, 0, 512]}, tolerance=0).steady()
+
+
+def test_a_late_one_time_allocation_is_not_a_leak_and_a_periodic_one_is() -> None:
+    """A DDP rank on gloo grew +512 B in its third measured run and never again: the check runs
+    as many runs again before it calls that a leak; a leak every other call grows again."""
+    calls = {"n": 0}
+    kept: list[torch.Tensor] = []
+
+    def late() -> None:  # warm-up is call 1; calls 2-4 measured; allocates once, in call 4
+        calls["n"] += 1
+        if calls["n"] == 4:
+            kept.append(torch.ones(128))
+
+    result = check_leaks(late, CpuMemory(), warmup=1, iterations=3, tolerance=0)
+    assert result.series["cpu tensors"][-4:] == [512] * 4  # ran three runs more, flat
+    assert result.leaks == {}
+    assert result.message() is None
+
+    calls["n"] = 0
+
+    def every_other() -> None:
+        calls["n"] += 1
+        if calls["n"] % 2 == 0:
+            kept.append(torch.ones(128))
+
+    result = check_leaks(every_other, CpuMemory(), warmup=1, iterations=3, tolerance=0)
+    assert result.iterations == 6
+    assert result.leaks == {"cpu tensors": 3 * 512}
+    assert result.message() == (
+        "leak: +1.5 KiB over 6 runs (steps +512 B, +0 B, +512 B, +0 B, +512 B, +0 B) on cpu tensors"
+    )
+
+
 def test_irregular_growth_lists_the_steps() -> None:
     result = LeakResult(series={"pinned host": [0, 512, 512, 2048]}, tolerance=0)
     assert (
