@@ -288,11 +288,8 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     a fresh series made of its ``runs`` recordings, in the baseline folder the runs used, and one
     more run in update mode into a scratch folder records the breakdowns."""
     args = [a for a in pytest_args if a != "--"]
-    for bad in ("--cudaperf-json", "--cudaperf-prune"):
+    for bad in ("--cudaperf-json", "--cudaperf-prune", "--cudaperf-update"):
         if any(a == bad or a.startswith(bad + "=") for a in args):
-            raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
-    for bad in ("--cudaperf-update",):
-        if bad in args:
             raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
     if baseline_dir is not None:  # one argument: pytest takes a bare existing path for a
         # test path when it looks for the rootdir, and the folder exists from the second run on

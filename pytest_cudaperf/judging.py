@@ -215,7 +215,7 @@ def add_comparison(
     text = f"{key.label()}{comparison.describe()}"
     if comparison.ci[1] < min_speedup:
         test.state.fail(FailureKind.SPEEDUP, f"{text} < min_speedup {min_speedup:g}")
-        if pair is not None and test.run.rank is None and test.settings.breakdown != "off":
+        if pair is not None and _may_profile(test):
             from pytest_cudaperf import breakdown
 
             candidate, reference = pair
@@ -254,6 +254,12 @@ class Profiled:
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
 
 
+def _may_profile(test: TestContext) -> bool:
+    """Breakdowns are profiled unless switched off, and never in a rank (its profiled calls
+    could differ from the other ranks')."""
+    return test.run.rank is None and test.settings.breakdown != "off"
+
+
 def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by two fixtures
     test: TestContext,
     key: SeriesKey,
@@ -272,8 +278,7 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
             break
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
         record, measurement = confirm_time(test, record, run_once(budget))
-    # not in a rank (its profiled calls could differ from the others'), not when switched off
-    if profiled is not None and test.run.rank is None and test.settings.breakdown != "off":
+    if profiled is not None and _may_profile(test):
         record = _with_breakdown(test, record, profiled)
     add_time(test, record, measurement)
     return measurement

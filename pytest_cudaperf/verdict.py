@@ -215,17 +215,13 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
     t = max(tolerance, _clean(entry.noise))
-    contended = [r for r in obs.instability if instability.is_contention(r)]
-    if contended and entry.metric == "wall":
+    raised_by = "the series' noise"
+    contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))
+    if contended and t < CONTENDED_WALL_THRESHOLD:
         # other processes took the CPU while this ran: beyond what the run-queue wait shows
         # (caches, shared cores), processes ran up to 2.4x slower on a loaded 2-core machine
-        t = max(t, CONTENDED_WALL_THRESHOLD)
+        t, raised_by = CONTENDED_WALL_THRESHOLD, "this run's CPU contention"
     ratio, low, high = stats.ratio_ci(obs.value, obs.noise, base, value_uncertainty(entry))
-    raised_by = (
-        "this run's CPU contention"
-        if contended and t == CONTENDED_WALL_THRESHOLD
-        else ("the series' noise")
-    )
     allowed = (
         f"tolerance {tolerance:.1%}, raised to {t:.1%} by {raised_by}"
         if t > tolerance

@@ -7,7 +7,7 @@ batches, says how much of a wall time was somebody else's. ``/proc/stat`` counts
 busy CPU time: less this process's own, it is what other processes (and, in a VM, the
 hypervisor's other guests: ``steal``) used while the samples were taken — work that slows a
 measurement through the caches and memory bandwidth the cores share without making it wait.
-xdist workers beyond the usable cores and a load average above them are named as well (see
+An xdist worker on every usable core and a load average above the cores are named as well (see
 :mod:`pytest_cudaperf.measure.instability` for the noise each implies).
 """
 
@@ -81,7 +81,7 @@ def _clock_ticks() -> int:
 class MachineMeter:
     """The share of the machine's CPU time that other processes used while a measurement ran:
     busy ticks of ``/proc/stat`` less this process's own CPU time (every thread), over all ticks,
-    from the first batch's start to the last batch's end.
+    from the first batch's start to when :meth:`others` is asked (the backend's ``finish``).
 
     One window, not a sum over the batches: ticks are 10 ms per core, a batch may be shorter, and
     under contention the scheduler hands this thread the core just after a tick, so a short batch
@@ -97,36 +97,30 @@ class MachineMeter:
         self._reader = reader
         self._own = own_cpu_ns
         self._ticks_per_ns = (hz or _clock_ticks()) / 1e9
-        self.available = True
         self._first: tuple[float, float, float] | None = None
-        self._last: tuple[float, float, float] | None = None
 
     def _read(self) -> tuple[float, float, float] | None:
         ticks = self._reader()
-        if ticks is None:
-            self.available = False
-            return None
-        return (*ticks, self._own() * self._ticks_per_ns)
+        return None if ticks is None else (*ticks, self._own() * self._ticks_per_ns)
 
     def begin(self) -> None:
-        if self.available and self._first is None:
+        """The window opens at the first batch of a measurement (later calls keep it)."""
+        if self._first is None:
             self._first = self._read()
 
-    def end(self) -> None:
-        if self.available and self._first is not None:
-            self._last = self._read()
-
     def others(self) -> float | None:
-        """Other processes' share of the machine's CPU time; None when unknown."""
-        if not self.available or self._first is None or self._last is None:
+        """Other processes' share of the machine's CPU time since :meth:`begin`; None when
+        unknown (no ``/proc/stat``, or no batch yet)."""
+        last = self._read() if self._first is not None else None
+        if self._first is None or last is None:
             return None
-        busy, total, own = (b - a for a, b in zip(self._first, self._last, strict=True))
+        busy, total, own = (b - a for a, b in zip(self._first, last, strict=True))
         if total <= 0:
             return None
         return min(1.0, max(0.0, (busy - own) / total))
 
     def reset(self) -> None:
-        self._first = self._last = None
+        self._first = None
 
 
 class WaitMeter:
@@ -160,8 +154,6 @@ class WaitMeter:
         self._start = (stat[1], self._clock())
 
     def end(self) -> None:
-        if self.machine is not None:
-            self.machine.end()
         if self._start is None:
             return
         stat = self._reader()

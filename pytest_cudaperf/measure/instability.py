@@ -184,8 +184,9 @@ def busy_machine(others: float | None) -> Finding | None:
 
     They need not have taken this thread's core (no run-queue wait) to slow it: on the 2-core
     shared machine unchanged processes ran a test +85…+136% slower with no measured wait and no
-    load above the cores (benchmarks/RESULTS.md). Noise ``others``: the share of the machine that
-    was somebody else's bounds nothing, but it says how much of the time the caches were shared."""
+    load above the cores (benchmarks/RESULTS.md). Noise ``others``, the share of the machine that
+    was somebody else's: not a measured stretch, but on top of the verdict's 2x contention
+    threshold it keeps such a +136% process (with a tight CI of its own) from failing."""
     if others is None or others < BUSY_MIN:
         return None
     return Finding(f"other processes used {others:.0%} of the machine's CPU time", others)

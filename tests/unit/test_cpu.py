@@ -173,12 +173,14 @@ class ScriptedMachine:
 
 
 def test_machine_meter_counts_what_other_processes_used() -> None:
-    """50 busy ticks of 100, 20 of them this process's own (0.2 s at 100 Hz): others 30%."""
+    """One window from the first batch to the question: 50 busy ticks of 100, 20 of them this
+    process's own (0.2 s at 100 Hz): others 30%."""
     scripted = ScriptedMachine(busy_step=50, all_step=100, own_step_ns=200_000_000)
     meter = cpu.MachineMeter(scripted.ticks, scripted.own_cpu_ns, hz=100)
+    assert meter.others() is None  # no batch yet
     for _ in range(3):
-        meter.begin()
-        meter.end()
+        meter.begin()  # only the first batch opens the window
+    assert scripted.busy == 50
     assert meter.others() == pytest.approx(0.30)
     meter.reset()
     assert meter.others() is None
@@ -186,13 +188,10 @@ def test_machine_meter_counts_what_other_processes_used() -> None:
     alone = ScriptedMachine(busy_step=10, all_step=100, own_step_ns=500_000_000)
     solo = cpu.MachineMeter(alone.ticks, alone.own_cpu_ns, hz=100)
     solo.begin()
-    solo.end()
     assert solo.others() == 0.0
     missing = cpu.MachineMeter(lambda: None)
     missing.begin()
-    missing.end()
     assert missing.others() is None
-    assert missing.available is False
 
 
 def test_a_busy_machine_is_contention_on_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
