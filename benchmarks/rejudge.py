@@ -5,7 +5,8 @@ baseline entry is rebuilt from its recordings by ``evidence.summarize_recordings
 record of every run is judged by ``verdict.judge``. A REGRESSION here would still have been
 re-measured by the plugin (``verdict.confirm``), which can only turn it into INCONCLUSIVE, so the
 false-failure counts are an upper bound. The one finding that depends on a run's setting alone
-(xdist workers on every core) is added as the current rules would add it. Use it when the rules
+(more xdist workers than cores) is added as the current rules would add it; ``--no-host`` judges
+without the reference loop's host-speed finding, to show what it changed. Use it when the rules
 changed after the runs (say so).
 
     python benchmarks/rejudge.py OUT_DIR
@@ -58,6 +59,12 @@ def main() -> int:
     parser.add_argument(
         "--realised", type=float, default=0.10, help="catch rate at or above this realised change"
     )
+    parser.add_argument(
+        "--no-host",
+        dest="host",
+        action="store_false",
+        help="judge without the reference loop's host-speed finding (what it changed)",
+    )
     args = parser.parse_args()
     store = BaselineStore.load(args.out / "baselines")
     runs = [json.loads(line) for line in (args.out / "runs.jsonl").read_text().splitlines()]
@@ -82,7 +89,12 @@ def main() -> int:
                 noise = max(noise, workers.noise)
                 if workers.reason not in unstable:
                     unstable = (*unstable, workers.reason)
-            obs = Observation(record.value, noise, instability=unstable)
+            obs = Observation(
+                record.value,
+                noise,
+                instability=unstable,
+                reference_ms=record.recording.reference_ms if args.host else None,
+            )
             kind = judge(obs, base, tolerance, record.device_class).kind
             row = (run["mode"], run["phase"], run["plant"], str(record.key), record.value, kind)
             rows.append(row)

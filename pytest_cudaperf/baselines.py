@@ -208,6 +208,9 @@ class Recording:
     sm_mhz: float | None = None
     unstable: tuple[str, ...] = ()
     ci: tuple[float, float] | None = None
+    #: the reference loop's time while this process measured (CPU backend on the CPU; see
+    #: ``Measurement.reference_ms``)
+    reference_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -221,6 +224,8 @@ class Recording:
         }
         if self.ci is not None:
             data["ci"] = list(self.ci)
+        if self.reference_ms is not None:
+            data["reference_ms"] = self.reference_ms
         return data
 
     @classmethod
@@ -238,6 +243,9 @@ class Recording:
         sm_mhz = data.get("sm_mhz")
         if sm_mhz is not None:
             sm_mhz = _positive(where, "sm_mhz", sm_mhz)
+        reference_ms = data.get("reference_ms")
+        if reference_ms is not None:
+            reference_ms = _positive(where, "reference_ms", reference_ms)
         unstable = data.get("unstable", [])
         if not isinstance(unstable, list) or not all(isinstance(u, str) for u in unstable):
             raise _bad(where, "unstable", "a list of strings", unstable)
@@ -250,7 +258,16 @@ class Recording:
             sm_mhz=sm_mhz,
             unstable=tuple(unstable),
             ci=_ci(where, data.get("ci"), allow_zero=exact),
+            reference_ms=reference_ms,
         )
+
+
+def _median(values: Sequence[float]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 @dataclass(frozen=True)
@@ -276,11 +293,13 @@ class Entry:
     @property
     def sm_mhz(self) -> float | None:
         """The median SM clock of the recordings that have one."""
-        clocks = sorted(r.sm_mhz for r in self.recordings if r.sm_mhz is not None)
-        if not clocks:
-            return None
-        mid = len(clocks) // 2
-        return clocks[mid] if len(clocks) % 2 else (clocks[mid - 1] + clocks[mid]) / 2
+        return _median([r.sm_mhz for r in self.recordings if r.sm_mhz is not None])
+
+    @property
+    def reference_ms(self) -> float | None:
+        """The median reference-loop time of the recordings that have one: how fast the host
+        ran when the series was recorded."""
+        return _median([r.reference_ms for r in self.recordings if r.reference_ms is not None])
 
     @classmethod
     def of(  # noqa: PLR0913 - an entry's parts, each optional but the recordings

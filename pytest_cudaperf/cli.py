@@ -216,7 +216,13 @@ def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
             rows.append([*cells, format_value(other[1].value, other[1].unit), "", "",
                          f"OTHER CLASS ({other[0]}), not enforced"])  # fmt: skip
             continue
-        observation = Observation(current.value, current.noise, env=current.env, unit=current.unit)
+        observation = Observation(
+            current.value,
+            current.noise,
+            env=current.env,
+            unit=current.unit,
+            reference_ms=current.reference_ms,
+        )
         verdict = judge(observation, entry, tolerance, cls)
         regressions += verdict.kind is Kind.REGRESSION
         rows.append(

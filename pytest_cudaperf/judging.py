@@ -74,10 +74,16 @@ def _device_of(test: TestContext) -> str:
 
 def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
     """The current side of a time's verdict: the median, its CI half-width, the noise the
-    measurement's instability implies (the verdict takes the larger of the two) and why, and the
-    SM clock while it sampled."""
+    measurement's instability implies (the verdict takes the larger of the two) and why, the
+    SM clock while it sampled, and the host's reference-loop time (CPU)."""
     return Observation(
-        m.median_ms, m.rel_halfwidth, m.instability_noise, m.instability, m.sm_mhz, env
+        m.median_ms,
+        m.rel_halfwidth,
+        m.instability_noise,
+        m.instability,
+        m.sm_mhz,
+        env,
+        reference_ms=m.reference_ms,
     )
 
 
@@ -107,6 +113,7 @@ def judge_time(
         sm_mhz=m.sm_mhz,
         unstable=m.instability,
         ci=m.ci_ms,
+        reference_ms=m.reference_ms,
     )
     perf_tolerance = test.perf.tolerance if test.perf else None
     record = Record(key, f"time:{m.mode}", device_class, "ms", recording, env, None, perf_tolerance)

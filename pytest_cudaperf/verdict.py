@@ -13,6 +13,9 @@ whose series moves ±22% read INCONCLUSIVE (benchmarks/RESULTS.md).
   tolerance and the point lies between 1 + tolerance and 1 + t: then INCONCLUSIVE, the series cannot
   support the tolerance asked for.
 - INCONCLUSIVE otherwise (point beyond the band, CI straddling it), saying why and what to do.
+- The host's speed: where both sides timed the CPU backend's reference loop and the times differ
+  by more than ``instability.HOST_MIN``, the ratio's distance from 1 joins this side's noise
+  (a slow stretch of the machine is not the code's regression).
 - A fingerprint difference (power limit, clocks, ECC, MIG, torch, CUDA, driver…) is named, and turns
   a marginal regression (CI low <= 1 + 2t) into INCONCLUSIVE.
 - :func:`confirm`: a REGRESSION stands only if a re-measurement is one too and, where both sides
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +71,8 @@ class Observation:
     """The current side of a comparison, built by the judging layer from a Measurement (or a
     peak): ``value`` in ``unit``; ``halfwidth`` the relative CI half-width (``rel_halfwidth``);
     ``instability_noise`` and ``instability`` what the measurement's instability implies and why;
-    ``sm_mhz`` the SM clock while sampling (CUDA); ``env`` this run's environment/fingerprint."""
+    ``sm_mhz`` the SM clock while sampling (CUDA); ``env`` this run's environment/fingerprint;
+    ``reference_ms`` the host's reference-loop time while sampling (CPU)."""
 
     value: float
     halfwidth: float = 0.0
@@ -77,6 +81,7 @@ class Observation:
     sm_mhz: float | None = None
     env: Mapping[str, Any] = field(default_factory=dict)
     unit: str = "ms"
+    reference_ms: float | None = None
 
     @property
     def noise(self) -> float:
@@ -189,6 +194,20 @@ def _todo(obs: Observation, entry: Entry, tolerance: float) -> str:
     return ", ".join(steps)
 
 
+def _with_host_speed(obs: Observation, entry: Entry) -> Observation:
+    """``obs`` with what the host's speed says (:func:`instability.host_speed`: this run's
+    reference loop against the recordings'), first among its reasons: it is the one a reader
+    needs when the machine itself was slower."""
+    found = instability.host_speed(obs.reference_ms, entry.reference_ms)
+    if found is None:
+        return obs
+    return replace(
+        obs,
+        instability=(found.reason, *obs.instability),
+        instability_noise=max(_clean(obs.instability_noise), found.noise),
+    )
+
+
 def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
     """The verdict for ``obs`` against the baseline series ``entry`` (None: NEW)."""
     if entry is None:
@@ -214,6 +233,7 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
         )
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
+    obs = _with_host_speed(obs, entry)
     t = max(tolerance, _clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))

@@ -7,14 +7,21 @@ batches, says how much of a wall time was somebody else's. ``/proc/stat`` counts
 busy CPU time: less this process's own, it is what other processes (and, in a VM, the
 hypervisor's other guests: ``steal``) used while the samples were taken — work that slows a
 measurement through the caches and memory bandwidth the cores share without making it wait.
-An xdist worker on every usable core and a load average above the cores are named as well (see
+More xdist workers than usable cores and a load average above the cores are named as well (see
 :mod:`pytest_cudaperf.measure.instability` for the noise each implies).
+
+Some slowdowns leave no trace in any counter: on the 2-core CI machine, unchanged tests ran
++50…+148% slow for a few seconds at a time with no wait, no busy machine and no load (another
+tenant of the host, or the core's sibling thread). A :class:`ReferenceProbe` times a fixed
+reference loop beside the samples; against the same loop's time when the baseline was recorded, it
+says how much slower (or faster) this machine was while measuring.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -69,6 +76,60 @@ def read_machine_ticks(path: str = PROC_STAT) -> tuple[int, int] | None:
             return parse_proc_stat(f.readline())
     except OSError:
         return None
+
+
+#: the reference loop: this many iterations of a Python loop (the interpreter's speed on this
+#: core) and a copy of :data:`REFERENCE_BYTES` (the memory path); ~170 µs on the 2-core CI machine
+REFERENCE_LOOP = 2000
+REFERENCE_BYTES = 1 << 20
+_REFERENCE_SOURCE = bytes(REFERENCE_BYTES)
+_REFERENCE_TARGET = bytearray(REFERENCE_BYTES)
+
+
+def reference_work() -> int:
+    """The fixed reference loop :class:`ReferenceProbe` times (the same work in every process)."""
+    total = 0
+    for i in range(REFERENCE_LOOP):
+        total += i * i
+    _REFERENCE_TARGET[:] = _REFERENCE_SOURCE
+    return total
+
+
+class ReferenceProbe:
+    """How fast this machine runs a fixed reference loop while a measurement takes its samples.
+
+    :meth:`point` times the loop ``reps`` times and keeps the fastest (an interrupt in one rep is
+    not the machine's speed); the backend takes a point at each round's start and one at the end,
+    and :meth:`value` is their median in milliseconds. On a quiet 2-core machine the value moves
+    ±12% between processes; during a slow stretch of the host it reads what the samples read."""
+
+    def __init__(
+        self,
+        work: Callable[[], object] = reference_work,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        reps: int = 3,
+    ) -> None:
+        self._work = work
+        self._clock = clock
+        self._reps = reps
+        self.points_ms: list[float] = []
+
+    def point(self) -> None:
+        best: int | None = None
+        for _ in range(self._reps):
+            start = self._clock()
+            self._work()
+            elapsed = self._clock() - start
+            best = elapsed if best is None else min(best, elapsed)
+        if best is not None and best > 0:
+            self.points_ms.append(best / 1e6)
+
+    def value(self) -> float | None:
+        """The median point in milliseconds; None before any point."""
+        return statistics.median(self.points_ms) if self.points_ms else None
+
+    def reset(self) -> None:
+        self.points_ms = []
 
 
 def _clock_ticks() -> int:
@@ -217,7 +278,7 @@ def contention_findings(
     others: float | None = None,
 ) -> list[instability.Finding | None]:
     """What the surroundings say about a host-clock measurement: measured run-queue wait, other
-    processes' share of the machine, an xdist worker on every core, and a load average above the
+    processes' share of the machine, more xdist workers than cores, and a load average above the
     cores (its noise counts only where the wait could not be measured)."""
     measured = waited is not None
     return [
@@ -284,13 +345,14 @@ class CpuBackend:
     """The host-clock backend. With ``sync`` (e.g. ``torch.cuda.synchronize``) it times
     synchronized wall time of code that runs on a GPU."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the backend's parts, each replaceable in tests
         self,
         sync: Callable[[], None] | None = None,
         metric: str = "wall",
         device: str = "cpu",
         meter: WaitMeter | None = None,
         environ: Mapping[str, str] | None = None,
+        probe: ReferenceProbe | None = None,
     ) -> None:
         self._sync = sync
         self._metric = metric
@@ -298,19 +360,24 @@ class CpuBackend:
         #: shared by every sampler of one measurement (rounds, compare's two callables)
         self.meter = meter if meter is not None else WaitMeter(machine=MachineMeter())
         self._environ = environ if environ is not None else os.environ
+        #: the reference loop, timed at each round's start and at the end (see ReferenceProbe)
+        self.probe = probe if probe is not None else ReferenceProbe()
         self._finished = False
 
     def sampler(self, fn: Callable[[], object], graph: bool) -> CpuSampler:
         if self._finished:  # a new measurement (a re-measure): the wait starts from zero
-            self.meter.reset()
-            self._finished = False
+            self.reset()
+        if self._device == "cpu":  # a GPU's wall time is not the host's speed
+            self.probe.point()
         return CpuSampler(fn, sync=self._sync, meter=self.meter)
 
     def recover(self, sampler: Any) -> None:  # pragma: no cover - nothing blocks on the CPU
         raise AssertionError("the CPU backend never blocks")
 
     def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement:
-        self._finished = True  # compare() finishes twice: both read this measurement's wait
+        if not self._finished and self._device == "cpu":  # compare() finishes twice
+            self.probe.point()
+        self._finished = True
         notes = list(sampled.warnings)
         if self._device == "cpu" and sampler.group > 1:
             notes.append(f"timed in groups of {sampler.group} calls (each call < 20 µs)")
@@ -334,10 +401,12 @@ class CpuBackend:
             round_medians_ms=sampled.round_medians_ms,
             instability=reasons,
             instability_noise=noise,
+            reference_ms=self.probe.value(),
         )
 
     def reset(self) -> None:
         self.meter.reset()
+        self.probe.reset()
         self._finished = False
 
     def close(self) -> None:

@@ -103,6 +103,10 @@ class Measurement:
     sm_mhz: float | None = None
     #: frames torch.compile compiled while samples were taken (not during warm-up)
     recompiles: int = 0
+    #: the time of a fixed reference loop beside the samples (median of one timing per round
+    #: and one at the end; :class:`pytest_cudaperf.measure.cpu.ReferenceProbe`): how fast the
+    #: host ran while measuring. The CPU backend on the CPU only; None elsewhere
+    reference_ms: float | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:

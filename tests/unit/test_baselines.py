@@ -390,6 +390,10 @@ def test_every_field_is_checked(
             [{"date": "2026-11-22", "median": 1, "noise": 0, "n": 1, "unstable": "x"}],
             "'unstable' must be a list of strings",
         ),
+        (
+            [{"date": "2026-11-22", "median": 1, "noise": 0, "n": 1, "reference_ms": "fast"}],
+            "'reference_ms' must be a finite positive",
+        ),
     ],
 )
 def test_recordings_are_checked(tmp_path: Path, recordings: object, message: str) -> None:
@@ -572,3 +576,14 @@ def test_sigkill_during_write_leaves_the_previous_file_and_no_visible_junk(tmp_p
     assert entry.value == 1.0
     store.update("CPU X", [record("t.py::a", 1.0)])
     assert list(tmp_path.glob("*.tmp")) == []
+
+
+def test_the_reference_loops_time_round_trips_and_older_recordings_lack_it() -> None:
+    timed = Recording("2026-11-23", 1.0, 0.01, 20, reference_ms=0.17)
+    assert timed.to_json()["reference_ms"] == 0.17
+    assert Recording.from_json(timed.to_json()) == timed
+    older = Recording("2026-11-22", 1.0, 0.01, 20)
+    assert "reference_ms" not in older.to_json()  # files written before it stay as they were
+    entry = Entry.of([older, timed, Recording("2026-11-24", 1.0, 0.01, 20, reference_ms=0.19)],
+                     "ms", {}, "wall")  # fmt: skip
+    assert entry.reference_ms == pytest.approx(0.18)  # the median of those that have one

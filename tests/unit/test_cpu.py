@@ -247,3 +247,48 @@ def test_timing_still_exports_the_cpu_backend() -> None:
 def test_affinity_gives_usable_cores() -> None:
     if hasattr(os, "sched_getaffinity"):
         assert cpu.usable_cores() == len(os.sched_getaffinity(0))
+
+
+class ScriptedClock:
+    """A nanosecond clock whose every other reading (a rep's end) lies ``steps`` further on."""
+
+    def __init__(self, steps: list[int]) -> None:
+        self.steps = iter(steps)
+        self.now = 0
+        self.started = False
+
+    def __call__(self) -> int:
+        if self.started:
+            self.now += next(self.steps)
+        self.started = not self.started
+        return self.now
+
+
+def test_the_reference_probe_keeps_each_points_fastest_rep_and_the_median_point() -> None:
+    # three points of three reps: 200/170/180 µs -> 170, 400/350/300 -> 300, 160/190/175 -> 160
+    clock = ScriptedClock([200_000, 170_000, 180_000, 400_000, 350_000, 300_000,
+                           160_000, 190_000, 175_000])  # fmt: skip
+    probe = cpu.ReferenceProbe(work=lambda: None, clock=clock)
+    assert probe.value() is None
+    for _ in range(3):
+        probe.point()
+    assert probe.points_ms == [0.17, 0.3, 0.16]
+    assert probe.value() == pytest.approx(0.17)
+    probe.reset()
+    assert probe.value() is None
+    assert cpu.reference_work() == sum(i * i for i in range(cpu.REFERENCE_LOOP))
+
+
+def test_a_cpu_measurement_carries_the_reference_loops_time_a_gpu_wall_time_does_not() -> None:
+    budget = Budget(warmup=0.0, max_time=0.02, rounds=3)
+    backend = CpuBackend(meter=WaitMeter(lambda: None), environ={})
+    m = measure(backend, lambda: None, budget)
+    assert m.reference_ms is not None
+    assert m.reference_ms > 0
+    assert len(backend.probe.points_ms) == 4  # each round's start and the end
+    again = measure(backend, lambda: None, budget)  # a re-measurement starts afresh
+    assert len(backend.probe.points_ms) == 4
+    assert again.reference_ms is not None
+    gpu_wall = CpuBackend(device="cuda:0", meter=WaitMeter(lambda: None), environ={})
+    assert measure(gpu_wall, lambda: None, budget).reference_ms is None
+    assert gpu_wall.probe.points_ms == []

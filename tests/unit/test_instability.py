@@ -92,8 +92,9 @@ def test_contention_noise_is_the_share_waited() -> None:
 def test_oversubscription_is_noise_and_load_counts_only_where_the_wait_is_unknown() -> None:
     # the wait measured or not: under -n 8 on 2 cores unchanged tests read 4x with no wait
     assert instability.oversubscribed(8, 2) == Finding("8 xdist workers on 2 CPU cores", 3.0)
-    # a worker on every core shares the cores with the others' setup and reporting
-    assert instability.oversubscribed(2, 2) == Finding("2 xdist workers on 2 CPU cores", 0.0)
+    # a worker on every core is not named: what a slow stretch did shows in the host's speed
+    assert instability.oversubscribed(2, 2) is None
+    assert instability.oversubscribed(3, 2) == Finding("3 xdist workers on 2 CPU cores", 0.5)
     assert instability.oversubscribed(2, 4) is None
     assert instability.oversubscribed(1, 1) is None
     assert instability.oversubscribed(None, 2) is None
@@ -131,3 +132,25 @@ def test_the_contention_findings_say_so() -> None:
     unsettled = instability.warmup_unsettled((4.45e-3, 5.34e-3))
     assert unsettled is not None
     assert not instability.is_contention(unsettled.reason)
+
+
+def test_host_speed_names_a_slower_or_faster_machine_beyond_its_jitter() -> None:
+    slow = instability.host_speed(0.34, 0.17)
+    assert slow == Finding(
+        "the machine ran a reference loop 2.0x slower than when the baseline was recorded "
+        "(340 / 170 µs)",
+        pytest.approx(1.0),
+    )
+    fast = instability.host_speed(0.10, 0.17)
+    assert fast is not None
+    assert "1.7x faster" in fast.reason
+    assert fast.noise == pytest.approx(0.7)
+    # the quiet machine's ±12% between processes is not a finding
+    assert instability.host_speed(0.19, 0.17) is None
+    assert instability.host_speed(0.15, 0.17) is None
+    # nothing to compare: an older baseline, another backend, a broken value
+    assert instability.host_speed(None, 0.17) is None
+    assert instability.host_speed(0.17, None) is None
+    assert instability.host_speed(0.0, 0.17) is None
+    assert instability.host_speed(float("inf"), 0.17) is None
+    assert not instability.is_contention(slow.reason)

@@ -286,3 +286,31 @@ def test_a_contended_cpu_run_fails_only_beyond_twice_the_baseline() -> None:
     assert quiet.kind is Kind.REGRESSION  # without contention the series' noise decides
     gpu = judge(obs(2.0, instability=busy), STEADY, 0.05, "GPU")
     assert gpu.kind is Kind.REGRESSION  # device time does not share the CPU's fate
+
+
+def cpu_series(*medians: float, reference_ms: float | None = 0.17) -> Entry:
+    recs = [
+        Recording(f"2026-11-{i + 1:02d}", m, 0.02, 50, reference_ms=reference_ms)
+        for i, m in enumerate(medians)
+    ]
+    return Entry.of(recs, "ms", ENV, "wall")
+
+
+def test_a_slow_stretch_of_the_host_is_not_a_regression_a_real_one_in_it_still_is() -> None:
+    """Unchanged -n 2 tests read +148% while the whole machine ran slow: the reference loop
+    read about as much, so the ratio's CI reaches back to 1; a 3x slowdown in the same stretch
+    still lies beyond the band."""
+    entry = cpu_series(1.0, 1.0, 1.0, 1.0, 1.0)
+    assert entry.reference_ms == pytest.approx(0.17)
+    stretch = judge(obs(2.4, 0.02, reference_ms=0.38), entry, 0.05, "CPU")
+    assert stretch.kind is Kind.INCONCLUSIVE
+    assert "this measurement was unstable: the machine ran a reference loop 2.2x slower" in (
+        stretch.message
+    )
+    assert judge(obs(2.4, 0.02), entry, 0.05, "CPU").kind is Kind.REGRESSION  # unseen: red
+    assert judge(obs(6.0, 0.02, reference_ms=0.38), entry, 0.05, "CPU").kind is Kind.REGRESSION
+    # within the loop's jitter nothing changes; an entry recorded without the loop neither
+    assert judge(obs(2.4, 0.02, reference_ms=0.19), entry, 0.05, "CPU").kind is Kind.REGRESSION
+    older = cpu_series(1.0, 1.0, 1.0, 1.0, 1.0, reference_ms=None)
+    assert older.reference_ms is None
+    assert judge(obs(2.4, 0.02, reference_ms=0.38), older, 0.05, "CPU").kind is Kind.REGRESSION
