@@ -185,7 +185,9 @@ def _todo(obs: Observation, entry: Entry, tolerance: float) -> str:
     steps = []
     if entry.processes < 3 or entry.noise > tolerance:
         steps.append("record more: cudaperf record")
-    if obs.instability and entry.metric == "device":
+    if obs.instability and instability.is_host_speed(obs.instability[0]):
+        steps.append("run again when the machine is as fast as when it was recorded")
+    elif obs.instability and entry.metric == "device":
         steps.append('cache="hot" or graph=True')
     elif not obs.instability and obs.noise >= entry.noise:
         steps.append("a longer --cudaperf-max-time")
@@ -194,18 +196,19 @@ def _todo(obs: Observation, entry: Entry, tolerance: float) -> str:
     return ", ".join(steps)
 
 
-def _with_host_speed(obs: Observation, entry: Entry) -> Observation:
+def _with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
     """``obs`` with what the host's speed says (:func:`instability.host_speed`: this run's
     reference loop against the recordings'), first among its reasons: it is the one a reader
-    needs when the machine itself was slower."""
+    needs when the machine itself was slower; and that reason, or None."""
     found = instability.host_speed(obs.reference_ms, entry.reference_ms)
     if found is None:
-        return obs
-    return replace(
+        return obs, None
+    widened = replace(
         obs,
         instability=(found.reason, *obs.instability),
         instability_noise=max(_clean(obs.instability_noise), found.noise),
     )
+    return widened, found.reason
 
 
 def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
@@ -233,7 +236,7 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
         )
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
-    obs = _with_host_speed(obs, entry)
+    obs, host = _with_host_speed(obs, entry)
     t = max(tolerance, _clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))
@@ -254,8 +257,10 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
             body += "; a marginal slowdown on a different setup: re-record the baseline here"
         else:
             kind = Kind.REGRESSION
+            body += f"; {host}, counted in the CI" if host else ""
     elif high < 1 / (1 + t):
         kind = Kind.IMPROVED
+        body += f"; {host}, counted in the CI" if host else ""
     elif t > tolerance and 1 + tolerance < ratio <= 1 + t:
         kind = Kind.INCONCLUSIVE
         body += (
