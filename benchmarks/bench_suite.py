@@ -258,7 +258,7 @@ class Driver:
     def main(self) -> None:
         self.record()
         workers = [int(x) for x in self.args.xdist.split(",") if x.strip()]
-        modes = ["serial"] + [f"n{n}" for n in workers]
+        modes = ([] if self.args.skip_serial else ["serial"]) + [f"n{n}" for n in workers]
         plants = [p for p in self.args.plant.split(",") if p]
         for mode in modes:
             for i in range(self.args.runs):
@@ -408,6 +408,9 @@ def main() -> None:
     parser.add_argument("--plant-runs", type=int, default=3, help="runs per plant level")
     parser.add_argument(
         "--xdist", default="", help="also run steps 2-3 under -n X for each X of a list: 4 or 2,8"
+    )
+    parser.add_argument(
+        "--skip-serial", action="store_true", help="only the --xdist modes (after the recording)"
     )
     parser.add_argument("--max-seconds", type=float, default=None, help="stop cleanly before this")
     parser.add_argument(
