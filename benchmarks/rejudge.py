@@ -60,6 +60,9 @@ def main() -> int:
         "--realised", type=float, default=0.10, help="catch rate at or above this realised change"
     )
     parser.add_argument(
+        "--min-ms", type=float, default=0.0, help="catch rate over tests this slow or slower"
+    )
+    parser.add_argument(
         "--no-host",
         dest="host",
         action="store_false",
@@ -106,7 +109,7 @@ def main() -> int:
     groups: dict[tuple[str, str, str], list[tuple[str, float, Kind]]] = defaultdict(list)
     for mode, phase, plant, key, value, kind in rows:
         groups[(mode, phase, plant)].append((key, value, kind))
-    at = f"≥ {args.realised:+.0%}"
+    at = f"≥ {args.realised:+.0%}" + (f", tests ≥ {args.min_ms:g} ms" if args.min_ms else "")
     print(f"| mode | phase | plant | test-runs | REGRESSION | INCONCLUSIVE | caught at {at} |")
     print("|---|---|---|---|---|---|---|")
     for (mode, phase, plant), found in sorted(groups.items()):
@@ -115,7 +118,9 @@ def main() -> int:
         big = [
             kind
             for k, value, kind in found
-            if (mode, k) in reference and value / reference[(mode, k)] - 1 >= args.realised
+            if (mode, k) in reference
+            and reference[(mode, k)] >= args.min_ms
+            and value / reference[(mode, k)] - 1 >= args.realised
         ]
         caught = sum(1 for kind in big if kind is Kind.REGRESSION)
         rate = f"{caught}/{len(big)}" if phase != "unchanged" and big else "—"
