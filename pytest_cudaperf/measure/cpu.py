@@ -83,7 +83,7 @@ def read_machine_ticks(path: str = PROC_STAT) -> tuple[int, int] | None:
 #: core), a copy of :data:`REFERENCE_BYTES` (memory bandwidth), and :data:`REFERENCE_READS`
 #: reads at scattered places of a :data:`REFERENCE_SPAN`-byte buffer (memory latency: what a
 #: neighbour that fills the shared L3 takes from a sort of 300,000 objects, and a copy does not
-#: show); ~0.6 ms on the 2-core CI machine
+#: show); ~0.4 ms on the 2-core CI machine
 REFERENCE_LOOP = 2000
 REFERENCE_BYTES = 1 << 20
 REFERENCE_READS = 1000
@@ -99,17 +99,27 @@ def _scattered() -> bytearray:
     return bytearray(b"\x01") * REFERENCE_SPAN
 
 
-def reference_work() -> int:
-    """The fixed reference loop :class:`ReferenceProbe` times (the same work in every process)."""
+def interpret_and_copy() -> int:
+    """The reference loop's first part: the interpreter and memory bandwidth."""
     total = 0
     for i in range(REFERENCE_LOOP):
         total += i * i
     _REFERENCE_TARGET[:] = _REFERENCE_SOURCE
-    buffer, mask, at = _scattered(), REFERENCE_SPAN - 1, 12345
+    return total
+
+
+def scattered_reads() -> int:
+    """The reference loop's second part: memory latency."""
+    buffer, mask, at, total = _scattered(), REFERENCE_SPAN - 1, 12345, 0
     for _ in range(REFERENCE_READS):
         at = (at * 1103515245 + 12345) & mask  # full-period LCG: no stride a prefetcher follows
         total += buffer[at]
     return total
+
+
+def reference_work() -> int:
+    """The fixed reference loop :class:`ReferenceProbe` times (the same work in every process)."""
+    return interpret_and_copy() + scattered_reads()
 
 
 class ReferenceProbe:
@@ -117,8 +127,8 @@ class ReferenceProbe:
 
     :meth:`point` times the loop ``reps`` times and keeps the fastest (an interrupt in one rep is
     not the machine's speed); the backend takes a point at each round's start and one at the end,
-    and :meth:`value` is their median in milliseconds. On a quiet 2-core machine the value moves
-    ±12% between processes; during a slow stretch of the host it reads what the samples read."""
+    and :meth:`value` is their median in milliseconds: during a slow stretch of the host it reads
+    about what the samples read (benchmarks/RESULTS.md, CPU A/A session 6)."""
 
     def __init__(
         self,

@@ -29,8 +29,7 @@ BIMODAL_MIN_SHARE = 0.10
 #: run-queue wait below this share of the sampling wall time is not reported
 CONTENTION_MIN = 0.01
 #: a reference loop's time within this (relative, either way) of its time when the baseline was
-#: recorded is the host's usual jitter: on the quiet 2-core machine it moves ±12% between
-#: processes (benchmarks/RESULTS.md, CPU A/A)
+#: recorded is the host's usual jitter (benchmarks/RESULTS.md, CPU A/A session 6)
 HOST_MIN = 0.25
 #: a test's slowdown beyond 1 during a slow stretch, as a multiple of the reference loop's: the
 #: loop is one workload and others suffer more — in the session-6 CPU A/A an unchanged
