@@ -14,8 +14,8 @@ whose series moves ±22% read INCONCLUSIVE (benchmarks/RESULTS.md).
   support the tolerance asked for.
 - INCONCLUSIVE otherwise (point beyond the band, CI straddling it), saying why and what to do.
 - The host's speed: where both sides timed the CPU backend's reference loop and the times differ
-  by more than ``instability.HOST_MIN``, the ratio's distance from 1 joins this side's noise
-  (a slow stretch of the machine is not the code's regression).
+  by more than ``instability.HOST_MIN``, ``HOST_STRETCH`` times the ratio's distance from 1 joins
+  this side's noise (a slow stretch of the machine is not the code's regression).
 - A fingerprint difference (power limit, clocks, ECC, MIG, torch, CUDA, driver…) is named, and turns
   a marginal regression (CI low <= 1 + 2t) into INCONCLUSIVE.
 - :func:`confirm`: a REGRESSION stands only if a re-measurement is one too and, where both sides

@@ -81,9 +81,8 @@ def read_machine_ticks(path: str = PROC_STAT) -> tuple[int, int] | None:
 
 #: the reference loop: this many iterations of a Python loop (the interpreter's speed on this
 #: core), a copy of :data:`REFERENCE_BYTES` (memory bandwidth), and :data:`REFERENCE_READS`
-#: reads at scattered places of a :data:`REFERENCE_SPAN`-byte buffer (memory latency: what a
-#: neighbour that fills the shared L3 takes from a sort of 300,000 objects, and a copy does not
-#: show); ~0.4 ms on the 2-core CI machine
+#: reads at scattered places of a :data:`REFERENCE_SPAN`-byte buffer (memory latency, which a
+#: streaming copy does not show); ~0.4 ms on the 2-core CI machine
 REFERENCE_LOOP = 2000
 REFERENCE_BYTES = 1 << 20
 REFERENCE_READS = 1000
