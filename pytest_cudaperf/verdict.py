@@ -180,12 +180,13 @@ def _why(obs: Observation, entry: Entry, tolerance: float) -> str:
     return "; ".join(reasons) or "the CI straddles the tolerance"
 
 
-def _todo(obs: Observation, entry: Entry, tolerance: float) -> str:
-    """What the user can do about it, most useful first."""
+def _todo(obs: Observation, entry: Entry, tolerance: float, slow_host: bool) -> str:
+    """What the user can do about it, most useful first (``slow_host``: the host-speed finding
+    was made, see :func:`_with_host_speed`)."""
     steps = []
     if entry.processes < 3 or entry.noise > tolerance:
         steps.append("record more: cudaperf record")
-    if obs.instability and instability.is_host_speed(obs.instability[0]):
+    if slow_host:
         steps.append("run again when the machine is as fast as when it was recorded")
     elif obs.instability and entry.metric == "device":
         steps.append('cache="hot" or graph=True')
@@ -265,13 +266,13 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
         kind = Kind.INCONCLUSIVE
         body += (
             f"; the series cannot support the tolerance {tolerance:.1%} "
-            f"({_why(obs, entry, tolerance)}): {_todo(obs, entry, tolerance)}"
+            f"({_why(obs, entry, tolerance)}): {_todo(obs, entry, tolerance, host is not None)}"
         )
     elif 1 / (1 + t) <= ratio <= 1 + t:
         kind = Kind.PASS
     else:
         kind = Kind.INCONCLUSIVE
-        body += f"; {_why(obs, entry, tolerance)}: {_todo(obs, entry, tolerance)}"
+        body += f"; {_why(obs, entry, tolerance)}: {_todo(obs, entry, tolerance, host is not None)}"
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
     return Verdict(kind, ratio, (low, high), t, prefix.get(kind, "") + body, tolerance, diffs)
 

@@ -87,15 +87,14 @@ REFERENCE_LOOP = 2000
 REFERENCE_BYTES = 1 << 20
 REFERENCE_READS = 1000
 REFERENCE_SPAN = 8 << 20
-_REFERENCE_SOURCE = bytes(REFERENCE_BYTES)
-_REFERENCE_TARGET = bytearray(REFERENCE_BYTES)
 
 
 @functools.cache
-def _scattered() -> bytearray:
-    """The buffer the scattered reads go to, written (an untouched one maps every page to the
-    kernel's one zero page, which stays in cache), made at the first use."""
-    return bytearray(b"\x01") * REFERENCE_SPAN
+def _buffers() -> tuple[bytes, bytearray, bytearray]:
+    """The copy's source and target and the buffer the scattered reads go to, made at the first
+    use (a GPU-only run never makes them). The last is written: an untouched one maps every page
+    to the kernel's one zero page, which stays in cache."""
+    return bytes(REFERENCE_BYTES), bytearray(REFERENCE_BYTES), bytearray(b"\x01") * REFERENCE_SPAN
 
 
 def interpret_and_copy() -> int:
@@ -103,13 +102,14 @@ def interpret_and_copy() -> int:
     total = 0
     for i in range(REFERENCE_LOOP):
         total += i * i
-    _REFERENCE_TARGET[:] = _REFERENCE_SOURCE
+    source, target, _ = _buffers()
+    target[:] = source
     return total
 
 
 def scattered_reads() -> int:
     """The reference loop's second part: memory latency."""
-    buffer, mask, at, total = _scattered(), REFERENCE_SPAN - 1, 12345, 0
+    buffer, mask, at, total = _buffers()[2], REFERENCE_SPAN - 1, 12345, 0
     for _ in range(REFERENCE_READS):
         at = (at * 1103515245 + 12345) & mask  # full-period LCG: no stride a prefetcher follows
         total += buffer[at]

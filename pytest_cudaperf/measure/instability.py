@@ -230,11 +230,6 @@ def host_speed(now_ms: float | None, then_ms: float | None) -> Finding | None:
     )
 
 
-def is_host_speed(reason: str) -> bool:
-    """Is ``reason`` one of :func:`host_speed`'s?"""
-    return reason.startswith("the machine ran a reference loop")
-
-
 def oversubscribed(workers: int | None, cores: int) -> Finding | None:
     """More xdist workers than usable CPU cores.
 
