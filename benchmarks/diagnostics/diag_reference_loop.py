@@ -1,8 +1,8 @@
 """Which part of the CPU backend's reference loop follows a slowdown that a neighbour on the other
 core causes? Times the loop's two parts (``cpu.interpret_and_copy``: interpreter and a 1 MiB copy;
-``cpu.scattered_reads``: reads scattered over 8 MiB) and a memory-latency-bound workload like the
-CPU suite's ``test_sorted_list[300000]``, alone and beside three competitors on the other core:
-a spinning interpreter, a streaming sum over 64 MiB, and random gathers over 64 MiB.
+``cpu.scattered_reads``: reads scattered over 8 MiB) and a sort of 300,000 floats (the CPU suite's
+``test_sorted_list[300000]`` sorts as many ints), alone and beside three competitors on the other
+core: a spinning interpreter, a streaming sum over 64 MiB, and random gathers over 64 MiB.
 
     python benchmarks/diagnostics/diag_reference_loop.py
 

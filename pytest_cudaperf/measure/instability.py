@@ -29,7 +29,9 @@ BIMODAL_MIN_SHARE = 0.10
 #: run-queue wait below this share of the sampling wall time is not reported
 CONTENTION_MIN = 0.01
 #: a reference loop's time within this (relative, either way) of its time when the baseline was
-#: recorded is the host's usual jitter (benchmarks/RESULTS.md, CPU A/A session 6)
+#: recorded is not named: the first loop moved ±11% between fresh processes on the quiet 2-core
+#: machine, the final one ±22% between recording processes while the host changed speed
+#: (benchmarks/RESULTS.md, CPU A/A session 6)
 HOST_MIN = 0.25
 #: a test's slowdown beyond 1 during a slow stretch, as a multiple of the reference loop's: the
 #: loop is one workload and others suffer more — in the session-6 CPU A/A an unchanged
@@ -207,8 +209,9 @@ def host_speed(now_ms: float | None, then_ms: float | None) -> Finding | None:
     """The host ran the fixed reference loop (``cpu.ReferenceProbe``) in ``now_ms`` while this
     measurement sampled, against ``then_ms`` when the baseline was recorded: beyond
     :data:`HOST_MIN` either way, the whole machine was slower (or faster) than the baseline's,
-    and the samples are too. The CPU A/A's false failures under ``-n 2`` were such stretches:
-    a test +148% for a few seconds with no wait, no busy machine, no load measured.
+    and the samples are too. In session 6's CPU A/A, while the host ran up to 1.4x slow with no
+    wait, no busy machine and no load measured, ten unchanged ``-n 2`` runs had 72 false
+    failures in 1,040 test-runs without this finding and 2 with it.
 
     Noise: :data:`HOST_STRETCH` times the ratio's distance from 1 (``now / then - 1`` slower,
     ``then / now - 1`` faster): an unchanged test slows with the machine, some workloads more

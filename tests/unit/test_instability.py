@@ -145,7 +145,7 @@ def test_host_speed_names_a_slower_or_faster_machine_beyond_its_jitter() -> None
     assert fast is not None
     assert "1.7x faster" in fast.reason
     assert fast.noise == pytest.approx(instability.HOST_STRETCH * 0.7)
-    # the quiet machine's ±12% between processes is not a finding
+    # the first loop's ±11% between fresh processes on the quiet machine is not a finding
     assert instability.host_speed(0.19, 0.17) is None
     assert instability.host_speed(0.15, 0.17) is None
     # nothing to compare: an older baseline, another backend, a broken value
