@@ -37,5 +37,6 @@ step ddp-n2 python3 -m pytest example_project/tests/test_ddp.py example_project/
   -n 2 -p no:cacheprovider -rA --cudaperf-require-gpu --cudaperf-json="$OUT/dist/ddp-n2.json"
 step allreduce python3 benchmarks/bench_allreduce.py
 if [ "${WHOLE:-0}" = 1 ]; then  # the rest of the GPU suite on these GPUs too
-  OUT="$OUT/dist/suite" step whole-suite bash scripts/gpu-suite.sh --ignore=tests/gpu/test_gpu_distributed.py
+  step whole-suite env OUT="$OUT/dist/suite" bash scripts/gpu-suite.sh \
+    --ignore=tests/gpu/test_gpu_distributed.py
 fi
