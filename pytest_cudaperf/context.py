@@ -12,12 +12,13 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.baselines import BaselineStore
+from pytest_cudaperf.child import FRESH_ENV, FreshProcess, plugin_args, settings_env
 from pytest_cudaperf.devices import (
     FaultState,
     Probe,
@@ -87,6 +88,8 @@ class RunContext:
     faults: FaultState = field(default_factory=FaultState)
     #: this process is one rank of a ``@distributed`` test (None: it is not)
     rank: RankEnv | None = None
+    #: re-measures a CPU regression in a fresh process (None: off, in a rank, in such a process)
+    fresh: FreshProcess | None = None
     _probe: Probe | None = None
 
     @classmethod
@@ -98,6 +101,9 @@ class RunContext:
         environ: Mapping[str, str],
         workerinput: Mapping[str, Any] | None,
         output_dir: Path,
+        *,
+        inifile: Path | None = None,
+        invocation: Sequence[str] = (),
     ) -> RunContext:
         """Resolve the settings and load the store (SettingError, BaselineError on bad input)."""
         from pytest_cudaperf.distributed import RankEnv
@@ -111,6 +117,12 @@ class RunContext:
         if rank is not None:  # its own lock folder: the launcher holds the GPUs' locks
             lock_folder = _lock_folder({"cudaperf_lock_dir": rank.lock_dir})
             worker = worker if rank.gpu is None else rank.gpu
+        if environ.get(FRESH_ENV):  # a fresh process: its parent holds the real locks
+            lock_folder = Path(environ[FRESH_ENV])
+        fresh = None
+        if settings.confirm_process == "auto" and rank is None and FRESH_ENV not in environ:
+            env = settings_env(settings, baseline_dir)
+            fresh = FreshProcess(root, inifile, env, plugin_args(invocation))
         return cls(
             settings=settings,
             store=BaselineStore.load(baseline_dir),
@@ -122,6 +134,7 @@ class RunContext:
             worker=worker,
             run_id=given.get("cudaperf_run_id") or uuid.uuid4().hex[:12],
             rank=rank,
+            fresh=fresh,
         )
 
     @property

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_cudaperf.child import item_args, settings_env
 from pytest_cudaperf.keys import SeriesKey
 
 if TYPE_CHECKING:
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
         LeakOutcome,
         TestOutcome,
     )
-    from pytest_cudaperf.settings import Settings
 
 #: environment of a rank process (set by the launcher, read by the plugin in the rank)
 RANK_ENV = "PYTEST_CUDAPERF_DIST_RANK"
@@ -128,44 +128,6 @@ def plan(
     if use_cuda and len(probe.gpus) < need:
         return backend, True, f"needs {need} GPUs (world_size={need}), {len(probe.gpus)} visible"
     return backend, use_cuda, None
-
-
-def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
-    """The launcher's resolved settings as ``PYTEST_CUDAPERF_*`` (env overrides ini in a rank).
-    Ranks never write files: no JSON or HTML there, and baselines are written by the launcher's
-    run (the ranks are workers)."""
-    from pytest_cudaperf.settings import OPTIONS
-
-    env: dict[str, str] = {}
-    for option in OPTIONS:
-        value = getattr(settings, option.field)
-        if option.field in ("json", "html") or value is None:
-            continue
-        if option.field == "baseline_dir":
-            value = str(baseline_dir)
-        elif option.field == "prune":
-            value = False
-        env[option.env] = ("1" if value else "0") if isinstance(value, bool) else str(value)
-    return env
-
-
-def rank_args(  # noqa: PLR0913 - the parts of the item and config, so tests need none
-    nodeid: str,
-    item_path: Path,
-    rootdir: Path,
-    inifile: Path | None,
-    basetemp: Path,
-    tbstyle: str = "auto",
-) -> list[str]:
-    """``pytest.main`` arguments that run exactly this item in a rank."""
-    rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
-    target = f"{item_path}::{rest}" if rest else str(item_path)
-    args = [target, "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
-    args.append(f"--tb={'short' if tbstyle == 'auto' else tbstyle}")  # one rank's traceback
-    args += ["--rootdir", str(rootdir), "--basetemp", str(basetemp)]
-    if inifile is not None:
-        args += ["-c", str(inifile)]
-    return args
 
 
 @dataclass
@@ -916,7 +878,7 @@ def run_test(item: pytest.Item, opts: DistributedOptions, run: RunContext) -> Me
     try:
         config = item.config
         tbstyle = str(config.getoption("tbstyle", "auto"))
-        args = rank_args(
+        args = item_args(
             item.nodeid, item.path, config.rootpath, config.inipath, workdir / "tmp", tbstyle
         )
         env = settings_env(run.settings, run.baseline_dir)

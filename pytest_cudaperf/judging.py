@@ -122,19 +122,45 @@ def judge_time(
 
 
 def confirm_time(
-    test: TestContext, first: JudgedRecord, again: Measurement
+    test: TestContext, first: JudgedRecord, again: Measurement, where: str = ""
 ) -> tuple[JudgedRecord, Measurement]:
     """A regression stands only if a re-measurement is one too, and in cycle space where both
     sides know their SM clock (:func:`pytest_cudaperf.verdict.confirm`). The record keeps the
     re-measurement either way: the verdict's ratio and CI are its (the table's baseline column is
-    the value over that ratio)."""
+    the value over that ratio). ``where``: where the re-measurement was taken, when not here."""
     allowed = tolerance(test.settings, test.perf)
     entry = test.run.store.lookup(first.device_class, first.key, first.series)
     verdict = confirm(
-        first.verdict, observation(again, first.env), entry, allowed, first.device_class
+        first.verdict, observation(again, first.env), entry, allowed, first.device_class, where
     )
+    if where and verdict.kind is Kind.REGRESSION:
+        verdict = dataclasses.replace(verdict, message=f"{verdict.message}; confirmed{where}")
     second = judge_time(test, first.key, again, first.device_class)
     return dataclasses.replace(second, verdict=verdict), again
+
+
+def confirm_fresh(
+    test: TestContext,
+    first: JudgedRecord,
+    measured: Measurement,
+    lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> tuple[JudgedRecord, Measurement]:
+    """A CPU regression that held in this process stands only if a fresh process measures one too
+    (:class:`pytest_cudaperf.child.FreshProcess`): a slow state of one process is not the code's.
+    The fresh process measures under this process's ``lock`` (the device to itself, as any
+    measurement). Where no fresh measurement can be had, the regression stands and a line under
+    it says why."""
+    fresh = test.run.fresh
+    if fresh is None or first.verdict.kind is not Kind.REGRESSION or measured.device != "cpu":
+        return first, measured
+    with lock():
+        found = fresh.measurements(test.nodeid)
+    again = None if isinstance(found, str) else found.get((str(first.key), first.series))
+    if again is None:
+        why = found if isinstance(found, str) else "it took no such measurement"
+        test.state.details.append(f"{first.key.label()}not re-measured in a fresh process: {why}")
+        return first, measured
+    return confirm_time(test, first, again, " in a fresh process")
 
 
 def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
@@ -285,6 +311,8 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
             break
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
         record, measurement = confirm_time(test, record, run_once(budget))
+        lock = profiled.lock if profiled is not None else contextlib.nullcontext
+        record, measurement = confirm_fresh(test, record, measurement, lock)
     if profiled is not None and _may_profile(test):
         record = _with_breakdown(test, record, profiled)
     add_time(test, record, measurement)

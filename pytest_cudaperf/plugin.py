@@ -93,7 +93,16 @@ def _open_run(config: pytest.Config) -> RunContext:
     workerinput = getattr(config, "workerinput", None)
     output = config.invocation_params.dir
     try:
-        return RunContext.create(config.rootpath, ini, config, os.environ, workerinput, output)
+        return RunContext.create(
+            config.rootpath,
+            ini,
+            config,
+            os.environ,
+            workerinput,
+            output,
+            inifile=config.inipath,
+            invocation=config.invocation_params.args,
+        )
     except (SettingError, BaselineError) as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -145,6 +145,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="{auto,off}",
     ),
     Option(
+        "confirm-process",
+        "re-measure a CPU regression in a fresh pytest process before it fails the test: auto "
+        "(measurements on the CPU) or off (default: auto)",
+        _choice("auto", "off"),
+        "auto",
+        metavar="{auto,off}",
+    ),
+    Option(
         "baseline-dir",
         "folder of the committed baseline files, one per device class (default: .cudaperf)",
         _path,
@@ -196,6 +204,7 @@ class Settings:
     max_time: float = 1.0
     rounds: int = 3
     breakdown: str = "auto"
+    confirm_process: str = "auto"
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

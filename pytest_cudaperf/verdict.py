@@ -303,13 +303,19 @@ def _exact(  # noqa: PLR0913 - the parts of a message already worked out by judg
     return Verdict(kind, ratio, ci, tolerance, message, tolerance, diffs)
 
 
-def confirm(
-    first: Verdict, again: Observation, entry: Entry | None, tolerance: float, device_class: str
+def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measurement was taken
+    first: Verdict,
+    again: Observation,
+    entry: Entry | None,
+    tolerance: float,
+    device_class: str,
+    where: str = "",
 ) -> Verdict:
     """A REGRESSION stands only if ``again`` (a re-measurement) is a regression too and, where
     both the baseline and ``again`` know their SM clock, also in cycle space (time x clock):
     ratio x again.sm_mhz / baseline sm_mhz. Anything else is INCONCLUSIVE saying why. Verdicts
-    other than REGRESSION are returned as they are."""
+    other than REGRESSION are returned as they are. ``where`` says where ``again`` was taken
+    when not in this process (" in a fresh process")."""
     if first.kind is not Kind.REGRESSION or entry is None:
         return first
     second = judge(again, entry, tolerance, device_class)
@@ -321,7 +327,7 @@ def confirm(
             second.ratio,
             second.ci,
             second.threshold,
-            f"inconclusive: {was} not confirmed, re-measured {now} "
+            f"inconclusive: {was} not confirmed{where}, re-measured {now} "
             f"({second.kind.value}) — {second.message.removeprefix('inconclusive: ')}",
             tolerance,
             second.fingerprint,

@@ -11,3 +11,11 @@ MODES = {"plain": [], "n0": ["-n0"], "n2": ["-n2"]}
 @pytest.fixture(params=list(MODES), ids=list(MODES))
 def mode(request: pytest.FixtureRequest) -> list[str]:
     return MODES[request.param]
+
+
+@pytest.fixture(autouse=True)
+def _no_fresh_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner runs judge regressions in their own process only (a fresh process per planted
+    regression would add seconds to each); test_fresh_process.py tests the fresh process."""
+    if request.node.path.name != "test_fresh_process.py":
+        monkeypatch.setenv("PYTEST_CUDAPERF_CONFIRM_PROCESS", "off")

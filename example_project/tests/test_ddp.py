@@ -52,10 +52,12 @@ def test_ddp_training_step(dist_rank, ddp_model: DDP, cuda_device: torch.device)
 
 
 @pytest.mark.distributed(world_size=2)
-def test_distributed_sampler_shards_the_data(dist_rank) -> None:
+def test_distributed_sampler_shards_the_data(dist_rank, cuda_device: torch.device) -> None:
     dataset = TensorDataset(torch.arange(16.0))
     sampler = DistributedSampler(dataset, shuffle=False)
-    seen = torch.cat([batch for (batch,) in DataLoader(dataset, batch_size=4, sampler=sampler)])
+    batches = DataLoader(dataset, batch_size=4, sampler=sampler)
+    # on the rank's device: NCCL gathers GPU tensors only (gloo, on the CPU, either)
+    seen = torch.cat([batch for (batch,) in batches]).to(cuda_device)
     assert len(seen) == 16 // dist_rank.world_size
     everyone = [torch.empty_like(seen) for _ in range(dist_rank.world_size)]
     dist.all_gather(everyone, seen)

@@ -29,9 +29,7 @@ from pytest_cudaperf.distributed import (
     merge_payloads,
     pg_timeout,
     plan,
-    rank_args,
     require_gpus_error,
-    settings_env,
 )
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
@@ -141,33 +139,6 @@ def test_marker_validation() -> None:
         parse("distributed", (), {"timeout": -1})
     with pytest.raises(MarkerError, match="unexpected keyword argument 'ranks'"):
         parse("distributed", (), {"ranks": 2})
-
-
-def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
-    settings = Settings(update=True, prune=True, tolerance=0.1, max_time=0.5, json="out.json")
-    env = settings_env(settings, tmp_path)
-    assert env["PYTEST_CUDAPERF_UPDATE"] == "1"
-    assert env["PYTEST_CUDAPERF_PRUNE"] == "0"  # ranks write nothing
-    assert env["PYTEST_CUDAPERF_TOLERANCE"] == "0.1"
-    assert env["PYTEST_CUDAPERF_MAX_TIME"] == "0.5"
-    assert env["PYTEST_CUDAPERF_BASELINE_DIR"] == str(tmp_path)
-    assert "PYTEST_CUDAPERF_JSON" not in env
-
-
-def test_rank_args_select_exactly_the_item(tmp_path: Path) -> None:
-    args = rank_args(
-        "tests/test_x.py::TestA::test_b[1-x]",
-        tmp_path / "tests/test_x.py",
-        tmp_path,
-        tmp_path / "pytest.ini",
-        tmp_path / "tmp",
-    )
-    assert args[0] == f"{tmp_path}/tests/test_x.py::TestA::test_b[1-x]"
-    assert "no:xdist" in args
-    assert "--tb=short" in args
-    assert args[args.index("-c") + 1] == str(tmp_path / "pytest.ini")
-    assert args[args.index("--basetemp") + 1] == str(tmp_path / "tmp")
-    assert "--tb=line" in rank_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path, "line")
 
 
 def test_rank_env_round_trip() -> None:

@@ -1,0 +1,164 @@
+"""One test item run again in a child pytest process.
+
+Two parts of the plugin do this: the launcher of a ``@distributed`` test runs its item in each rank
+(:mod:`pytest_cudaperf.distributed`), and a regression measured on the CPU is measured again in a
+fresh process before it fails its test (:class:`FreshProcess`). Both pass the run's resolved
+settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select exactly the one item
+(:func:`item_args`).
+
+Why a fresh process: the CPU A/A runs (benchmarks/RESULTS.md, "CPU A/A (issue 15), session 6")
+showed a process sitting in a slow state of its own — ``torch.mul`` on 2**20 floats 2.6x, a tiny
+``cumsum`` 2x — for every round of a measurement and for the re-measurement in the same process,
+while every other process, before and after, and the reference loop ran at normal speed. Such a
+state belongs to one process, so the second opinion has to come from another one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.settings import Settings
+
+#: set in a fresh process to a private lock folder: it takes its device locks there (the parent
+#: holds the real ones while it waits), and confirms nothing in yet another process
+FRESH_ENV = "PYTEST_CUDAPERF_FRESH_PROCESS"
+#: at most this many fresh processes per pytest process (an xdist worker counts as one); past it a
+#: regression stands on its confirmation in the same process, and says so. A one-process slow
+#: state was seen in 3 of 3,120 test-runs: a run with this many regressions has real ones
+FRESH_LIMIT = 20
+#: how long a fresh process may take (start, collection, the test) before it counts as failed
+FRESH_TIMEOUT_S = 300.0
+
+
+def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
+    """The run's resolved settings as ``PYTEST_CUDAPERF_*`` (the environment overrides the ini file
+    in the child). A child never writes files: no JSON or HTML, no pruning; baselines are
+    written by the parent's run."""
+    from pytest_cudaperf.settings import OPTIONS
+
+    env: dict[str, str] = {}
+    for option in OPTIONS:
+        value = getattr(settings, option.field)
+        if option.field in ("json", "html") or value is None:
+            continue
+        if option.field == "baseline_dir":
+            value = str(baseline_dir)
+        elif option.field == "prune":
+            value = False
+        env[option.env] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return env
+
+
+def item_args(  # noqa: PLR0913 - the parts of the item and config, so tests need none
+    nodeid: str,
+    item_path: Path,
+    rootdir: Path,
+    inifile: Path | None,
+    basetemp: Path,
+    tbstyle: str = "auto",
+) -> list[str]:
+    """``pytest`` arguments that run exactly this item, in this process or a child."""
+    rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
+    target = f"{item_path}::{rest}" if rest else str(item_path)
+    args = [target, "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+    args.append(f"--tb={'short' if tbstyle == 'auto' else tbstyle}")  # one rank's traceback
+    args += ["--rootdir", str(rootdir), "--basetemp", str(basetemp)]
+    if inifile is not None:
+        args += ["-c", str(inifile)]
+    return args
+
+
+def plugin_args(invocation: Sequence[str]) -> list[str]:
+    """The ``-p NAME`` arguments of the parent's command line (a plugin loaded that way, this one
+    included, must be loaded in the child too)."""
+    found: list[str] = []
+    for i, arg in enumerate(invocation):
+        if arg == "-p" and i + 1 < len(invocation):
+            found += ["-p", invocation[i + 1]]
+        elif arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
+            found += ["-p", arg[2:]]
+    return found
+
+
+def read_times(document: Mapping[str, object], nodeid: str) -> dict[tuple[str, str], Measurement]:
+    """The time measurements of ``nodeid`` in a JSON report, by (series key, series)."""
+    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.outcome import TestOutcome
+
+    found: dict[tuple[str, str], Measurement] = {}
+    tests = document.get("tests")
+    for data in tests if isinstance(tests, list) else []:
+        outcome = TestOutcome.from_payload(data)
+        if outcome.nodeid != nodeid:
+            continue
+        for judged in outcome.records:
+            if judged.series.startswith("time:") and judged.measurement:
+                found[(str(judged.key), judged.series)] = Measurement.from_dict(judged.measurement)
+    return found
+
+
+@dataclass
+class FreshProcess:
+    """Runs one test again in a new pytest process (this item only, the run's settings, no
+    breakdowns, nothing written but a private JSON report) and reads its time measurements back.
+    One run per test, whatever number of its measurements ask; at most ``limit`` per process."""
+
+    root: Path
+    inifile: Path | None
+    env: Mapping[str, str]
+    plugins: Sequence[str] = ()
+    limit: int = FRESH_LIMIT
+    timeout_s: float = FRESH_TIMEOUT_S
+    _done: dict[str, dict[tuple[str, str], Measurement] | str] = field(default_factory=dict)
+
+    def measurements(self, nodeid: str) -> dict[tuple[str, str], Measurement] | str:
+        """The test's time measurements in a fresh process, or why there are none."""
+        if nodeid not in self._done:
+            if len(self._done) >= self.limit:
+                return f"{self.limit} tests were already re-measured in fresh processes in this one"
+            self._done[nodeid] = self._run(nodeid)
+        return self._done[nodeid]
+
+    def _run(self, nodeid: str) -> dict[tuple[str, str], Measurement] | str:
+        with tempfile.TemporaryDirectory(prefix="cudaperf-fresh-") as tmp:
+            report = Path(tmp, "fresh.json")
+            path = self.root / nodeid.split("::", 1)[0]
+            args = [sys.executable, "-m", "pytest"]
+            args += item_args(nodeid, path, self.root, self.inifile, Path(tmp, "basetemp"), "line")
+            args += [*self.plugins, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_CUDAPERF_")}
+            env.update(self.env)
+            env[FRESH_ENV] = str(Path(tmp, "locks"))
+            try:
+                done = subprocess.run(
+                    args,
+                    cwd=self.root,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=self.timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                return f"it did not finish in {self.timeout_s:.0f} s"
+            except OSError as exc:
+                return f"it could not start: {exc}"
+            try:
+                times = read_times(json.loads(report.read_text(encoding="utf-8")), nodeid)
+            except (OSError, ValueError, KeyError, TypeError):
+                times = {}
+        if not times:
+            lines = (done.stdout + done.stderr).strip().splitlines()
+            last = lines[-1].strip() if lines else "no output"
+            return f"pytest exited {done.returncode} without measuring it ({last})"
+        return times

@@ -1,0 +1,108 @@
+"""A CPU regression is measured again in a fresh pytest process before it fails its test: a slow
+state of one process (planted here: only the first process to run the test is slow) reads
+INCONCLUSIVE, a real slowdown still fails and says it was confirmed there."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+FAST = ["--cudaperf-max-time=0.2", "--cudaperf-tolerance=30%", "-p", "no:cacheprovider"]
+
+# After a run planted the flag files, the first process to run a test is slow in every call of
+# it; any later process (the fresh one) is not. SLOW=1 makes every process slow: a real regression.
+NAPPER = """
+import os, pathlib, time
+import pytest
+
+_slow = {}
+
+def nap(test):
+    if test not in _slow:
+        flag = pathlib.Path(__file__).with_name(f"slow-once-{test}")
+        _slow[test] = os.environ.get("SLOW") == "1" or flag.exists()
+        flag.unlink(missing_ok=True)
+    time.sleep(0.02 if _slow[test] else 0.002)
+
+@pytest.mark.perf
+def test_nap():
+    nap("nap")
+
+def test_timed_nap(cuda_timer, cuda_device):  # cuda_device holds the device's lock all along
+    cuda_timer(lambda: nap("timed"), name="inner")
+"""
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_napper=NAPPER)
+    pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=2)
+    return pytester
+
+
+def _plant(pytester: pytest.Pytester) -> None:
+    for test in ("nap", "timed"):
+        (pytester.path / f"slow-once-{test}").touch()
+
+
+def test_a_slow_state_of_one_process_is_not_a_regression(
+    recorded: pytest.Pytester, mode: list[str]
+) -> None:
+    _plant(recorded)
+    result = recorded.runpytest(*mode, *FAST, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "test_napper.py::test_nap: inconclusive: +*% not confirmed in a fresh process,"
+            " re-measured *",
+            "test_napper.py::test_timed_nap [[]inner[]]: inconclusive: +*% not confirmed in a"
+            " fresh process, re-measured *",
+            "cudaperf: 2 measured, 0 regressions, 0 improved, 0 new, 2 inconclusive",
+        ]
+    )
+    for test in json.loads((recorded.path / "out.json").read_text())["tests"]:
+        (record,) = test["records"]
+        assert record["verdict"]["kind"] == "inconclusive"
+        assert record["measurement"]["median_ms"] < 10  # the fresh process's: 2 ms naps
+
+
+def test_a_real_slowdown_is_confirmed_in_a_fresh_process(
+    recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: list[str]
+) -> None:
+    monkeypatch.setenv("SLOW", "1")
+    result = recorded.runpytest(*mode, *FAST)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "perf regression: median * ms vs baseline * ms (+*%*; confirmed in a fresh process",
+            "[[]inner[]] perf regression: median * (+*%*; confirmed in a fresh process",
+        ]
+    )
+
+
+def test_off_judges_in_this_process_only(recorded: pytest.Pytester) -> None:
+    _plant(recorded)
+    result = recorded.runpytest(*FAST, "--cudaperf-confirm-process=off")
+    result.assert_outcomes(failed=2)
+    result.stdout.no_fnmatch_line("*fresh process*")
+
+
+def test_a_fresh_process_that_cannot_measure_leaves_the_regression_standing(
+    recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded.makeconftest("""
+        import os
+        if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS"):
+            raise RuntimeError("this suite runs only as a whole")
+    """)
+    monkeypatch.setenv("SLOW", "1")
+    result = recorded.runpytest(*FAST, "-k", "not timed")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "perf regression: median *",
+            "    not re-measured in a fresh process: pytest exited 4 without measuring it"
+            " (*RuntimeError: this suite runs only as a whole)",
+        ]
+    )

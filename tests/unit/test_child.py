@@ -1,0 +1,141 @@
+"""child.py: the arguments and settings of a child pytest process, and the fresh-process
+re-measurement's bookkeeping (its real runs are in tests/integration/test_fresh_process.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_cudaperf.child import (
+    FreshProcess,
+    item_args,
+    plugin_args,
+    read_times,
+    settings_env,
+)
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.outcome import ItemState
+from pytest_cudaperf.settings import Settings
+
+
+def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
+    settings = Settings(update=True, prune=True, tolerance=0.1, max_time=0.5, json="out.json")
+    env = settings_env(settings, tmp_path)
+    assert env["PYTEST_CUDAPERF_UPDATE"] == "1"
+    assert env["PYTEST_CUDAPERF_PRUNE"] == "0"  # ranks write nothing
+    assert env["PYTEST_CUDAPERF_TOLERANCE"] == "0.1"
+    assert env["PYTEST_CUDAPERF_MAX_TIME"] == "0.5"
+    assert env["PYTEST_CUDAPERF_BASELINE_DIR"] == str(tmp_path)
+    assert "PYTEST_CUDAPERF_JSON" not in env
+
+
+def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
+    args = item_args(
+        "tests/test_x.py::TestA::test_b[1-x]",
+        tmp_path / "tests/test_x.py",
+        tmp_path,
+        tmp_path / "pytest.ini",
+        tmp_path / "tmp",
+    )
+    assert args[0] == f"{tmp_path}/tests/test_x.py::TestA::test_b[1-x]"
+    assert "no:xdist" in args
+    assert "--tb=short" in args
+    assert args[args.index("-c") + 1] == str(tmp_path / "pytest.ini")
+    assert args[args.index("--basetemp") + 1] == str(tmp_path / "tmp")
+    assert "--tb=line" in item_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path, "line")
+
+
+def test_plugin_args_keep_every_dash_p_of_the_parent() -> None:
+    invocation = ["-p", "pytest_cudaperf.plugin", "tests", "-pno:randomly", "--tb=short", "-n2"]
+    assert plugin_args(invocation) == ["-p", "pytest_cudaperf.plugin", "-p", "no:randomly"]
+    assert plugin_args(["--pdb", "-p"]) == []  # a dangling -p is left to pytest's own error
+
+
+def _report(nodeid: str, *records: tuple[str, str, float]) -> dict[str, object]:
+    """A JSON report with one test whose records are (name, series, median ms)."""
+    state = ItemState(nodeid)
+    payload = state.outcome(body_passed=True, location=None).to_payload()
+    payload["records"] = [
+        {
+            "nodeid": nodeid,
+            "name": name,
+            "key": str(SeriesKey(nodeid, name)),
+            "series": series,
+            "device_class": "cpu-x",
+            "unit": "ms" if series.startswith("time:") else "bytes",
+            "recording": {"date": "2026-11-23", "median": ms, "noise": 0.01, "n": 10},
+            "env": {},
+            "verdict": {"kind": "pass", "message": ""},
+            "measurement": Measurement.from_samples([ms] * 10).to_dict()
+            if series.startswith("time:")
+            else {},
+        }
+        for name, series, ms in records
+    ]
+    return {"tests": [payload]}
+
+
+def test_read_times_takes_the_tests_time_measurements_by_key_and_series() -> None:
+    document = _report(
+        "t.py::test_a", ("", "time:wall", 2.0), ("inner", "time:wall", 3.0), ("", "memory:peak", 1)
+    )
+    found = read_times(document, "t.py::test_a")
+    assert set(found) == {("t.py::test_a", "time:wall"), ("t.py::test_a [inner]", "time:wall")}
+    assert found[("t.py::test_a [inner]", "time:wall")].median_ms == pytest.approx(3.0)
+    assert read_times(document, "t.py::test_b") == {}
+    assert read_times({"tests": "not a list"}, "t.py::test_a") == {}
+
+
+def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fresh = FreshProcess(tmp_path, None, {}, limit=2)
+    ran: list[str] = []
+
+    def run(nodeid: str) -> dict[tuple[str, str], Measurement]:
+        ran.append(nodeid)
+        return {}
+
+    monkeypatch.setattr(fresh, "_run", run)
+    assert fresh.measurements("t.py::a") == {}
+    assert fresh.measurements("t.py::a") == {}  # a second measurement of the same test
+    assert fresh.measurements("t.py::b") == {}
+    assert fresh.measurements("t.py::c") == (
+        "2 tests were already re-measured in fresh processes in this one"
+    )
+    assert ran == ["t.py::a", "t.py::b"]
+
+
+def test_fresh_process_says_why_it_has_no_measurement(tmp_path: Path) -> None:
+    # no such test file under the root: the child pytest exits without writing its report
+    fresh = FreshProcess(tmp_path, None, {"PYTEST_CUDAPERF_MAX_TIME": "0.05"}, timeout_s=120)
+    why = fresh.measurements("missing.py::test_x")
+    assert isinstance(why, str)
+    assert why.startswith("pytest exited 4 without measuring it (")
+
+
+def test_a_fresh_process_takes_its_locks_in_its_own_folder_and_confirms_nothing(
+    tmp_path: Path,
+) -> None:
+    from pytest_cudaperf.child import FRESH_ENV
+    from pytest_cudaperf.context import RunContext
+
+    class Config:
+        def getoption(self, name: str) -> object:
+            return None
+
+        def getini(self, name: str) -> object:
+            return None
+
+    def create(environ: dict[str, str]) -> RunContext:
+        return RunContext.create(tmp_path, "pytest.ini", Config(), environ, None, tmp_path)
+
+    parent = create({})
+    assert parent.fresh is not None
+    assert parent.fresh.root == tmp_path
+    child = create({FRESH_ENV: str(tmp_path / "locks")})
+    assert child.fresh is None
+    assert child.locks.folder == tmp_path / "locks"
+    assert create({"PYTEST_CUDAPERF_CONFIRM_PROCESS": "off"}).fresh is None
