@@ -146,7 +146,7 @@ def main() -> None:
 
     print(f"all_reduce, {args.mib} MiB {args.dtype}, {world} ranks, {record['device_class']}")
     ranks = record["measurement"]["ranks"]
-    print(f"  per-rank medians (ms): {ranks}; {len(samples)} aligned samples kept")
+    print(f"  each rank's record (ms; the same aligned samples): {ranks}; {len(samples)} samples")
     print(
         f"  plugin (median {median:.4f} ms):            algbw {plugin_bw['algbw_gbps']:8.2f} "
         f"GB/s  busbw {plugin_bw['busbw_gbps']:8.2f} GB/s"
