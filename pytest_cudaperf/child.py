@@ -67,11 +67,12 @@ def item_args(  # noqa: PLR0913 - the parts of the item and config, so tests nee
     basetemp: Path,
     tbstyle: str = "auto",
 ) -> list[str]:
-    """``pytest`` arguments that run exactly this item, in this process or a child."""
+    """``pytest`` arguments that run exactly this item in a child process. ``-n0`` (xdist is a
+    dependency) rather than disabling xdist: a suite's ``addopts = -n auto`` still parses."""
     rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
     target = f"{item_path}::{rest}" if rest else str(item_path)
-    args = [target, "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
-    args.append(f"--tb={'short' if tbstyle == 'auto' else tbstyle}")  # one rank's traceback
+    args = [target, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+    args.append(f"--tb={'short' if tbstyle == 'auto' else tbstyle}")
     args += ["--rootdir", str(rootdir), "--basetemp", str(basetemp)]
     if inifile is not None:
         args += ["-c", str(inifile)]

@@ -260,7 +260,9 @@ def memory_guard(request: pytest.FixtureRequest) -> MemoryGuard:
     from pytest_cudaperf import memory
     from pytest_cudaperf.fixtures.guard import MemoryGuard
 
-    return MemoryGuard(_test(request.node), memory.device_type())
+    test = _test(request.node)
+    device = str(test.device.device) if test.device is not None else None
+    return MemoryGuard(test, memory.device_type(test.settings.device, device))
 
 
 @pytest.fixture

@@ -173,8 +173,14 @@ class CudaMemory:
         )
 
 
-def device_type() -> str:
-    """``cuda`` when this process can use CUDA (leak checks read the allocator), else ``cpu``."""
+def device_type(setting: str = "auto", test_device: str | None = None) -> str:
+    """Which allocator a leak check reads: the test's own device when it has one
+    (``cuda_device``); else ``cpu`` under ``--cudaperf-device=cpu`` (a GPU host's CPU run), else
+    ``cuda`` when this process can use CUDA, else ``cpu``."""
+    if test_device is not None:
+        return "cuda" if test_device.startswith("cuda") else "cpu"
+    if setting == "cpu":
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

@@ -99,7 +99,7 @@ def test_hang_is_cut_at_the_timeout(
             if dist_rank.rank == 1:
                 time.sleep(600)  # rank 1 never reaches the barrier
             # waits past the test's timeout (its own, not the process group's 15 s)
-            dist.barrier(timeout=datetime.timedelta(seconds=600))
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=600))  # gloo, torch >= 1.10
 
         def test_after():
             pass

@@ -106,3 +106,13 @@ def test_a_fresh_process_that_cannot_measure_leaves_the_regression_standing(
             " (*RuntimeError: this suite runs only as a whole)",
         ]
     )
+
+
+def test_a_suite_with_xdist_in_its_addopts_is_confirmed_too(
+    recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded.makeini("[pytest]\naddopts = -n 1\n")
+    monkeypatch.setenv("SLOW", "1")
+    result = recorded.runpytest(*FAST, "-k", "not timed")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["perf regression: *; confirmed in a fresh process"])

@@ -316,3 +316,20 @@ def test_cuda_readings_and_memory_outside_torch_with_a_fake_torch() -> None:
         "pinned host": 64,
     }
     assert memory._outside_torch() == 530
+
+
+def test_leak_checks_read_the_allocator_of_the_tests_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from pytest_cudaperf.memory.backends import device_type
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU host
+    assert device_type() == "cuda"
+    assert device_type("auto", "cuda:1") == "cuda"
+    # --cudaperf-device=cpu on a GPU host: a CPU tensor's leak is in the CPU census, not CUDA's
+    assert device_type("cpu") == "cpu"
+    assert device_type("auto", "cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_type("auto") == "cpu"
