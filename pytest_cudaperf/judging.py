@@ -133,8 +133,6 @@ def confirm_time(
     verdict = confirm(
         first.verdict, observation(again, first.env), entry, allowed, first.device_class, where
     )
-    if where and verdict.kind is Kind.REGRESSION:
-        verdict = dataclasses.replace(verdict, message=f"{verdict.message}; confirmed{where}")
     second = judge_time(test, first.key, again, first.device_class)
     return dataclasses.replace(second, verdict=verdict), again
 

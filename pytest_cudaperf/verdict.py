@@ -315,10 +315,10 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
     both the baseline and ``again`` know their SM clock, also in cycle space (time x clock):
     ratio x again.sm_mhz / baseline sm_mhz. Anything else is INCONCLUSIVE saying why. Verdicts
     other than REGRESSION are returned as they are. ``where`` says where ``again`` was taken
-    when not in this process (" in a fresh process")."""
+    when not in this process (" in a fresh process"); a regression it confirms says so."""
     if first.kind is not Kind.REGRESSION or entry is None:
         return first
-    second = judge(again, entry, tolerance, device_class)
+    second = _confirmed(judge(again, entry, tolerance, device_class), where)
     if second.kind is not Kind.REGRESSION:
         was = format_pct(first.ratio - 1) if first.ratio is not None else "a regression"
         now = format_pct(second.ratio - 1) if second.ratio is not None else second.kind.value
@@ -363,6 +363,13 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
         second.fingerprint,
         cycles,
     )
+
+
+def _confirmed(verdict: Verdict, where: str) -> Verdict:
+    """A REGRESSION re-measured elsewhere (``where``) ends by saying it was confirmed there."""
+    if not where or verdict.kind is not Kind.REGRESSION:
+        return verdict
+    return replace(verdict, message=f"{verdict.message}; confirmed{where}")
 
 
 def budget_failure(  # noqa: PLR0913 - value, limit and the words of the message

@@ -223,6 +223,18 @@ def test_confirmed_regression_without_clocks_stays() -> None:
     assert verdict.cycles_ratio is None
 
 
+def test_a_re_measurement_elsewhere_is_named_either_way() -> None:
+    first = judge(obs(1.2), STEADY, 0.05, "CPU")
+    confirmed = confirm(first, obs(1.21), STEADY, 0.05, "CPU", " in a fresh process")
+    assert confirmed.kind is Kind.REGRESSION
+    assert confirmed.message.endswith("; confirmed in a fresh process")
+    refuted = confirm(first, obs(1.01), STEADY, 0.05, "CPU", " in a fresh process")
+    assert refuted.message.startswith(
+        "inconclusive: +20.0% not confirmed in a fresh process, re-measured +1.0% (pass)"
+    )
+    assert "confirmed" not in confirm(first, obs(1.21), STEADY, 0.05, "CPU").message
+
+
 def test_a_clock_dip_alone_is_inconclusive_in_cycle_space() -> None:
     clocked = series(1.0, 1.0, 1.0, sm_mhz=1974)
     first = judge(obs(1.125, sm_mhz=1755), clocked, 0.05, "GPU")
