@@ -188,6 +188,15 @@ class TestContext:
         return found
 
     @property
+    def memory_device_type(self) -> str:
+        """Which allocator this test's leak and peak checks read (``cuda`` or ``cpu``): see
+        :func:`pytest_cudaperf.memory.backends.device_type`."""
+        from pytest_cudaperf.memory.backends import device_type
+
+        own = str(self.device.device) if self.device is not None else None
+        return device_type(self.settings.device, own)
+
+    @property
     def measuring(self) -> bool:
         """Does a measurement or guard called now record anything? (not when disabled, nor
         while the plugin re-runs the body)"""

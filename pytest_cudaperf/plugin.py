@@ -257,12 +257,10 @@ def memory_guard(request: pytest.FixtureRequest) -> MemoryGuard:
     """with memory_guard(max_peak=None, leak_tolerance=0, pinned=True, outside_torch=False)
     as g: checks a block for leaks and peak memory (g.peak_bytes, g.leaked_bytes);
     memory_guard.check(fn, *args) repeats fn."""
-    from pytest_cudaperf import memory
     from pytest_cudaperf.fixtures.guard import MemoryGuard
 
     test = _test(request.node)
-    device = str(test.device.device) if test.device is not None else None
-    return MemoryGuard(test, memory.device_type(test.settings.device, device))
+    return MemoryGuard(test, test.memory_device_type)
 
 
 @pytest.fixture
