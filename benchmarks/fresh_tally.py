@@ -17,8 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_cudaperf.outcome import TestOutcome
+from pytest_cudaperf.verdict import Kind
 
 RUN = re.compile(
     r"^(?P<mode>serial|n\d+)-(?P<phase>unchanged|planted)-(?P<plant>[^-]*)-(?P<i>\d+)$"
@@ -39,22 +45,23 @@ def main() -> int:
         group = (match["mode"], match["phase"], match["plant"] or "-")
         count = tally[group]
         count["files"] += 1
-        for test in json.loads(path.read_text())["tests"]:
-            for record in test["records"]:
-                if not record["series"].startswith("time:"):
+        for data in json.loads(path.read_text())["tests"]:
+            test = TestOutcome.from_payload(data)
+            for record in test.records:
+                if not record.series.startswith("time:"):
                     continue
-                kind, message = record["verdict"]["kind"], record["verdict"]["message"]
+                kind, message = record.verdict.kind, record.verdict.message
                 count["records"] += 1
-                count[kind] += 1
-                if kind == "regression" and message.endswith("confirmed in a fresh process"):
+                count[kind.value] += 1
+                if kind is Kind.REGRESSION and message.endswith("confirmed in a fresh process"):
                     count["confirmed fresh"] += 1
                 if "not confirmed in a fresh process" in message:
                     count["averted"] += 1
-                    cases.append(f"{path.stem} {test['nodeid']}: {message[:160]}")
-            for line in test.get("details", []):
+                    cases.append(f"{path.stem} {test.nodeid}: {message[:160]}")
+            for line in test.details:
                 if "not re-measured in a fresh process" in line:
                     count["unconfirmed"] += 1
-                    cases.append(f"{path.stem} {test['nodeid']}: {line[:160]}")
+                    cases.append(f"{path.stem} {test.nodeid}: {line[:160]}")
     print(
         "| mode | phase | plant | runs | time records | REGRESSION as run | of them confirmed in a "
         "fresh process | INCONCLUSIVE | of them a regression a fresh process did not confirm | "

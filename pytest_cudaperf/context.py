@@ -117,10 +117,11 @@ class RunContext:
         if rank is not None:  # its own lock folder: the launcher holds the GPUs' locks
             lock_folder = _lock_folder({"cudaperf_lock_dir": rank.lock_dir})
             worker = worker if rank.gpu is None else rank.gpu
-        if environ.get(FRESH_ENV):  # a fresh process: its parent holds the real locks
-            lock_folder = Path(environ[FRESH_ENV])
+        fresh_locks = environ.get(FRESH_ENV)
+        if fresh_locks:  # a fresh process: its parent holds the real locks
+            lock_folder = Path(fresh_locks)
         fresh = None
-        if settings.confirm_process == "auto" and rank is None and FRESH_ENV not in environ:
+        if settings.confirm_process == "auto" and rank is None and not fresh_locks:
             env = settings_env(settings, baseline_dir)
             fresh = FreshProcess(root, inifile, env, plugin_args(invocation))
         return cls(
