@@ -661,9 +661,9 @@ class RankSampler:
         dist.barrier(group=control_group())
         if not self.group:
             # calibrate on the fastest of three calls, not the first: calibrated on its first
-            # call, a 256 MiB all-reduce on two H200s took 180 samples of a few calls each and
-            # read 0.983 ms against 0.891 ms back to back; on the fastest of three, 15 samples of
-            # more calls read 0.897 against 0.898 ms (benchmarks/RESULTS.md, collective bandwidth)
+            # call, a 256 MiB all-reduce on two H200s took 180 samples in a 2 s budget (short
+            # ones) and read 0.983 ms against 0.891 ms back to back; on the fastest of three, 15
+            # samples read 0.897 against 0.898 ms (benchmarks/RESULTS.md, collective bandwidth)
             once = min(self._timed(1) for _ in range(3))
             group = max(1, min(10_000, math.ceil(0.02 / max(once / 1e3, 1e-6))))
             self.group = int(_all_max([float(group)])[0])
