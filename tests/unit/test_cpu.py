@@ -203,7 +203,9 @@ def test_a_busy_machine_is_contention_on_the_verdict(monkeypatch: pytest.MonkeyP
         CpuBackend(meter=meter, environ={}), lambda: None, Budget(warmup=0.0, max_time=0.02)
     )
     assert "other processes used 60% of the machine's CPU time" in m.instability
-    assert m.instability_noise == pytest.approx(0.60)
+    # at least the busy machine's share: on a loaded runner the no-op's own rounds may disagree
+    # more (the noise is the largest finding's; CI read 0.95 once)
+    assert m.instability_noise >= 0.60 - 1e-9
     quiet = ScriptedMachine(busy_step=3, all_step=100, own_step_ns=0)
     calm = WaitMeter(stat.read, stat.clock, cpu.MachineMeter(quiet.ticks, quiet.own_cpu_ns))
     m = measure(CpuBackend(meter=calm, environ={}), lambda: None, Budget(warmup=0.0, max_time=0.02))
