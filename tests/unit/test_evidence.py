@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_cudaperf import evidence
@@ -16,10 +18,36 @@ def entry(*medians: float, noise: float = 0.01, metric: str = "device") -> Entry
 
 
 def test_value_is_median_of_medians_and_noise_the_spread() -> None:
-    value, noise = evidence.summarize_recordings([rec(4.5), rec(5.3), rec(4.6)], "device")
-    assert value == 4.6
-    # 1.5 x half the relative range: 1.5 * 0.4 / 4.6
-    assert noise == pytest.approx(1.5 * 0.4 / 4.6)
+    value, noise = evidence.summarize_recordings([rec(4.5), rec(5.3), rec(4.9)], "device")
+    assert value == 4.9
+    # 1.5 x half the relative range: 1.5 * 0.4 / 4.9
+    assert noise == pytest.approx(1.5 * 0.4 / 4.9)
+
+
+def test_one_process_far_off_sets_the_noise_where_the_range_underestimates_it() -> None:
+    """The session-7 conv1d: four processes near 25-27 µs, one at 37.2 µs. 1.5 x half the range
+    says ±36%; an unchanged process was seen at +46%, so the noise is that."""
+    medians = [0.02543, 0.02500, 0.02740, 0.03724, 0.02600]
+    recs = [rec(m) for m in medians]
+    value, noise = evidence.summarize_recordings(recs, "device")
+    assert value == 0.026
+    assert evidence.spread(medians) == pytest.approx(1.5 * (0.03724 - 0.025) / 2 / 0.026)
+    assert noise == evidence.reach(recs) == pytest.approx(0.03724 / 0.026 - 1)
+    # symmetric recordings: the spread stays the larger
+    even = [rec(0.9), rec(1.0), rec(1.1)]
+    assert evidence.reach(even) == pytest.approx(0.1)
+    assert evidence.summarize_recordings(even, "device")[1] == pytest.approx(0.15)
+    assert evidence.reach([rec(1.0)]) == evidence.reach([]) == 0.0
+
+
+def test_a_recording_from_a_slow_host_does_not_reach() -> None:
+    """A recording whose reference loop ran 1.66x slower than the others' (session 6: exp[1024]
+    at 2.07x the value): the host's speed explains it, and a 3x slowdown must still fail."""
+    at_speed = [replace(rec(m), reference_ms=0.44) for m in (7.96, 8.28, 8.05, 8.0)]
+    slow = replace(rec(16.67), reference_ms=0.727)
+    assert evidence.reach([*at_speed, slow]) == pytest.approx(8.28 / 8.05 - 1)
+    # without the loop's time (files written before it) the recording counts
+    assert evidence.reach([*at_speed, rec(16.67)]) == pytest.approx(16.67 / 8.05 - 1)
 
 
 def test_noise_is_at_least_the_recordings_noise() -> None:
