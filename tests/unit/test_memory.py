@@ -289,7 +289,9 @@ def test_group_storages_without_descriptions_names_blocks_plainly() -> None:
     ]
 
 
-def test_cuda_readings_and_memory_outside_torch_with_a_fake_torch() -> None:
+def test_cuda_readings_and_memory_outside_torch_with_a_fake_torch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Allocated bytes per device with a context, pinned host bytes, and used minus reserved
     device memory as the outside-torch signal (line tracing sums the latter)."""
     stats = {
@@ -303,10 +305,12 @@ def test_cuda_readings_and_memory_outside_torch_with_a_fake_torch() -> None:
         mem_get_info=lambda i: (10_000 - 1500 if i == 0 else 10_000 - 80, 10_000),
         host_memory_stats=lambda: {"allocated_bytes.current": 64},
     )
+    fake_c = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: True)
+    # the context check reads the real torch's: on a CUDA host without a context on a device it
+    # would leave that device out (this test failed on the 2-GPU host, session 7)
+    monkeypatch.setattr(torch, "_C", fake_c)
     memory = CudaMemory.__new__(CudaMemory)
-    memory._torch = types.SimpleNamespace(
-        cuda=fake_cuda, _C=types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: True)
-    )
+    memory._torch = types.SimpleNamespace(cuda=fake_cuda, _C=fake_c)
     memory.pinned, memory.outside_torch = True, True
     assert memory.read() == {
         "cuda:0": 100,
