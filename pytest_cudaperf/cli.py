@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,9 @@ from pytest_cudaperf.baselines import (
     to_document,
 )
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.measure import instability
 from pytest_cudaperf.report import render_table
-from pytest_cudaperf.units import format_pct, parse_fraction
+from pytest_cudaperf.units import format_ms, format_pct, parse_fraction
 from pytest_cudaperf.verdict import Kind, Observation, ci_text, format_value, judge
 
 #: a series of one device class: (device class, key, series name)
@@ -301,6 +304,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
         # test path when it looks for the rootdir, and the folder exists from the second run on
         args.append(f"--cudaperf-baseline-dir={baseline_dir}")
     folder = baseline_dir
+    loops: list[float | None] = []
     collected: dict[Where, list[Record]] = {}
     failed_bodies: set[Where] = set()
     worst = 0
@@ -315,6 +319,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
             if not isinstance(document, dict):
                 raise CliError(f"{report}: not a --cudaperf-json report")
             found = report_records(document, f"run {run} report")
+            loops.append(_median_loop(record for record, _ in found))
             if folder is None and isinstance(document.get("baseline_dir"), str):
                 folder = Path(document["baseline_dir"]) if document["baseline_dir"] else None
             for record, passed in found:
@@ -338,6 +343,9 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
         if complete:
             _attach_breakdowns(runner, args, Path(tmp), complete)
     skipped = len(collected.keys() | failed_bodies) - len(complete)
+    uneven = uneven_host(loops)
+    if uneven:
+        print(uneven)
     store = BaselineStore(folder or Path(".cudaperf"))
     by_class: dict[str, list[Record]] = {}
     for (device_class, _, _), records in sorted(complete.items()):
@@ -350,6 +358,32 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     if skipped:
         print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
     return worst
+
+
+def _median_loop(records: Iterable[Record]) -> float | None:
+    """A run's median reference-loop time (CPU backend on the CPU), or None."""
+    loops = [
+        r.recording.reference_ms
+        for r in records
+        if r.recording.reference_ms is not None and math.isfinite(r.recording.reference_ms)
+    ]
+    return statistics.median(loops) if loops else None
+
+
+def uneven_host(loops: Sequence[float | None]) -> str | None:
+    """The line ``cudaperf record`` prints when its runs' reference loops (each run's median)
+    differ by more than ``instability.HOST_MIN``: the host itself ran at different speeds, so the
+    series move more between the recordings than the code does, and a slowdown is harder to tell
+    from that (session 8's CPU A/A recorded with loops of 0.36-0.49 ms per run: series up to
+    ±487%, and 88.6% of realised 3x slowdowns failed serially, against 95.5% in session 6)."""
+    known = [x for x in loops if x is not None and x > 0]
+    if len(known) < 2 or max(known) < min(known) * (1 + instability.HOST_MIN):
+        return None
+    return (
+        f"cudaperf record: the host ran at different speeds during the runs (a reference loop "
+        f"took {format_ms(min(known))}-{format_ms(max(known))}, median per run): the series "
+        f"recorded move with it and fewer slowdowns will fail; record again on a quiet machine"
+    )
 
 
 def main(argv: Sequence[str] | None = None, runner: Runner = run_pytest) -> int:

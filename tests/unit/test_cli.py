@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_cudaperf import cli
 from pytest_cudaperf.baselines import BaselineStore, Record, Recording
 from pytest_cudaperf.cli import main, report_records
 from pytest_cudaperf.keys import SeriesKey
@@ -187,6 +189,30 @@ def test_record_merges_every_run_as_a_fresh_series(
     b = store.lookup("GPU X", SeriesKey("t.py::b[c#d]"), "time:device/cold")
     assert b is not None
     assert b.processes == 5
+
+
+def test_record_says_when_the_host_ran_at_different_speeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loops = iter([0.49, 0.36, 0.41, 0.36])
+
+    def runner(args: Sequence[str]) -> int:
+        out = Path(next(a for a in args if a.startswith("--cudaperf-json=")).split("=", 1)[1])
+        record = _record("t.py::a", 1.0)
+        recording = dataclasses.replace(record.recording, reference_ms=next(loops, None))
+        data = dataclasses.replace(record, recording=recording).to_json()
+        out.write_text(json.dumps({"records": [{**data, "body_passed": True}], "tests": []}))
+        return 0
+
+    assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], runner) == 0
+    out = capsys.readouterr().out
+    assert (
+        "cudaperf record: the host ran at different speeds during the runs (a reference loop "
+        "took 360.00 µs-490.00 µs, median per run)" in out
+    )
+    assert cli.uneven_host([0.40, 0.45, None]) is None  # within 25%: nothing to say
+    assert cli.uneven_host([0.40]) is None
+    assert cli.uneven_host([]) is None
 
 
 def test_record_skips_series_that_failed_or_went_missing(
