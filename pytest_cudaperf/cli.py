@@ -376,8 +376,8 @@ def uneven_host(loops: Sequence[float | None]) -> str | None:
     series move more between the recordings than the code does, and a slowdown is harder to tell
     from that (session 8's CPU A/A recorded with loops of 0.36-0.49 ms per run: series up to
     ±487%, and 88.6% of realised 3x slowdowns failed serially, against 95.5% in session 6)."""
-    known = [x for x in loops if x is not None and x > 0]
-    if len(known) < 2 or max(known) < min(known) * (1 + instability.HOST_MIN):
+    known = [x for x in loops if x is not None]
+    if len(known) < 2 or instability.host_speed(max(known), min(known)) is None:
         return None
     return (
         f"cudaperf record: the host ran at different speeds during the runs (a reference loop "
