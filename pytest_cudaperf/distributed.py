@@ -521,6 +521,16 @@ def _watch_parent(parent: int) -> None:
         time.sleep(0.5)
 
 
+def rank_args(args: Sequence[str], rank: int) -> list[str]:
+    """The item's pytest arguments (:func:`~pytest_cudaperf.child.item_args`) for one rank: its own
+    ``--basetemp`` (``<basetemp>-rank<r>``). With one folder for all ranks, pytest clears it as
+    each rank first uses it, and every rank's ``tmp_path`` was the same directory."""
+    found = list(args)
+    at = found.index("--basetemp") + 1
+    found[at] = f"{found[at]}-rank{rank}"
+    return found
+
+
 def rank_main(index: int, spec: dict[str, Any]) -> None:
     """The function each spawned rank runs: isolate, init the process group, run the item."""
     os.setpgrp()  # the launcher kills the rank's whole tree through its process group
@@ -579,7 +589,7 @@ def rank_main(index: int, spec: dict[str, Any]) -> None:
         initialised = True
         control_group()  # collective: every rank creates it here, in the same order
         collector = _Collector()
-        code = pytest.main(list(spec["args"]), plugins=[collector])
+        code = pytest.main(rank_args(spec["args"], rank), plugins=[collector])
         result["phases"] = collector.phases
         if not collector.phases:
             why = "; ".join(collector.errors) or f"pytest exit code {int(code)}"

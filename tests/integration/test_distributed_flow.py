@@ -34,12 +34,17 @@ def test_ranks_pass_fail_and_leak(pytester: pytest.Pytester, dist_mode: list[str
             return torch.full((4,), float(dist.get_rank() + 1), device=cuda_device)
 
         @pytest.mark.distributed(world_size=2)
-        def test_all_reduce(dist_rank, rank_tensor):
+        def test_all_reduce(dist_rank, rank_tensor, tmp_path):
             assert dist.is_initialized() and dist.get_world_size() == 2
             assert dist.get_rank() == dist_rank.rank == int(os.environ["RANK"])
             assert dist_rank.is_main == (dist_rank.rank == 0)
             dist.all_reduce(rank_tensor)
             assert rank_tensor.tolist() == [3.0] * 4
+            (tmp_path / "mine.txt").write_text(str(dist_rank.rank))
+            paths = [None, None]
+            dist.all_gather_object(paths, str(tmp_path))
+            assert paths[0] != paths[1]  # each rank its own tmp_path
+            assert (tmp_path / "mine.txt").read_text() == str(dist_rank.rank)
             print(f"rank {dist_rank.rank} done")
 
         @pytest.mark.distributed(world_size=2)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_cudaperf.baselines import BaselineStore, Record, Recording
+from pytest_cudaperf.child import item_args
 from pytest_cudaperf.context import RunContext
 from pytest_cudaperf.devices import GpuFacts, Probe
 from pytest_cudaperf.distributed import (
@@ -29,6 +30,7 @@ from pytest_cudaperf.distributed import (
     merge_payloads,
     pg_timeout,
     plan,
+    rank_args,
     require_gpus_error,
 )
 from pytest_cudaperf.keys import SeriesKey
@@ -71,6 +73,15 @@ def test_process_group_timeout_is_below_the_tests() -> None:
     assert pg_timeout(3) == 1
     for t in (2, 10, 60, 300, 1800):
         assert pg_timeout(t) < t
+
+
+def test_each_rank_gets_its_own_base_temporary_directory(tmp_path: Path) -> None:
+    args = item_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path / "tmp")
+    ranks = [rank_args(args, r) for r in range(2)]
+    at = args.index("--basetemp") + 1
+    assert [r[at] for r in ranks] == [f"{tmp_path}/tmp-rank0", f"{tmp_path}/tmp-rank1"]
+    assert [r[:at] + r[at + 1 :] for r in ranks] == [args[:at] + args[at + 1 :]] * 2
+    assert args[at] == str(tmp_path / "tmp")  # the launcher's list is left as it was
 
 
 def test_gpus_for_workers() -> None:
