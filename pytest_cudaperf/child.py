@@ -73,10 +73,17 @@ def item_args(  # noqa: PLR0913 - the parts of the item and config, so tests nee
     target = f"{item_path}::{rest}" if rest else str(item_path)
     args = [target, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
     args.append(f"--tb={'short' if tbstyle == 'auto' else tbstyle}")
-    args += ["--rootdir", str(rootdir), "--basetemp", str(basetemp)]
+    args += ["--rootdir", str(rootdir), *private_paths(basetemp)]
     if inifile is not None:
         args += ["-c", str(inifile)]
     return args
+
+
+def private_paths(basetemp: Path) -> list[str]:
+    """A child's own base temporary directory, and its JUnit XML file beside it: with a
+    ``--junitxml`` in the suite's ``addopts`` the child would write the user's file (the last
+    value given wins), which its parent then overwrites."""
+    return ["--basetemp", str(basetemp), f"--junitxml={basetemp}-junit.xml"]
 
 
 def plugin_args(invocation: Sequence[str]) -> list[str]:

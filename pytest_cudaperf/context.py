@@ -90,6 +90,8 @@ class RunContext:
     rank: RankEnv | None = None
     #: re-measures a CPU regression in a fresh process (None: off, in a rank, in such a process)
     fresh: FreshProcess | None = None
+    #: this process is such a fresh process: it writes its private JSON report and nothing else
+    is_fresh_process: bool = False
     _probe: Probe | None = None
 
     @classmethod
@@ -136,6 +138,7 @@ class RunContext:
             run_id=given.get("cudaperf_run_id") or uuid.uuid4().hex[:12],
             rank=rank,
             fresh=fresh,
+            is_fresh_process=bool(fresh_locks),
         )
 
     @property

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.child import item_args, settings_env
+from pytest_cudaperf.child import item_args, private_paths, settings_env
 from pytest_cudaperf.keys import SeriesKey
 
 if TYPE_CHECKING:
@@ -523,11 +523,13 @@ def _watch_parent(parent: int) -> None:
 
 def rank_args(args: Sequence[str], rank: int) -> list[str]:
     """The item's pytest arguments (:func:`~pytest_cudaperf.child.item_args`) for one rank: its own
-    ``--basetemp`` (``<basetemp>-rank<r>``). With one folder for all ranks, pytest clears it as
-    each rank first uses it, and every rank's ``tmp_path`` was the same directory."""
+    base temporary directory (``<basetemp>-rank<r>``) and JUnit file. With one folder for all
+    ranks, pytest clears it as each rank first uses it, and every rank's ``tmp_path`` was the same
+    directory."""
     found = list(args)
-    at = found.index("--basetemp") + 1
-    found[at] = f"{found[at]}-rank{rank}"
+    at = found.index("--basetemp")
+    own = private_paths(Path(f"{found[at + 1]}-rank{rank}"))
+    found[at : at + len(own)] = own
     return found
 
 

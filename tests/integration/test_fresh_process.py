@@ -106,3 +106,31 @@ def test_a_suite_with_xdist_in_its_addopts_is_confirmed_too(
     result = recorded.runpytest(*FAST, "-k", "not timed")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["perf regression: *; confirmed in a fresh process"])
+
+
+def test_a_fresh_process_writes_none_of_the_suites_outputs(
+    recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the suite's addopts name a JUnit file and an HTML report, and the run is a GitHub job: the
+    # fresh process notes which of them exist once it has written its outputs (the parent writes
+    # its own after, at its end), and appends no job summary of its own
+    recorded.makeini("[pytest]\naddopts = --junitxml=junit.xml --cudaperf-html=report.html\n")
+    recorded.makeconftest("""
+        import os, pathlib
+
+        def pytest_unconfigure(config):
+            if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS"):
+                seen = [n for n in ("junit.xml", "report.html") if pathlib.Path(n).exists()]
+                pathlib.Path("fresh-saw").write_text(" ".join(seen) or "nothing")
+    """)
+    summary = recorded.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    (recorded.path / "slow-once-nap").touch()
+    result = recorded.runpytest(*FAST, "-k", "not timed")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*inconclusive: +*% not confirmed in a fresh process*"])
+    assert (recorded.path / "fresh-saw").read_text() == "nothing"
+    assert summary.read_text().count("### cudaperf") == 1
+    assert "test_nap" in (recorded.path / "junit.xml").read_text()
+    assert (recorded.path / "report.html").exists()

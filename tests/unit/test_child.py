@@ -44,6 +44,7 @@ def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
     assert "--tb=short" in args
     assert args[args.index("-c") + 1] == str(tmp_path / "pytest.ini")
     assert args[args.index("--basetemp") + 1] == str(tmp_path / "tmp")
+    assert f"--junitxml={tmp_path}/tmp-junit.xml" in args  # not the suite's addopts' file
     assert "--tb=line" in item_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path, "line")
 
 

@@ -80,7 +80,8 @@ def test_each_rank_gets_its_own_base_temporary_directory(tmp_path: Path) -> None
     ranks = [rank_args(args, r) for r in range(2)]
     at = args.index("--basetemp") + 1
     assert [r[at] for r in ranks] == [f"{tmp_path}/tmp-rank0", f"{tmp_path}/tmp-rank1"]
-    assert [r[:at] + r[at + 1 :] for r in ranks] == [args[:at] + args[at + 1 :]] * 2
+    assert f"--junitxml={tmp_path}/tmp-rank1-junit.xml" in ranks[1]
+    assert [r[: at - 1] + r[at + 2 :] for r in ranks] == [args[: at - 1] + args[at + 2 :]] * 2
     assert args[at] == str(tmp_path / "tmp")  # the launcher's list is left as it was
 
 
