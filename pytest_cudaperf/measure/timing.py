@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -212,12 +212,14 @@ MAX_COMPILE_WARMUP_BATCHES = 20
 class AdaptiveResult:
     samples: list[float]
     warmup_batches: int
-    warnings: list[str]
     cost_s: float
     #: the last two warm-up batch medians when the warm-up ran out of time before they agreed
     unsettled: tuple[float, float] | None = None
     #: frames torch.compile compiled while the samples were taken
     recompiles: int = 0
+    #: the precision of the median (relative CI half-width) the samples had reached when the
+    #: time budget ran out short of the target; None when it was reached
+    spent_at: float | None = None
 
 
 def run_adaptive(
@@ -229,7 +231,6 @@ def run_adaptive(
     """Warm up until stable (and, with ``compiles``, until torch.compile stopped compiling),
     then sample until precise enough or out of time."""
     clock = getattr(sampler, "clock", clock)  # [distributed] ranks agree on the clock
-    warnings: list[str] = []
     unsettled: tuple[float, float] | None = None
     begin = clock()
     previous: float | None = None
@@ -249,17 +250,13 @@ def run_adaptive(
         if previous is not None and stats.stable(previous, current, max(0.02, summary.rel_iqr)):
             break
         if clock() - begin >= budget.warmup and warmup_batches >= 2 and previous is not None:
-            warnings.append(
-                f"warm-up not stable after {warmup_batches} batches "
-                f"({clock() - begin:.2f} s): last batch medians {format_ms(previous)} "
-                f"and {format_ms(current)}"
-            )
             if budget.warmup > 0:  # a warm-up asked for (not skipped) that ran out of time
                 unsettled = (previous, current)
             break
         previous = current
     compiled_before = compiles.compiles() if compiles is not None else 0
     samples: list[float] = []
+    spent_at: float | None = None
     start = clock()
     while True:
         samples.extend(sampler.batch())
@@ -269,19 +266,36 @@ def run_adaptive(
         ):
             break
         if elapsed >= budget.max_time and len(samples) >= 3:
-            summary = stats.summarize(samples)
-            if summary.rel_halfwidth > budget.precision:
-                warnings.append(
-                    f"time budget {budget.max_time:g} s spent at ±{summary.rel_halfwidth:.2%} "
-                    f"precision of the median (target ±{budget.precision:.2%}, {len(samples)} "
-                    "samples)"
-                )
+            reached = stats.summarize(samples).rel_halfwidth
+            spent_at = reached if reached > budget.precision else None
             break
     recompiles = compiles.compiles() - compiled_before if compiles is not None else 0
     if compiles is not None:
         compiles.changed()  # the next round's warm-up starts from here
     return AdaptiveResult(
-        samples, warmup_batches, warnings, clock() - begin, unsettled, max(0, recompiles)
+        samples, warmup_batches, clock() - begin, unsettled, max(0, recompiles), spent_at
+    )
+
+
+def _span(values: Sequence[float], fmt: Callable[[float], str]) -> str:
+    low, high = fmt(min(values)), fmt(max(values))
+    return low if low == high else f"{low}…{high}"
+
+
+def budget_spent(budget: Budget, rounds: Sequence[AdaptiveResult]) -> str | None:
+    """One line for the rounds (``budget`` is one round's) whose time budget ran out before
+    their median was as precise as asked, or None when every round got there."""
+    short = [r for r in rounds if r.spent_at is not None]
+    if not short:
+        return None
+    precision = _span([r.spent_at or 0.0 for r in short], lambda x: f"±{x:.2%}")
+    samples = _span([len(r.samples) for r in short], lambda x: f"{x:.0f}")
+    several = len(rounds) > 1
+    return (
+        f"time budget {budget.max_time:.3g} s{' per round' if several else ''} spent at "
+        f"{precision} precision of the median"
+        f"{f' in {len(short)} of {len(rounds)} rounds' if several else ''} "
+        f"(target ±{budget.precision:.2%}, {samples} samples)"
     )
 
 
@@ -332,24 +346,21 @@ def measure(
     what the rounds, the warm-up, the pooled samples and torch.compile say about its stability
     added to the backend's own findings."""
     per_round = budget.per_round()
-    rounds: list[list[float]] = []
-    warnings: list[str] = []
-    unsettled: list[instability.Finding | None] = []
-    recompiles = 0
-    cost = 0.0
+    results: list[AdaptiveResult] = []
     compiles = CompileWatch.if_loaded()
     for _ in range(max(1, budget.rounds)):
         sampler = backend.sampler(fn, graph)
         try:
-            result = run_adaptive(sampler, per_round, compiles=compiles)
+            results.append(run_adaptive(sampler, per_round, compiles=compiles))
         except SynchronizesInside:
             backend.recover(sampler)
-            result = run_adaptive(sampler, per_round, compiles=compiles)
-        rounds.append(result.samples)
-        warnings.extend(w for w in result.warnings if w not in warnings)
-        unsettled.append(instability.warmup_unsettled(result.unsettled))
-        recompiles += result.recompiles
-        cost += result.cost_s
+            results.append(run_adaptive(sampler, per_round, compiles=compiles))
+    rounds = [r.samples for r in results]
+    spent = budget_spent(per_round, results)
+    warnings = [spent] if spent else []
+    unsettled = [instability.warmup_unsettled(r.unsettled) for r in results]
+    recompiles = sum(r.recompiles for r in results)
+    cost = sum(r.cost_s for r in results)
     samples = [x for r in rounds for x in r]
     medians = tuple(stats.summarize(r).median for r in rounds) if len(rounds) > 1 else ()
     measured = backend.finish(sampler, fn, Sampled(samples, warnings, cost, name, medians))

@@ -9,9 +9,11 @@ import pytest
 from pytest_cudaperf.measure.cpu import CpuBackend
 from pytest_cudaperf.measure.timing import (
     MAX_COMPILE_WARMUP_BATCHES,
+    AdaptiveResult,
     Budget,
     Measurement,
     Sampled,
+    budget_spent,
     compare,
     measure,
     run_adaptive,
@@ -35,7 +37,8 @@ def test_warmup_runs_until_two_batch_medians_agree() -> None:
     result = run_adaptive(sampler, Budget(warmup=10.0, min_samples=5, precision=0.01))
     assert result.warmup_batches == 4
     assert result.samples[0] == 1.0
-    assert not result.warnings
+    assert result.unsettled is None
+    assert result.spent_at is None
 
 
 def test_budget_warns_when_precision_not_reached() -> None:
@@ -46,9 +49,42 @@ def test_budget_warns_when_precision_not_reached() -> None:
         def batch(self) -> list[float]:
             return [self.rng.uniform(1.0, 5.0) for _ in range(5)]
 
-    result = run_adaptive(Noisy(), Budget(warmup=0.0, max_time=0.01, precision=0.001))
-    assert any("time budget" in w for w in result.warnings)
+    budget = Budget(warmup=0.0, max_time=0.01, precision=0.001)
+    result = run_adaptive(Noisy(), budget)
+    assert result.spent_at is not None
+    assert result.spent_at > 0.001
     assert len(result.samples) >= 3
+    line = budget_spent(budget, [result])
+    assert line == (
+        f"time budget 0.01 s spent at ±{result.spent_at:.2%} precision of the median "
+        f"(target ±0.10%, {len(result.samples)} samples)"
+    )
+
+
+def test_rounds_that_ran_out_of_time_make_one_line() -> None:
+    def short(spent_at: float | None, n: int) -> AdaptiveResult:
+        return AdaptiveResult([1.0] * n, 2, 0.1, spent_at=spent_at)
+
+    budget = Budget(max_time=1 / 3, precision=0.0087)
+    rounds = [short(0.1265, 10), short(None, 30), short(0.2303, 12)]
+    assert budget_spent(budget, rounds) == (
+        "time budget 0.333 s per round spent at ±12.65%…±23.03% precision of the median"
+        " in 2 of 3 rounds (target ±0.87%, 10…12 samples)"
+    )
+    assert budget_spent(budget, [short(0.05, 10)] * 3) == (
+        "time budget 0.333 s per round spent at ±5.00% precision of the median"
+        " in 3 of 3 rounds (target ±0.87%, 10 samples)"
+    )
+    assert budget_spent(budget, [short(None, 10)] * 3) is None
+
+
+def test_a_measurement_out_of_time_in_every_round_says_so_once() -> None:
+    rng = random.Random(2)
+    budget = Budget(warmup=0.0, max_time=0.03, precision=1e-5, rounds=3)
+    m = measure(CpuBackend(), lambda: time.sleep(rng.uniform(0.0005, 0.002)), budget)
+    (line,) = [w for w in m.warnings if w.startswith("time budget")]
+    assert line.startswith("time budget 0.01 s per round spent at ±")
+    assert "precision of the median in 3 of 3 rounds (target ±0.00%" in line
 
 
 def test_budget_for_tolerance_sets_precision() -> None:
@@ -184,7 +220,6 @@ def test_a_warmup_that_never_settles_is_instability() -> None:
     assert result.unsettled is not None
     before, after = result.unsettled
     assert after == pytest.approx(before * 1.1)
-    assert any("warm-up not stable" in w for w in result.warnings)
 
 
 class FakeCompiles:
