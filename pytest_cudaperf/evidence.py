@@ -95,30 +95,71 @@ def reach(recordings: Sequence[Recording]) -> float:
     )
 
 
+@dataclass(frozen=True)
+class NoiseParts:
+    """What a series' noise is made of (:func:`noise_parts`); the noise is the largest."""
+
+    #: what the recordings saw within their own processes (their noise)
+    seen: float
+    #: how the recordings' medians move between processes: :func:`spread` or :func:`reach`
+    moves: float
+    #: the metric's floor: few processes, CPU wall time
+    floor: float
+    #: the unstable findings of the recording whose noise is ``seen``
+    unstable: tuple[str, ...] = ()
+
+    @property
+    def noise(self) -> float:
+        return max(self.seen, self.moves, self.floor)
+
+
+def noise_parts(recordings: Sequence[Recording], metric: str) -> NoiseParts:
+    """The parts of a series' noise: with fewer than ``MIN_PROCESSES`` recordings the largest
+    recording noise and ``SINGLE_PROCESS_FLOOR[metric]``, from ``MIN_PROCESSES`` on the median
+    recording noise; the between-process spread or the furthest recording's distance
+    (:func:`reach`: what an unchanged process was seen to read); ``WALL_FLOOR`` for CPU wall
+    time. Peak memory (``metric == "bytes"``) is exact: no noise."""
+    if metric == "bytes" or not recordings:
+        return NoiseParts(0.0, 0.0, 0.0)
+    # from MIN_PROCESSES recordings on, the median recording's noise: one process that waited for
+    # a CPU most of the time (±330% on a loaded 2-core machine) must not make the series blind
+    by_noise = sorted(recordings, key=lambda r: r.noise)
+    few = len(recordings) < MIN_PROCESSES
+    source = by_noise[-1] if few else by_noise[(len(by_noise) - 1) // 2]
+    seen = source.noise if few else float(statistics.median(r.noise for r in recordings))
+    moves = max(spread([r.median for r in recordings]), reach(recordings))
+    floor = SINGLE_PROCESS_FLOOR.get(metric, SINGLE_PROCESS_FLOOR["device"]) if few else 0.0
+    if metric == "wall":
+        floor = max(floor, WALL_FLOOR)
+    return NoiseParts(seen, moves, floor, source.unstable)
+
+
+def noise_origin(recordings: Sequence[Recording], metric: str, noise: float) -> str:
+    """Where a series' ``noise`` comes from, for a verdict that it keeps from the tolerance:
+    between-process movement, recordings that were unstable in their own processes, or the
+    CPU wall-time floor."""
+    parts, n = noise_parts(recordings, metric), len(recordings)
+    if parts.seen > max(parts.moves, parts.floor):
+        why = f": {', '.join(parts.unstable)}" if parts.unstable else ""
+        return f"its recordings were unstable themselves (±{parts.seen:.0%} in the median one{why})"
+    if parts.floor > parts.moves and metric == "wall" and n >= MIN_PROCESSES:
+        return (
+            f"CPU wall time is judged at ±{parts.floor:.0%} at least; the series moves "
+            f"±{parts.moves:.0%} between processes ({n} recordings)"
+        )
+    return f"series moves ±{noise:.0%} between processes ({n} recordings)"
+
+
 def summarize_recordings(recordings: Sequence[Recording], metric: str) -> tuple[float, float]:
     """``(value, noise)`` of a series: the median of the recordings' medians, and the relative
-    half-width a verdict uses: with fewer than ``MIN_PROCESSES`` recordings the largest recording
-    noise (at least ``SINGLE_PROCESS_FLOOR[metric]``), from ``MIN_PROCESSES`` on the median
-    recording noise; the between-process spread or the furthest recording's distance
-    (:func:`reach`: what an unchanged process was seen to read) if larger.
-
-    Peak memory (``metric == "bytes"``) is exact: the latest recording's value, no noise."""
+    half-width a verdict uses (the largest of :func:`noise_parts`). Peak memory
+    (``metric == "bytes"``) is exact: the latest recording's value, no noise."""
     if not recordings:
         raise ValueError("a series needs at least one recording")
     if metric == "bytes":
         return recordings[-1].median, 0.0
-    medians = [r.median for r in recordings]
-    value = float(statistics.median(medians))
-    noises = [r.noise for r in recordings]
-    # from MIN_PROCESSES recordings on, the median recording's noise: one process that waited for
-    # a CPU most of the time (±330% on a loaded 2-core machine) must not make the series blind
-    seen = max(noises) if len(noises) < MIN_PROCESSES else float(statistics.median(noises))
-    noise = max(seen, spread(medians), reach(recordings))
-    if len(recordings) < MIN_PROCESSES:
-        noise = max(noise, SINGLE_PROCESS_FLOOR.get(metric, SINGLE_PROCESS_FLOOR["device"]))
-    if metric == "wall":
-        noise = max(noise, WALL_FLOOR)
-    return value, noise
+    value = float(statistics.median(r.median for r in recordings))
+    return value, noise_parts(recordings, metric).noise
 
 
 def change_point_threshold(entry: Entry, tolerance: float) -> float:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from pytest_cudaperf import evidence
 from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
@@ -170,9 +171,7 @@ def _why(obs: Observation, entry: Entry, tolerance: float) -> str:
         n = entry.processes
         reasons.append(f"baseline from {n} process{'es' if n != 1 else ''}")
     elif entry.noise > tolerance:
-        reasons.append(
-            f"series moves ±{entry.noise:.0%} between processes ({entry.processes} recordings)"
-        )
+        reasons.append(evidence.noise_origin(entry.recordings, entry.metric, entry.noise))
     if obs.instability:
         reasons.append(f"this measurement was unstable: {obs.instability[0]}")
     elif obs.noise >= entry.noise or obs.noise > tolerance:
@@ -184,7 +183,9 @@ def _todo(obs: Observation, entry: Entry, tolerance: float, slow_host: bool) -> 
     """What the user can do about it, most useful first (``slow_host``: the host-speed finding
     was made, see :func:`_with_host_speed`)."""
     steps = []
-    if entry.processes < 3 or entry.noise > tolerance:
+    parts = evidence.noise_parts(entry.recordings, entry.metric)
+    floored = entry.processes >= evidence.MIN_PROCESSES and parts.floor >= entry.noise
+    if entry.processes < evidence.MIN_PROCESSES or (entry.noise > tolerance and not floored):
         steps.append("record more: cudaperf record")
     if slow_host:
         steps.append("run again when the machine is as fast as when it was recorded")

@@ -149,6 +149,43 @@ def test_a_process_state_seen_in_one_recording_is_not_a_regression() -> None:
     assert judge(obs(0.0763, halfwidth=0.02), bimodal, 0.05, "CPU").kind is Kind.REGRESSION
 
 
+def test_an_inconclusive_verdict_names_where_the_series_noise_comes_from() -> None:
+    """``add[4194304]`` in the session-9 CPU A/A: five recordings within 1.18-1.57 ms, each with
+    a warm-up that fell from ~9 ms to its level only in its last batch (noise ±413…609%). The
+    series is that noisy because of its recordings' own instability, not because it moves ±549%
+    between processes, which the verdict said. A steady CPU series is held at the wall-time
+    floor, and says that instead."""
+    recs = [
+        Recording(
+            "2026-11-24",
+            1.17658,
+            5.48931,
+            160,
+            unstable=("warm-up never settled (8.10 → 1.25 ms)",),
+        ),
+        Recording("2026-11-24", 1.28079, 6.09044, 130),
+        Recording("2026-11-24", 1.44128, 5.96978, 125),
+        Recording("2026-11-24", 1.57167, 4.13032, 110),
+        Recording("2026-11-24", 1.29805, 4.68007, 145),
+    ]
+    unstable = Entry.of(recs, "ms", ENV, "wall")
+    verdict = judge(obs(4.172, halfwidth=0.03), unstable, 0.05, "CPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert (
+        "its recordings were unstable themselves (±549% in the median one: warm-up never settled"
+        " (8.10 → 1.25 ms))" in verdict.message
+    )
+    assert "between processes" not in verdict.message
+    steady = series(1.0, 1.02, 0.99, 1.01, 1.0, metric="wall")
+    verdict = judge(obs(1.2, halfwidth=0.02), steady, 0.05, "CPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert (
+        "CPU wall time is judged at ±30% at least; the series moves ±2% between processes"
+        " (5 recordings)" in verdict.message
+    )
+    assert verdict.message.endswith(": a tolerance above 30%")  # recording more cannot help
+
+
 def test_single_process_baseline_says_so() -> None:
     one = series(1.0)
     assert one.noise == 0.03
