@@ -93,22 +93,36 @@ def test_github_summary_that_cannot_be_written(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_infinite_baseline_value_is_a_usage_error_naming_the_file(
-    pytester: pytest.Pytester,
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("value", float("inf"), "'value' must be a finite positive number, got inf"),
+        ("value", float("nan"), "'value' must be a finite positive number, got nan"),
+        ("value", -1, "'value' must be a finite positive number, got -1"),
+        ("noise", -5, "'noise' must be a finite number >= 0, got -5"),
+        ("env", "x", "'env' must be an object, got 'x'"),
+        ("ci", "abc", "'ci' must be a pair [[]low, high[]]*"),
+    ],
+    ids=["Infinity", "NaN", "negative", "negative-noise", "env-string", "ci-string"],
+)
+def test_a_bad_baseline_field_is_a_usage_error_naming_the_file(
+    pytester: pytest.Pytester, field: str, value: object, said: str
 ) -> None:
+    """Issue 15, "Why" 3 and the Infinity of "Why" 2: each was a traceback, an AttributeError in
+    the test, or a series that can never fail."""
     pytester.makepyfile(test_one=ONE_TEST)
     assert pytester.runpytest(*FAST, "--cudaperf-update").ret == 0
     (path,) = (pytester.path / ".cudaperf").glob("*.json")
     document = json.loads(path.read_text())
-    document["entries"]["test_one.py::test_one"][""]["time:wall"]["value"] = float("inf")
-    path.write_text(json.dumps(document))  # writes Infinity
-    assert "Infinity" in path.read_text()
+    entry = document["entries"]["test_one.py::test_one"][""]["time:wall"]
+    (entry["recordings"][0] if field == "ci" else entry)[field] = value
+    path.write_text(json.dumps(document))  # json writes Infinity and NaN as Python reads them
     result = pytester.runpytest_subprocess(
         *FAST, "--cudaperf-json=out.json", "--cudaperf-html=r.html"
     )
     _no_traceback(result)
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # rejected at start-up, nothing measured
-    result.stderr.fnmatch_lines([f"ERROR: *{path.name}*'value'*inf*"])
+    result.stderr.fnmatch_lines([f"ERROR: *{path.name}: entry 'test_one.py::test_one'*{said}*"])
     assert [line for line in result.stderr.lines if line.strip()] == result.stderr.lines[:1]
 
 
