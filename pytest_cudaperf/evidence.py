@@ -105,7 +105,8 @@ class NoiseParts:
     moves: float
     #: the metric's floor: few processes, CPU wall time
     floor: float
-    #: the unstable findings of the recording whose noise is ``seen``
+    #: the unstable findings of a recording at the middle of their noise (the one ``seen`` is
+    #: with an odd count)
     unstable: tuple[str, ...] = ()
 
     @property
@@ -134,14 +135,13 @@ def noise_parts(recordings: Sequence[Recording], metric: str) -> NoiseParts:
     return NoiseParts(seen, moves, floor, source.unstable)
 
 
-def noise_origin(recordings: Sequence[Recording], metric: str, noise: float) -> str:
-    """Where a series' ``noise`` comes from, for a verdict that it keeps from the tolerance:
-    between-process movement, recordings that were unstable in their own processes, or the
-    CPU wall-time floor."""
-    parts, n = noise_parts(recordings, metric), len(recordings)
+def noise_origin(parts: NoiseParts, n: int, metric: str, noise: float) -> str:
+    """Where a series' ``noise`` (of ``n`` recordings, made of ``parts``) comes from, for a
+    verdict that it keeps from the tolerance: between-process movement, recordings that were
+    unstable in their own processes, or the CPU wall-time floor."""
     if parts.seen > max(parts.moves, parts.floor):
-        why = f": {', '.join(parts.unstable)}" if parts.unstable else ""
-        return f"its recordings were unstable themselves (±{parts.seen:.0%} in the median one{why})"
+        why = f"; {', '.join(parts.unstable)}" if parts.unstable else ""
+        return f"its recordings were unstable themselves (median ±{parts.seen:.0%}{why})"
     if parts.floor > parts.moves and metric == "wall" and n >= MIN_PROCESSES:
         return (
             f"CPU wall time is judged at ±{parts.floor:.0%} at least; the series moves "

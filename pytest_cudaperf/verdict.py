@@ -164,14 +164,22 @@ def value_uncertainty(entry: Entry) -> float:
     return _clean(entry.noise) / math.sqrt(max(1, entry.processes))
 
 
-def _why(obs: Observation, entry: Entry, tolerance: float) -> str:
+def _why_and_todo(
+    obs: Observation, entry: Entry, tolerance: float, slow_host: bool
+) -> tuple[str, str]:
+    """Why an INCONCLUSIVE verdict could not decide, and what the user can do about it."""
+    parts = evidence.noise_parts(entry.recordings, entry.metric)
+    return _why(obs, entry, tolerance, parts), _todo(obs, entry, tolerance, slow_host, parts)
+
+
+def _why(obs: Observation, entry: Entry, tolerance: float, parts: evidence.NoiseParts) -> str:
     """Which noise keeps the verdict from being honest at ``tolerance``."""
     reasons = []
-    if entry.processes < 3:
+    if entry.processes < evidence.MIN_PROCESSES:
         n = entry.processes
         reasons.append(f"baseline from {n} process{'es' if n != 1 else ''}")
     elif entry.noise > tolerance:
-        reasons.append(evidence.noise_origin(entry.recordings, entry.metric, entry.noise))
+        reasons.append(evidence.noise_origin(parts, entry.processes, entry.metric, entry.noise))
     if obs.instability:
         reasons.append(f"this measurement was unstable: {obs.instability[0]}")
     elif obs.noise >= entry.noise or obs.noise > tolerance:
@@ -179,11 +187,16 @@ def _why(obs: Observation, entry: Entry, tolerance: float) -> str:
     return "; ".join(reasons) or "the CI straddles the tolerance"
 
 
-def _todo(obs: Observation, entry: Entry, tolerance: float, slow_host: bool) -> str:
+def _todo(
+    obs: Observation,
+    entry: Entry,
+    tolerance: float,
+    slow_host: bool,
+    parts: evidence.NoiseParts,
+) -> str:
     """What the user can do about it, most useful first (``slow_host``: the host-speed finding
     was made, see :func:`_with_host_speed`)."""
     steps = []
-    parts = evidence.noise_parts(entry.recordings, entry.metric)
     floored = entry.processes >= evidence.MIN_PROCESSES and parts.floor >= entry.noise
     if entry.processes < evidence.MIN_PROCESSES or (entry.noise > tolerance and not floored):
         steps.append("record more: cudaperf record")
@@ -265,15 +278,14 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
         body += f"; {host}, counted in the CI" if host else ""
     elif t > tolerance and 1 + tolerance < ratio <= 1 + t:
         kind = Kind.INCONCLUSIVE
-        body += (
-            f"; the series cannot support the tolerance {tolerance:.1%} "
-            f"({_why(obs, entry, tolerance)}): {_todo(obs, entry, tolerance, host is not None)}"
-        )
+        why, todo = _why_and_todo(obs, entry, tolerance, host is not None)
+        body += f"; the series cannot support the tolerance {tolerance:.1%} ({why}): {todo}"
     elif 1 / (1 + t) <= ratio <= 1 + t:
         kind = Kind.PASS
     else:
         kind = Kind.INCONCLUSIVE
-        body += f"; {_why(obs, entry, tolerance)}: {_todo(obs, entry, tolerance, host is not None)}"
+        why, todo = _why_and_todo(obs, entry, tolerance, host is not None)
+        body += f"; {why}: {todo}"
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
     return Verdict(kind, ratio, (low, high), t, prefix.get(kind, "") + body, tolerance, diffs)
 
