@@ -36,6 +36,9 @@ FRESH_ENV = "PYTEST_CUDAPERF_FRESH_PROCESS"
 #: regression stands on its confirmation in the same process, and says so. One-process slow
 #: states failed 3 of 2,080 unchanged test-runs in session 6: a run with this many has real ones
 FRESH_LIMIT = 20
+#: environment variables a fresh process does not inherit: the run's settings (it gets them
+#: resolved, from :func:`settings_env`), and the GitHub job's, so that it appends no job summary
+CHILD_DROPS = ("PYTEST_CUDAPERF_", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")
 #: how long a fresh process may take (start, collection, the test) before it counts as failed
 FRESH_TIMEOUT_S = 300.0
 
@@ -144,7 +147,7 @@ class FreshProcess:
             args = [sys.executable, "-m", "pytest"]
             args += item_args(nodeid, path, self.root, self.inifile, Path(tmp, "basetemp"), "line")
             args += [*self.plugins, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_CUDAPERF_")}
+            env = {k: v for k, v in os.environ.items() if not k.startswith(CHILD_DROPS)}
             env.update(self.env)
             env[FRESH_ENV] = str(Path(tmp, "locks"))
             try:

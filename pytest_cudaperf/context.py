@@ -7,6 +7,7 @@ per test that uses the plugin, built by :mod:`pytest_cudaperf.plugin` on first u
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import sys
@@ -90,8 +91,6 @@ class RunContext:
     rank: RankEnv | None = None
     #: re-measures a CPU regression in a fresh process (None: off, in a rank, in such a process)
     fresh: FreshProcess | None = None
-    #: this process is such a fresh process: it writes its private JSON report and nothing else
-    is_fresh_process: bool = False
     _probe: Probe | None = None
 
     @classmethod
@@ -120,8 +119,9 @@ class RunContext:
             lock_folder = _lock_folder({"cudaperf_lock_dir": rank.lock_dir})
             worker = worker if rank.gpu is None else rank.gpu
         fresh_locks = environ.get(FRESH_ENV)
-        if fresh_locks:  # a fresh process: its parent holds the real locks
+        if fresh_locks:  # a fresh process: its parent holds the real locks and writes the reports
             lock_folder = Path(fresh_locks)
+            settings = dataclasses.replace(settings, html=None)  # a --cudaperf-html in addopts
         fresh = None
         if settings.confirm_process == "auto" and rank is None and not fresh_locks:
             env = settings_env(settings, baseline_dir)
@@ -138,7 +138,6 @@ class RunContext:
             run_id=given.get("cudaperf_run_id") or uuid.uuid4().hex[:12],
             rank=rank,
             fresh=fresh,
-            is_fresh_process=bool(fresh_locks),
         )
 
     @property

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -155,13 +154,8 @@ def _attempt(results: Results, what: str, path: Path, action: Callable[[], objec
 def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) -> list[str]:
     """Controller, end of session: baseline writes, obsolete entries, JSON, HTML, GitHub. Each
     output that fails is one line in ``results.errors``; the others are still written.
-    Returns the GitHub annotation lines to print. A fresh process re-measuring one test for its
-    parent writes its JSON report only: an HTML report or a job summary in the suite's options
-    or environment is the parent's to write."""
+    Returns the GitHub annotation lines to print."""
     settings, out = run.settings, run.output_dir
-    if run.is_fresh_process:
-        settings = dataclasses.replace(settings, update=False, html=None)
-        environ = {}
     if settings.update and not settings.disable:
         update = lambda: results.update_store(  # noqa: E731
             run.store, settings.prune, run.root, settings.tolerance
