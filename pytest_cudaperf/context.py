@@ -29,10 +29,10 @@ from pytest_cudaperf.devices import (
 )
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.outcome import ItemState
+from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.settings import ConfigLike, Settings, resolve
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.distributed import RankEnv
     from pytest_cudaperf.fixtures.device import DeviceContext
     from pytest_cudaperf.markers import GpuRequirement, LeakOptions, PerfOptions
 
@@ -107,8 +107,6 @@ class RunContext:
         invocation: Sequence[str] = (),
     ) -> RunContext:
         """Resolve the settings and load the store (SettingError, BaselineError on bad input)."""
-        from pytest_cudaperf.distributed import RankEnv
-
         settings = resolve(options, environ, ini_name)
         baseline_dir = (root / settings.baseline_dir).resolve()
         given = workerinput or {}

@@ -40,6 +40,17 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.child import item_args, private_paths, settings_env
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.locks import lock_key
+from pytest_cudaperf.rank_env import (
+    BACKEND_ENV,
+    DIR_ENV,
+    GPU_ENV,
+    LOCK_ENV,
+    RANK_ENV,
+    WORLD_ENV,
+    RankEnv,
+    in_rank,
+)
 
 if TYPE_CHECKING:
     import pytest
@@ -57,14 +68,6 @@ if TYPE_CHECKING:
         LeakOutcome,
         TestOutcome,
     )
-
-#: environment of a rank process (set by the launcher, read by the plugin in the rank)
-RANK_ENV = "PYTEST_CUDAPERF_DIST_RANK"
-WORLD_ENV = "PYTEST_CUDAPERF_DIST_WORLD_SIZE"
-GPU_ENV = "PYTEST_CUDAPERF_DIST_GPU"
-LOCK_ENV = "PYTEST_CUDAPERF_DIST_LOCK_DIR"
-DIR_ENV = "PYTEST_CUDAPERF_DIST_DIR"
-BACKEND_ENV = "PYTEST_CUDAPERF_DIST_BACKEND"
 
 #: how long the other ranks may still run after one rank failed, before they are stopped
 FAILURE_GRACE_S = 10.0
@@ -323,36 +326,6 @@ def merge(outcomes: Sequence[RankOutcome], timeout: float) -> Merged:
 
 
 # --- the launcher ----------------------------------------------------------------------------
-
-
-def in_rank(environ: Mapping[str, str]) -> bool:
-    return RANK_ENV in environ
-
-
-@dataclass(frozen=True)
-class RankEnv:
-    """What the plugin in a rank process needs to know about itself."""
-
-    rank: int
-    world_size: int
-    gpu: int | None
-    lock_dir: str | None
-    workdir: str | None
-    backend: str
-
-    @classmethod
-    def read(cls, environ: Mapping[str, str]) -> RankEnv | None:
-        if RANK_ENV not in environ:
-            return None
-        gpu = environ.get(GPU_ENV, "")
-        return cls(
-            rank=int(environ[RANK_ENV]),
-            world_size=int(environ.get(WORLD_ENV, "1")),
-            gpu=int(gpu) if gpu else None,
-            lock_dir=environ.get(LOCK_ENV) or None,
-            workdir=environ.get(DIR_ENV) or None,
-            backend=environ.get(BACKEND_ENV, "gloo"),
-        )
 
 
 def alive(pid: int) -> bool:
@@ -884,8 +857,6 @@ def _exclusive(locks: LockRegistry, keys: list[str]) -> Iterator[None]:
 
 def run_test(item: pytest.Item, opts: DistributedOptions, run: RunContext) -> Merged:
     """Launch the test's ranks (holding every GPU it uses exclusively) and merge their outcomes."""
-    from pytest_cudaperf.fixtures.device import lock_key
-
     probe = run.probe
     backend, use_cuda, _ = plan(opts, run.settings.device, probe)
     gpus = gpus_for(run.worker, opts.world_size, len(probe.gpus)) if use_cuda else None

@@ -20,7 +20,13 @@ try:
 except ImportError:  # pragma: no cover - Windows: no inter-process isolation
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DeviceLock", "LockRegistry", "fcntl", "file_lock"]
+__all__ = ["DeviceLock", "LockRegistry", "fcntl", "file_lock", "lock_key"]
+
+
+def lock_key(device: str, uuid: str) -> str:
+    """The lock name of a device: its GPU's UUID where known (the same GPU under any index), else
+    the device string (``cuda0``, ``cpu``)."""
+    return f"gpu-{uuid}" if uuid else device.replace(":", "")
 
 
 def _flock(fd: int, op: int) -> None:

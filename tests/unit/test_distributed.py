@@ -18,7 +18,6 @@ from pytest_cudaperf.context import RunContext
 from pytest_cudaperf.devices import GpuFacts, Probe
 from pytest_cudaperf.distributed import (
     Merged,
-    RankEnv,
     RankOutcome,
     alive,
     attach_bandwidth,
@@ -37,6 +36,7 @@ from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import DistributedOptions, MarkerError, parse
 from pytest_cudaperf.outcome import Failure, FailureKind, JudgedRecord, LeakOutcome, TestOutcome
+from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.verdict import Kind, Verdict
 
