@@ -138,14 +138,14 @@ def main() -> None:
     record = plugin_run(world, numel, args.dtype, args.cpu, args.max_time)
     samples = record["measurement"]["samples_ms"]
     median, mean = record["recording"]["median"], statistics.fmean(samples)
-    plugin_bw = record["measurement"]["bandwidth"]
+    plugin_bw = record["bandwidth"]
     formula_alg, formula_bus = nccl_tests_busbw(size, mean, world)
     median_alg, median_bus = nccl_tests_busbw(size, median, world)
     raw_ms = raw_loop(world, numel, args.dtype)
     raw_alg, raw_bus = nccl_tests_busbw(size, raw_ms, world)
 
     print(f"all_reduce, {args.mib} MiB {args.dtype}, {world} ranks, {record['device_class']}")
-    ranks = record["measurement"]["ranks"]
+    ranks = record["ranks"]
     print(f"  each rank's record (ms; the same aligned samples): {ranks}; {len(samples)} samples")
     print(
         f"  plugin (median {median:.4f} ms):            algbw {plugin_bw['algbw_gbps']:8.2f} "

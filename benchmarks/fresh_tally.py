@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_cudaperf.outcome import TestOutcome
+from pytest_cudaperf.report.model import TestOutcome
 from pytest_cudaperf.verdict import Kind
 
 RUN = re.compile(

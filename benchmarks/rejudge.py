@@ -28,16 +28,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_cudaperf import evidence
-from pytest_cudaperf.baselines import BaselineStore, Entry
+from pytest_cudaperf import series as evidence
 from pytest_cudaperf.cli import report_records
 from pytest_cudaperf.measure import instability
+from pytest_cudaperf.series import Entry, entry_of
+from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, Observation, judge
 
 
 def rebuilt(entry: Entry) -> Entry:
     metric = entry.metric
-    return Entry.of(entry.recordings, entry.unit, entry.env, metric, entry.since, entry.breakdown)
+    return entry_of(entry.recordings, entry.unit, entry.env, metric, entry.since, entry.breakdown)
 
 
 def _workers_finding(mode: str, env: Mapping[str, Any]) -> instability.Finding | None:

@@ -957,6 +957,14 @@ class Explanation:
     data: dict[str, Any] | None = None
     html: str = ""
     current: Breakdown | None = None
+    base: Breakdown | None = None
+
+    @property
+    def compared(self) -> tuple[Breakdown, Breakdown] | None:
+        """(base, current) where both were diffed."""
+        if self.base is None or self.current is None:
+            return None
+        return self.base, self.current
 
 
 def record(fn: Callable[[], object], device: str) -> tuple[dict[str, Any] | None, str]:
@@ -989,7 +997,7 @@ def explain(
         return Explanation((line,), current=current)
     d = diff(base, current)
     return Explanation(
-        tuple(d.lines(max_lines)), d.to_json(), side_by_side_html(base, current), current
+        tuple(d.lines(max_lines)), d.to_json(), side_by_side_html(base, current), current, base
     )
 
 
@@ -1009,7 +1017,7 @@ def explain_pair(
     d = diff(ref, cand)
     lines = d.lines(max_lines)
     lines[0] = "reference -> candidate " + lines[0]
-    return Explanation(tuple(lines), d.to_json(), side_by_side_html(ref, cand), cand)
+    return Explanation(tuple(lines), d.to_json(), side_by_side_html(ref, cand), cand, ref)
 
 
 def explain_stored(base: object, current: object, max_lines: int = 8) -> Explanation:

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.child import item_args, private_paths, settings_env
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import lock_key
 from pytest_cudaperf.rank_env import (
@@ -51,23 +50,23 @@ from pytest_cudaperf.rank_env import (
     RankEnv,
     in_rank,
 )
+from pytest_cudaperf.run.child import item_args, private_paths, settings_env
 
 if TYPE_CHECKING:
     import pytest
     import torch
 
-    from pytest_cudaperf.context import RunContext
-    from pytest_cudaperf.devices import Probe
+    from pytest_cudaperf.devices.probe import Probe
     from pytest_cudaperf.locks import LockRegistry
     from pytest_cudaperf.markers import DistributedOptions
     from pytest_cudaperf.measure.timing import Measurement, Sampled
-    from pytest_cudaperf.outcome import (
+    from pytest_cudaperf.report.model import (
         FailureKind,
-        ItemState,
         JudgedRecord,
         LeakOutcome,
         TestOutcome,
     )
+    from pytest_cudaperf.run.context import ItemState, RunContext
 
 #: how long the other ranks may still run after one rank failed, before they are stopped
 FAILURE_GRACE_S = 10.0
@@ -239,7 +238,7 @@ def merge_payloads(payloads: Mapping[int, TestOutcome | None]) -> TestOutcome | 
     largest recording median), its measurement naming that ``rank`` and every rank's value in
     ``ranks``; failures and details prefixed with the ranks they came from (identical lines of
     several ranks said once); the leak of a rank that leaked (its rank in the failure line)."""
-    from pytest_cudaperf.outcome import Failure, TestOutcome
+    from pytest_cudaperf.report.model import Failure, TestOutcome
 
     present = {r: p for r, p in sorted(payloads.items()) if p}
     if not present:
@@ -253,9 +252,7 @@ def merge_payloads(payloads: Mapping[int, TestOutcome | None]) -> TestOutcome | 
             if ident not in slowest or judged.value > slowest[ident][1].value:
                 slowest[ident] = (rank, judged)
     records = tuple(
-        dataclasses.replace(
-            judged, measurement={**judged.measurement, "rank": rank, "ranks": values[ident]}
-        )
+        dataclasses.replace(judged, rank=rank, ranks=values[ident])
         for ident, (rank, judged) in slowest.items()
     )
     failures: dict[tuple[FailureKind, str], list[int]] = {}
@@ -284,10 +281,10 @@ def merge_payloads(payloads: Mapping[int, TestOutcome | None]) -> TestOutcome | 
 
 
 def _payload_of(phase: Mapping[str, Any] | None) -> TestOutcome | None:
-    from pytest_cudaperf.outcome import TestOutcome
+    from pytest_cudaperf.report.model import TestOutcome
 
     data = (phase or {}).get("cudaperf")
-    return TestOutcome.from_payload(data) if data else None
+    return TestOutcome.from_json(data) if data else None
 
 
 def merge(outcomes: Sequence[RankOutcome], timeout: float) -> Merged:
@@ -896,15 +893,10 @@ def attach_bandwidth(outcome: TestOutcome, collectives: list[dict[str, Any]]) ->
             algbw, busbw = bus_bandwidth(
                 entry["op"], entry["size_bytes"], judged.value, entry["world_size"]
             )
-            bandwidth = {
-                "op": entry["op"],
-                "bytes": entry["size_bytes"],
-                "algbw_gbps": algbw,
-                "busbw_gbps": busbw,
-            }
-            judged = dataclasses.replace(
-                judged, measurement={**judged.measurement, "bandwidth": bandwidth}
-            )
+            from pytest_cudaperf.report.model import Bandwidth
+
+            bandwidth = Bandwidth(entry["op"], int(entry["size_bytes"]), algbw, busbw)
+            judged = dataclasses.replace(judged, bandwidth=bandwidth)
         records.append(judged)
     return dataclasses.replace(outcome, records=tuple(records))
 

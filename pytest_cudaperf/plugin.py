@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_cudaperf import distributed, judging, report, results
-from pytest_cudaperf.baselines import BaselineError
-from pytest_cudaperf.context import RunContext, TestContext
-from pytest_cudaperf.devices import header_lines
+from pytest_cudaperf import distributed
+from pytest_cudaperf.devices.probe import header_lines
 from pytest_cudaperf.markers import SPECS, marker_help, parse_marks
-from pytest_cudaperf.outcome import FailureKind, ItemState
+from pytest_cudaperf.report.model import FailureKind, Report
+from pytest_cudaperf.report.terminal import terminal_summary
+from pytest_cudaperf.run.callreport import finish_call_report
+from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
+from pytest_cudaperf.run.results import Results, finish_run
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
+from pytest_cudaperf.store.format import BaselineError
 
 if TYPE_CHECKING:  # imported where used: a run that uses no fixture or marker never loads them
     from pytest_cudaperf.fixtures.guard import MemoryGuard
@@ -35,7 +38,8 @@ class CudaperfRun:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.results = results.Results()
+        self.results = Results()
+        self.report = Report()
         self.annotations: list[str] = []
         self.devices_reported = False
 
@@ -43,7 +47,10 @@ class CudaperfRun:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.ctx.is_worker:
-            self.results.add(report.nodeid, report.when, getattr(report, "cudaperf", None))
+            body_failed = report.failed and not getattr(report, "cudaperf_failure", None)
+            self.results.add(
+                report.nodeid, report.when, getattr(report, "cudaperf", None), body_failed
+            )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
@@ -55,13 +62,14 @@ class CudaperfRun:
                 session.config.workeroutput["cudaperf"] = self.results.worker_output()  # type: ignore[attr-defined]
             return
         self.results.interrupted |= exitstatus == pytest.ExitCode.INTERRUPTED
-        self.annotations = results.finish_run(self.ctx, self.results, os.environ)
+        self.report, self.annotations = finish_run(self.ctx, self.results, os.environ)
         if self.results.errors and exitstatus in _CLEAN_EXITS:  # a failed output is never silent
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.ctx.is_worker:
-            report.terminal_summary(terminalreporter, self.results, self.ctx.settings)
+            update = self.ctx.settings.update
+            terminal_summary(terminalreporter, self.report, update, self.results.errors)
             for line in self.annotations:
                 terminalreporter.write_line(line)
 
@@ -310,7 +318,7 @@ def pytest_runtest_makereport(
         return rep
     if TIMER in item.stash:
         item.stash[TIMER].finish()  # regions: recorded before the call report is built
-    judging.finish_call_report(_run(item.config).ctx, item.stash.get(TEST, None), item, rep, call)
+    finish_call_report(_run(item.config).ctx, item.stash.get(TEST, None), item, rep, call)
     return rep
 
 

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf import evidence
+from pytest_cudaperf import series
 from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.baselines import Entry
+    from pytest_cudaperf.series import Entry
 
 #: environment keys compared between the baseline and now (those present on both sides), beside
 #: every key of a nested ``fingerprint`` object
@@ -168,18 +168,18 @@ def _why_and_todo(
     obs: Observation, entry: Entry, tolerance: float, slow_host: bool
 ) -> tuple[str, str]:
     """Why an INCONCLUSIVE verdict could not decide, and what the user can do about it."""
-    parts = evidence.noise_parts(entry.recordings, entry.metric)
+    parts = series.noise_parts(entry.recordings, entry.metric)
     return _why(obs, entry, tolerance, parts), _todo(obs, entry, tolerance, slow_host, parts)
 
 
-def _why(obs: Observation, entry: Entry, tolerance: float, parts: evidence.NoiseParts) -> str:
+def _why(obs: Observation, entry: Entry, tolerance: float, parts: series.NoiseParts) -> str:
     """Which noise keeps the verdict from being honest at ``tolerance``."""
     reasons = []
-    if entry.processes < evidence.MIN_PROCESSES:
+    if entry.processes < series.MIN_PROCESSES:
         n = entry.processes
         reasons.append(f"baseline from {n} process{'es' if n != 1 else ''}")
     elif entry.noise > tolerance:
-        reasons.append(evidence.noise_origin(parts, entry.processes, entry.metric, entry.noise))
+        reasons.append(series.noise_origin(parts, entry.processes, entry.metric, entry.noise))
     if obs.instability:
         reasons.append(f"this measurement was unstable: {obs.instability[0]}")
     elif obs.noise >= entry.noise or obs.noise > tolerance:
@@ -192,13 +192,13 @@ def _todo(
     entry: Entry,
     tolerance: float,
     slow_host: bool,
-    parts: evidence.NoiseParts,
+    parts: series.NoiseParts,
 ) -> str:
     """What the user can do about it, most useful first (``slow_host``: the host-speed finding
     was made, see :func:`_with_host_speed`)."""
     steps = []
-    floored = entry.processes >= evidence.MIN_PROCESSES and parts.floor >= entry.noise
-    if entry.processes < evidence.MIN_PROCESSES or (entry.noise > tolerance and not floored):
+    floored = entry.processes >= series.MIN_PROCESSES and parts.floor >= entry.noise
+    if entry.processes < series.MIN_PROCESSES or (entry.noise > tolerance and not floored):
         steps.append("record more: cudaperf record")
     if slow_host:
         steps.append("run again when the machine is as fast as when it was recorded")

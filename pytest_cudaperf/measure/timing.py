@@ -457,6 +457,16 @@ class Comparison:
             "reference": self.reference.to_dict(),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        return cls(
+            speedup=float(data["speedup"]),
+            ci=(float(data["ci"][0]), float(data["ci"][1])),
+            candidate=Measurement.from_dict(data["candidate"]),
+            reference=Measurement.from_dict(data["reference"]),
+            rounds=int(data["rounds"]),
+        )
+
 
 def run_interleaved(
     candidate: Sampler,

@@ -115,6 +115,6 @@ def test_allreduce_bus_bandwidth(pytester: pytest.Pytester) -> None:
     document = json.loads((pytester.path / "out.json").read_text())
     record = document["tests"][0]["records"][0]
     assert record["name"] == "all_reduce/ws2"
-    bandwidth = record["measurement"]["bandwidth"]
+    bandwidth = record["bandwidth"]
     assert bandwidth["bytes"] == 256 << 20
     print(json.dumps(bandwidth))

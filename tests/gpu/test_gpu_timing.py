@@ -170,7 +170,7 @@ def test_gpu_baselines_catch_a_planted_slowdown(
 STABILITY = """
 import dataclasses, json
 import torch
-from pytest_cudaperf import devices
+from pytest_cudaperf.devices import probe as devices
 from pytest_cudaperf.measure.cuda import CudaBackend
 from pytest_cudaperf.measure.timing import Budget, Measurement, measure
 

@@ -67,4 +67,4 @@ def test_a_planted_extra_op_is_named_in_the_failure(
     (record,) = report["tests"][0]["records"]
     assert record["verdict"]["kind"] == "regression"
     assert any("new: aten::exp" in line for line in record["explanation"]), record["explanation"]
-    assert "aten::exp" in json.dumps(record["explanation_data"])
+    assert "aten::exp" in json.dumps(record["compared"]["current"])

@@ -157,10 +157,10 @@ def test_perf_recorded_then_compared(pytester: pytest.Pytester, dist_mode: list[
     records = {r["name"]: r for t in document["tests"] for r in t["records"]}
     assert {r["verdict"]["kind"] for r in records.values()} <= {"pass", "improved"}
     collective = records["all_reduce/ws2"]
-    ranks = collective["measurement"]["ranks"]
+    ranks = collective["ranks"]
     assert set(ranks) == {"0", "1"}
     assert collective["recording"]["median"] == max(ranks.values())  # the slowest rank's
-    bandwidth = collective["measurement"]["bandwidth"]
+    bandwidth = collective["bandwidth"]
     assert bandwidth["op"] == "all_reduce"
     assert bandwidth["bytes"] == 4 << 16
     assert "NEW" not in second.stdout.str()

@@ -364,3 +364,28 @@ def test_rounds_from_the_option_and_the_marker(pytester: pytest.Pytester, mode: 
     bad = pytester.runpytest(*mode, "--cudaperf-rounds=0")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["ERROR: --cudaperf-rounds: expected a whole number >= 1, got '0'*"])
+
+
+def test_the_report_counts_tests_that_failed_by_themselves(
+    pytester: pytest.Pytester, mode: list[str]
+) -> None:
+    """``failed_bodies``: a test that failed without measuring counts; one failed by the
+    plugin (over its budget) does not. ``cudaperf record`` tells the two apart with it."""
+    pytester.makepyfile("""
+        import pytest
+
+        def test_broken():
+            assert False
+
+        @pytest.mark.perf(max_ms=0.000001, max_time=0.05)
+        def test_over_budget():
+            sum(range(100))
+
+        def test_fine(cuda_timer):
+            cuda_timer(lambda: sum(range(100)), max_time=0.05)
+    """)
+    result = pytester.runpytest(*mode, *FAST, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=1, failed=2)
+    report = json.loads((pytester.path / "out.json").read_text())
+    assert report["failed_bodies"] == 1
+    assert report["schema"] == 3

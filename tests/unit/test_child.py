@@ -1,4 +1,4 @@
-"""child.py: the arguments and settings of a child pytest process, and the fresh-process
+"""run/child.py: the arguments and settings of a child pytest process, and the fresh-process
 re-measurement's bookkeeping (its real runs are in tests/integration/test_fresh_process.py)."""
 
 from __future__ import annotations
@@ -7,17 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.child import (
-    FreshProcess,
-    item_args,
-    plugin_args,
-    read_times,
-    settings_env,
-)
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Measurement
-from pytest_cudaperf.outcome import ItemState
+from pytest_cudaperf.report.model import JudgedRecord, Report, TestOutcome
+from pytest_cudaperf.run.child import FreshProcess, item_args, plugin_args, read_times, settings_env
+from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
+from pytest_cudaperf.verdict import Kind, Verdict
 
 
 def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
@@ -54,39 +50,32 @@ def test_plugin_args_keep_every_dash_p_of_the_parent() -> None:
     assert plugin_args(["--pdb", "-p"]) == []  # a dangling -p is left to pytest's own error
 
 
-def _report(nodeid: str, *records: tuple[str, str, float]) -> dict[str, object]:
-    """A JSON report with one test whose records are (name, series, median ms)."""
-    state = ItemState(nodeid)
-    payload = state.outcome(body_passed=True, location=None).to_payload()
-    payload["records"] = [
-        {
-            "nodeid": nodeid,
-            "name": name,
-            "key": str(SeriesKey(nodeid, name)),
-            "series": series,
-            "device_class": "cpu-x",
-            "unit": "ms" if series.startswith("time:") else "bytes",
-            "recording": {"date": "2026-11-23", "median": ms, "noise": 0.01, "n": 10},
-            "env": {},
-            "verdict": {"kind": "pass", "message": ""},
-            "measurement": Measurement.from_samples([ms] * 10).to_dict()
-            if series.startswith("time:")
-            else {},
-        }
-        for name, series, ms in records
-    ]
-    return {"tests": [payload]}
+def _report(nodeid: str, *records: tuple[str, str, float]) -> Report:
+    """A report with one test whose records are (name, series, median ms)."""
+    judged = []
+    for name, series, ms in records:
+        time = series.startswith("time:")
+        record = Record(
+            SeriesKey(nodeid, name),
+            series,
+            "cpu-x",
+            "ms" if time else "bytes",
+            Recording("2026-11-23", ms, 0.01, 10),
+            {},
+        )
+        measured = Measurement.from_samples([ms] * 10) if time else None
+        judged.append(JudgedRecord(record, Verdict(Kind.PASS), measurement=measured))
+    return Report(tests=(TestOutcome(nodeid, records=tuple(judged)),))
 
 
 def test_read_times_takes_the_tests_time_measurements_by_key_and_series() -> None:
-    document = _report(
+    report = _report(
         "t.py::test_a", ("", "time:wall", 2.0), ("inner", "time:wall", 3.0), ("", "memory:peak", 1)
     )
-    found = read_times(document, "t.py::test_a")
+    found = read_times(report, "t.py::test_a")
     assert set(found) == {("t.py::test_a", "time:wall"), ("t.py::test_a [inner]", "time:wall")}
     assert found[("t.py::test_a [inner]", "time:wall")].median_ms == pytest.approx(3.0)
-    assert read_times(document, "t.py::test_b") == {}
-    assert read_times({"tests": "not a list"}, "t.py::test_a") == {}
+    assert read_times(report, "t.py::test_b") == {}
 
 
 def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
@@ -120,8 +109,8 @@ def test_fresh_process_says_why_it_has_no_measurement(tmp_path: Path) -> None:
 def test_a_fresh_process_takes_its_locks_in_its_own_folder_and_confirms_nothing(
     tmp_path: Path,
 ) -> None:
-    from pytest_cudaperf.child import FRESH_ENV
-    from pytest_cudaperf.context import RunContext
+    from pytest_cudaperf.run.child import FRESH_ENV
+    from pytest_cudaperf.run.context import RunContext
 
     class Config:
         def getoption(self, name: str) -> object:

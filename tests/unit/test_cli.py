@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf import cli
-from pytest_cudaperf.baselines import BaselineStore, Record, Recording
-from pytest_cudaperf.cli import main, report_records
+from pytest_cudaperf.cli import main
+from pytest_cudaperf.cli.record import uneven_host
+from pytest_cudaperf.cli.sources import read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.report.model import JudgedRecord, Report, TestOutcome, dumps
+from pytest_cudaperf.series import Record, Recording
+from pytest_cudaperf.store.baselines import BaselineStore
+from pytest_cudaperf.verdict import Kind, Verdict
 
 
 def _record(nodeid: str, value: float, cls: str = "GPU X", name: str = "") -> Record:
@@ -34,22 +38,35 @@ def _baseline(folder: Path, *values: float, cls: str = "GPU X") -> Path:
     return store.path_for(cls)
 
 
+def _report_text(items: Sequence[tuple[Record, bool]], failed_bodies: int = 0) -> str:
+    """A report of ``items`` (record, its body passed), each test's records judged NEW."""
+    by_test: dict[str, list[tuple[Record, bool]]] = {}
+    for record, passed in items:
+        by_test.setdefault(record.key.nodeid, []).append((record, passed))
+    tests = tuple(
+        TestOutcome(
+            nodeid,
+            records=tuple(JudgedRecord(r, Verdict(Kind.NEW)) for r, _ in found),
+            body_passed=all(passed for _, passed in found),
+        )
+        for nodeid, found in by_test.items()
+    )
+    return dumps(Report(tests=tests, failed_bodies=failed_bodies))
+
+
 def _report(path: Path, nodeid: str, value: float, cls: str = "GPU X", passed: bool = True) -> Path:
-    record = {**_record(nodeid, value, cls).to_json(), "body_passed": passed}
-    record["verdict"] = {"kind": "new"}
-    document = {"schema": 2, "records": [record], "tests": [{"nodeid": nodeid}]}
-    document["summary"] = {"measured": 1}
-    path.write_text(json.dumps(document))
+    path.write_text(_report_text([(_record(nodeid, value, cls), passed)]))
     return path
 
 
-def test_report_records_reads_the_top_level_records(tmp_path: Path) -> None:
-    document = json.loads(_report(tmp_path / "r.json", "t.py::a[c#d]", 1.0).read_text())
-    [(record, passed)] = report_records(document)
+def test_report_records_reads_each_tests_records(tmp_path: Path) -> None:
+    [(record, passed)] = report_records(
+        read_report(_report(tmp_path / "r.json", "t.py::a[c#d]", 1.0))
+    )
     assert record.key == SeriesKey("t.py::a[c#d]")
     assert passed is True
-    document["records"][0]["body_passed"] = False
-    assert report_records(document)[0][1] is False
+    failed = _report(tmp_path / "f.json", "t.py::a", 1.0, passed=False)
+    assert report_records(read_report(failed))[0][1] is False
 
 
 def test_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,7 +122,7 @@ def test_merge_reports_and_baselines(tmp_path: Path) -> None:
     assert main(["merge", str(tmp_path / "all.json"), str(a), str(b)]) == 0
     merged = json.loads((tmp_path / "all.json").read_text())
     assert [t["nodeid"] for t in merged["tests"]] == ["t.py::a", "t.py::b"]
-    assert [r["nodeid"] for r in merged["records"]] == ["t.py::a", "t.py::b"]
+    assert [r["nodeid"] for t in merged["tests"] for r in t["records"]] == ["t.py::a", "t.py::b"]
     assert merged["summary"]["measured"] == 2
     one = _baseline(tmp_path / "x", 1.0)
     store = BaselineStore.load(tmp_path / "y")
@@ -126,11 +143,13 @@ def test_bad_files_give_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["compare", str(bad), str(bad), "--tolerance", "fast"]) == 2
     assert main(["show", str(tmp_path / "missing.json")]) == 2
     broken = tmp_path / "broken.json"
-    broken.write_text(json.dumps({"records": [{"nodeid": "t::a"}]}))
+    broken.write_text(json.dumps({"schema": 3, "tests": [{"nodeid": "t::a", "records": [{}]}]}))
     capsys.readouterr()
     assert main(["show", str(broken)]) == 2
     err = capsys.readouterr().err
-    assert err == "cudaperf: report: records[0]: 'name' must be a string, got None\n"
+    assert err == (
+        f"cudaperf: {broken}.tests[0] t::a.records[0].nodeid: expected a string, got None\n"
+    )
 
 
 # --- cudaperf record ----------------------------------------------------------------------------------
@@ -140,23 +159,28 @@ class FakePytest:
     """Writes a report per run: ``values[run]`` per test id, ``failing`` bodies; returns ``rc``."""
 
     def __init__(
-        self, values: dict[str, list[float]], failing: set[str] = frozenset(), rc: int = 0
-    ):  # type: ignore[assignment]
+        self,
+        values: dict[str, list[float]],
+        failing: set[str] = frozenset(),  # type: ignore[assignment]
+        rc: int = 0,
+        failed_bodies: int = 0,
+    ):
         self.values = values
         self.failing = failing
         self.rc = rc
+        self.failed_bodies = failed_bodies
         self.calls: list[list[str]] = []
 
     def __call__(self, args: Sequence[str]) -> int:
         self.calls.append(list(args))
         run = len(self.calls) - 1
         out = Path(next(a for a in args if a.startswith("--cudaperf-json=")).split("=", 1)[1])
-        records = []
-        for nodeid, values in self.values.items():
-            if run < len(values):
-                data = _record(nodeid, values[run]).to_json()
-                records.append({**data, "body_passed": nodeid not in self.failing})
-        out.write_text(json.dumps({"records": records, "tests": []}))
+        items = [
+            (_record(nodeid, values[run]), nodeid not in self.failing)
+            for nodeid, values in self.values.items()
+            if run < len(values)
+        ]
+        out.write_text(_report_text(items, self.failed_bodies))
         return self.rc
 
 
@@ -200,8 +224,7 @@ def test_record_says_when_the_host_ran_at_different_speeds(
         out = Path(next(a for a in args if a.startswith("--cudaperf-json=")).split("=", 1)[1])
         record = _record("t.py::a", 1.0)
         recording = dataclasses.replace(record.recording, reference_ms=next(loops, None))
-        data = dataclasses.replace(record, recording=recording).to_json()
-        out.write_text(json.dumps({"records": [{**data, "body_passed": True}], "tests": []}))
+        out.write_text(_report_text([(dataclasses.replace(record, recording=recording), True)]))
         return 0
 
     assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], runner) == 0
@@ -210,9 +233,9 @@ def test_record_says_when_the_host_ran_at_different_speeds(
         "cudaperf record: the host ran at different speeds during the runs (a reference loop "
         "took 360.00 µs-490.00 µs, median per run)" in out
     )
-    assert cli.uneven_host([0.40, 0.45, None]) is None  # within 25%: nothing to say
-    assert cli.uneven_host([0.40]) is None
-    assert cli.uneven_host([]) is None
+    assert uneven_host([0.40, 0.45, None]) is None  # within 25%: nothing to say
+    assert uneven_host([0.40]) is None
+    assert uneven_host([]) is None
 
 
 def test_record_skips_series_that_failed_or_went_missing(
@@ -237,13 +260,14 @@ def test_record_ignores_perf_verdict_failures(tmp_path: Path) -> None:
     assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], fake) == 0
 
 
-def test_record_counts_unmeasured_failures_from_the_report() -> None:
-    from pytest_cudaperf.cli import failed_bodies_of
-
-    found = [(_record("t.py::a", 1.0), True)]
-    assert failed_bodies_of({"failed_bodies": 2}, found) == 2
-    assert failed_bodies_of({}, found) == 0
-    assert failed_bodies_of({}, [(_record("t.py::a", 1.0), False)]) == 1
+def test_record_counts_unmeasured_failures_from_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A test that failed without measuring anything is in the report's ``failed_bodies``: the
+    run failed for a reason other than perf verdicts."""
+    fake = FakePytest({"t.py::a": [1.0] * 2}, rc=1, failed_bodies=2)
+    assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], fake) == 1
+    assert "2 with a failed test body" in capsys.readouterr().out
 
 
 def test_record_refuses_its_own_options_and_bad_runs(
@@ -315,10 +339,12 @@ def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
                     "device_class": "CPU T", "unit": "ms", "env": {"pid": os.getpid()},
                     "recording": {"date": "2026-11-23", "median": float(os.getpid()),
                                   "noise": 0.0, "n": 1},
-                    "body_passed": session.testsfailed == 0,
+                    "verdict": {"kind": "new"},
                 }
+                test = {"nodeid": record["nodeid"], "records": [record],
+                        "body_passed": session.testsfailed == 0}
                 with open(session.config.getoption("--cudaperf-json"), "w") as f:
-                    json.dump({"records": [record]}, f)
+                    json.dump({"schema": 3, "tests": [test]}, f)
         """)
     )
     (tmp_path / "test_tiny.py").write_text("def test_one():\n    pass\n")
@@ -365,9 +391,7 @@ def test_compare_prints_the_breakdown_diff_of_a_flagged_series(
         _record("t.py::a", 1.3), breakdown=kernels(("gemm_a", 1, 900.0), ("exp_kernel", 1, 300.0))
     )
     report = tmp_path / "slow.json"
-    report.write_text(
-        json.dumps({"schema": 2, "records": [{**slow.to_json(), "body_passed": True}]})
-    )
+    report.write_text(_report_text([(slow, True)]))
     assert main(["compare", str(store.path_for("GPU X")), str(report)]) == 1
     out = capsys.readouterr().out
     assert "t.py::a {time:device/cold}:" in out

@@ -1,16 +1,13 @@
 from __future__ import annotations
 
-from pytest_cudaperf.devices import (
-    FaultState,
-    GpuFacts,
-    Probe,
+from pytest_cudaperf.devices.faults import FaultState, is_sticky_cuda_error
+from pytest_cudaperf.devices.placement import (
     assign_gpu,
     choose_device,
     gpu_skip_reason,
-    header_lines,
-    is_sticky_cuda_error,
     worker_index,
 )
+from pytest_cudaperf.devices.probe import GpuFacts, Probe, header_lines
 from pytest_cudaperf.markers import GpuRequirement
 
 GIB = 2**30

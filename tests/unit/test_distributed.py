@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf.baselines import BaselineStore, Record, Recording
-from pytest_cudaperf.child import item_args
-from pytest_cudaperf.context import RunContext
-from pytest_cudaperf.devices import GpuFacts, Probe
+from pytest_cudaperf.devices.probe import GpuFacts, Probe
 from pytest_cudaperf.distributed import (
     Merged,
     RankOutcome,
@@ -35,9 +32,21 @@ from pytest_cudaperf.distributed import (
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import DistributedOptions, MarkerError, parse
-from pytest_cudaperf.outcome import Failure, FailureKind, JudgedRecord, LeakOutcome, TestOutcome
+from pytest_cudaperf.measure.timing import Measurement
 from pytest_cudaperf.rank_env import RankEnv
+from pytest_cudaperf.report.model import (
+    Bandwidth,
+    Failure,
+    FailureKind,
+    JudgedRecord,
+    LeakOutcome,
+    TestOutcome,
+)
+from pytest_cudaperf.run.child import item_args
+from pytest_cudaperf.run.context import RunContext
+from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
+from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, Verdict
 
 GIB = 2**30
@@ -218,7 +227,7 @@ def test_format_stack_keeps_the_test_frames() -> None:
 def _record(name: str, value: float, series: str = "time:dist") -> JudgedRecord:
     recording = Recording(date="2026-11-23", median=value, noise=0.01, n=10)
     record = Record(SeriesKey("t.py::test", name), series, "cpu", "ms", recording, {})
-    return JudgedRecord(record, Verdict(Kind.NEW), measurement={"samples_ms": [value]})
+    return JudgedRecord(record, Verdict(Kind.NEW), measurement=Measurement.from_samples([value]))
 
 
 def _outcome(records: list[JudgedRecord], **extra: Any) -> TestOutcome:
@@ -240,14 +249,16 @@ def test_merge_payloads_takes_the_slowest_rank() -> None:
     assert merged is not None
     by_name = {r.key.name: r for r in merged.records}
     assert by_name[""].value == 2.0
-    assert by_name[""].measurement["rank"] == 1
-    assert by_name[""].measurement["ranks"] == {"0": 1.0, "1": 2.0}
-    assert by_name[""].measurement["samples_ms"] == [2.0]  # the slowest rank's measurement
+    assert by_name[""].rank == 1
+    assert by_name[""].ranks == {"0": 1.0, "1": 2.0}
+    measured = by_name[""].measurement
+    assert measured is not None
+    assert measured.samples_ms == (2.0,)  # the slowest rank's measurement
     assert by_name["r"].value == 5.0
-    assert by_name["r"].measurement["rank"] == 0
+    assert by_name["r"].rank == 0
     assert merged.body_passed is True
-    payload = merged.to_payload()
-    assert TestOutcome.from_payload(json.loads(json.dumps(payload))) == merged  # through xdist
+    payload = merged.to_json()
+    assert TestOutcome.from_json(json.loads(json.dumps(payload))) == merged  # through xdist
     assert merge_payloads({0: None, 1: None}) is None
 
 
@@ -339,7 +350,7 @@ def test_a_cudaperf_failure_is_not_a_body_failure() -> None:
         "failed",
         "rank 1: leak",
         cudaperf_failure="leak",
-        cudaperf=_outcome([], failures=(Failure(FailureKind.LEAK, "leak: +4 KiB"),)).to_payload(),
+        cudaperf=_outcome([], failures=(Failure(FailureKind.LEAK, "leak: +4 KiB"),)).to_json(),
     )
     merged = merge([RankOutcome(0, _phases()), RankOutcome(1, leaky)], 60)
     assert merged.outcome == "passed"  # the launcher's report fails it as a leak
@@ -359,13 +370,10 @@ def test_attach_bandwidth_uses_the_merged_time() -> None:
         outcome,
         [{"name": "all_reduce/ws2", "op": "all_reduce", "size_bytes": 10**9, "world_size": 2}],
     )
-    assert "bandwidth" not in outcome.records[1].measurement
-    assert outcome.records[0].measurement["bandwidth"] == {
-        "op": "all_reduce",
-        "bytes": 10**9,
-        "algbw_gbps": pytest.approx(500.0),
-        "busbw_gbps": pytest.approx(500.0),
-    }
+    assert outcome.records[1].bandwidth is None
+    assert outcome.records[0].bandwidth == Bandwidth(
+        "all_reduce", 10**9, pytest.approx(500.0), pytest.approx(500.0)
+    )
 
 
 def test_alive_sees_exits() -> None:

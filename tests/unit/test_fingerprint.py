@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from pytest_cudaperf import devices
-from pytest_cudaperf.devices import GpuFacts, Probe, fingerprint
+from pytest_cudaperf.devices import probe as devices
+from pytest_cudaperf.devices.probe import GpuFacts, Probe, fingerprint
 
 H100 = GpuFacts(
     0,

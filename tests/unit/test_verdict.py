@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_cudaperf import evidence
-from pytest_cudaperf.baselines import Entry, Recording
+from pytest_cudaperf import series as evidence
+from pytest_cudaperf.series import Entry, Recording, entry_of
 from pytest_cudaperf.verdict import (
     Kind,
     Observation,
@@ -33,7 +33,7 @@ def series(
         Recording(f"2026-11-{i + 1:02d}", m, noise, 50, sm_mhz=sm_mhz)
         for i, m in enumerate(medians)
     ]
-    return Entry.of(recs, unit, ENV, metric)
+    return entry_of(recs, unit, ENV, metric)
 
 
 STEADY = series(1.0, 1.0, 1.0)  # three processes that agree: noise 0.5%
@@ -169,7 +169,7 @@ def test_an_inconclusive_verdict_names_where_the_series_noise_comes_from() -> No
         Recording("2026-11-24", 1.57167, 4.13032, 110),
         Recording("2026-11-24", 1.29805, 4.68007, 145),
     ]
-    unstable = Entry.of(recs, "ms", ENV, "wall")
+    unstable = entry_of(recs, "ms", ENV, "wall")
     verdict = judge(obs(4.172, halfwidth=0.03), unstable, 0.05, "CPU")
     assert verdict.kind is Kind.INCONCLUSIVE
     assert (
@@ -365,7 +365,7 @@ def cpu_series(*medians: float, reference_ms: float | None = 0.17) -> Entry:
         Recording(f"2026-11-{i + 1:02d}", m, 0.02, 50, reference_ms=reference_ms)
         for i, m in enumerate(medians)
     ]
-    return Entry.of(recs, "ms", ENV, "wall")
+    return entry_of(recs, "ms", ENV, "wall")
 
 
 def test_a_slow_stretch_of_the_host_is_not_a_regression_a_real_one_in_it_still_is() -> None:

@@ -1,22 +1,23 @@
-"""Controller side: every test's outcome, merged from the workers, and the end-of-run path
-(baseline update, obsolete entries, artefacts). Persistence starts here; rendering is
-:mod:`pytest_cudaperf.report`.
+"""Controller side: every test's outcome, merged from the workers, and the end-of-run path:
+the baseline update, obsolete and drifting series, then the run's :class:`Report` and its outputs
+(JSON, HTML, GitHub). Rendering is :mod:`pytest_cudaperf.report`'s.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_cudaperf import report
-from pytest_cudaperf.baselines import BaselineStore, Record, UpdateSummary
-from pytest_cudaperf.context import RunContext, environment
+from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.outcome import FailureKind, JudgedRecord, TestOutcome
-from pytest_cudaperf.verdict import Kind
+from pytest_cudaperf.report.github import append_github_summary, github_annotations
+from pytest_cudaperf.report.html import write_html
+from pytest_cudaperf.report.model import JudgedRecord, Report, TestOutcome, write_report
+from pytest_cudaperf.run.context import RunContext
+from pytest_cudaperf.series import Record, drift
+from pytest_cudaperf.store.baselines import BaselineStore, UpdateSummary
 
 
 @dataclass
@@ -25,6 +26,8 @@ class Results:
 
     outcomes: dict[str, TestOutcome] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    #: tests whose own body (or setup, teardown) failed, as opposed to the plugin's verdicts
+    failed_bodies: set[str] = field(default_factory=set)
     deselected: int = 0
     crashed_workers: list[str] = field(default_factory=list)
     interrupted: bool = False
@@ -36,16 +39,17 @@ class Results:
     #: one line per end-of-run output that failed (file, reason, what to do)
     errors: list[str] = field(default_factory=list)
 
-    @classmethod
-    def from_payloads(cls, payloads: Mapping[str, Mapping[str, Any]]) -> Results:
-        """Results of report payloads (a JSON report's ``tests``)."""
-        return cls(outcomes={k: TestOutcome.from_payload(p) for k, p in payloads.items()})
-
-    def add(self, nodeid: str, when: str, payload: Mapping[str, Any] | None) -> None:
+    def add(
+        self, nodeid: str, when: str, payload: Mapping[str, Any] | None, body_failed: bool = False
+    ) -> None:
+        """One phase's report of a test: ``payload`` its outcome's JSON (on the call report),
+        ``body_failed`` whether the test itself failed there (not by a verdict of the plugin)."""
         if when == "setup":
             self.seen.add(nodeid)
+        if body_failed:
+            self.failed_bodies.add(nodeid)
         if payload is not None:
-            self.outcomes[nodeid] = TestOutcome.from_payload(payload)
+            self.outcomes[nodeid] = TestOutcome.from_json(payload)
 
     def worker_output(self) -> dict[str, int]:
         """What a worker sends the controller at its end (JSON builtins only)."""
@@ -105,8 +109,6 @@ class Results:
     def find_drift(self, store: BaselineStore, tolerance: float) -> None:
         """Series of this run whose baseline drifts (each step under the tolerance, the whole
         climb over it): shown, never failed."""
-        from pytest_cudaperf.evidence import drift
-
         for record in self.records():
             entry = store.lookup(record.device_class, record.key, record.series)
             found = drift(entry, tolerance) if entry is not None else None
@@ -116,22 +118,22 @@ class Results:
                     f"({found.recordings} recordings)"
                 )
 
-    def counts(self) -> dict[str, int]:
-        records = self.records()
-        kinds = Counter(r.verdict.kind for r in records)
-        peaks = sum(1 for r in records if r.is_peak)
-        outcomes = self.outcomes.values()
-        return {
-            "measured": len(records),
-            "times": len(records) - peaks,
-            "peaks": peaks,
-            "regression": kinds[Kind.REGRESSION],
-            "improved": kinds[Kind.IMPROVED],
-            "new": kinds[Kind.NEW],
-            "inconclusive": kinds[Kind.INCONCLUSIVE],
-            "leak": sum(1 for o in outcomes if o.has(FailureKind.LEAK)),
-            "over budget": sum(1 for o in outcomes if any(f.kind.is_budget for f in o.failures)),
-        }
+    def report(
+        self, run_id: str = "", baseline_dir: str = "", env: Mapping[str, Any] | None = None
+    ) -> Report:
+        """The run's report document."""
+        return Report(
+            tests=tuple(self.outcomes[k] for k in sorted(self.outcomes)),
+            run_id=run_id,
+            baseline_dir=baseline_dir,
+            environment=env or {},
+            updates=tuple(self.updates),
+            obsolete={c: tuple(str(k) for k in keys) for c, keys in self.obsolete.items()},
+            drifting=tuple(self.drifting),
+            complete_run=self.complete,
+            pruned_refused=self.pruned_refused,
+            failed_bodies=len(self.failed_bodies),
+        )
 
 
 #: what to do when an end-of-run output fails, by output
@@ -143,18 +145,26 @@ _HINTS = {
 }
 
 
+def output_error(what: str, path: Path, exc: BaseException, hint: str) -> str:
+    """One line for an end-of-run output that could not be written, and what to do."""
+    reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"cudaperf: {what}: {path}: {reason} ({type(exc).__name__}); {hint}"
+
+
 def _attempt(results: Results, what: str, path: Path, action: Callable[[], object]) -> None:
     """Run one end-of-run output; an OS or data error becomes one line naming the file."""
     try:
         action()
     except (OSError, ValueError) as exc:
-        results.errors.append(report.output_error(what, path, exc, _HINTS[what]))
+        results.errors.append(output_error(what, path, exc, _HINTS[what]))
 
 
-def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) -> list[str]:
+def finish_run(
+    run: RunContext, results: Results, environ: Mapping[str, str]
+) -> tuple[Report, list[str]]:
     """Controller, end of session: baseline writes, obsolete entries, JSON, HTML, GitHub. Each
     output that fails is one line in ``results.errors``; the others are still written.
-    Returns the GitHub annotation lines to print."""
+    Returns the run's report and the GitHub annotation lines to print."""
     settings, out = run.settings, run.output_dir
     if settings.update and not settings.disable:
         update = lambda: results.update_store(  # noqa: E731
@@ -164,24 +174,17 @@ def finish_run(run: RunContext, results: Results, environ: Mapping[str, str]) ->
     results.find_obsolete(run.store, run.root)
     results.find_drift(run.store, settings.tolerance)
     env = environment(run.probe, run=True) if settings.json or settings.html else {}
+    report = results.report(run.run_id, str(run.baseline_dir), env)
     if settings.json:
-        document = report.json_document(results, env, run.run_id, str(run.baseline_dir))
         json_path = out / settings.json
-        _attempt(
-            results, "--cudaperf-json", json_path, lambda: report.write_json(json_path, document)
-        )
+        _attempt(results, "--cudaperf-json", json_path, lambda: write_report(json_path, report))
     if settings.html:
         html_path = out / settings.html
-        _attempt(
-            results,
-            "--cudaperf-html",
-            html_path,
-            lambda: report.write_html(html_path, results, env),
-        )
+        _attempt(results, "--cudaperf-html", html_path, lambda: write_html(html_path, report))
     if environ.get("GITHUB_ACTIONS") != "true":
-        return []
+        return report, []
     if environ.get("GITHUB_STEP_SUMMARY"):
         summary = Path(environ["GITHUB_STEP_SUMMARY"])
-        write = lambda: report.append_github_summary(summary, results)  # noqa: E731
+        write = lambda: append_github_summary(summary, report)  # noqa: E731
         _attempt(results, "GITHUB_STEP_SUMMARY", summary, write)
-    return report.github_annotations(results)
+    return report, github_annotations(report)

@@ -12,20 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.baselines import (
-    GITIGNORE,
-    MAX_RECORDINGS,
-    BaselineError,
-    BaselineStore,
-    Entry,
-    Record,
-    Recording,
-    dumps,
-    read_file,
-    slug,
-    split_v1_key,
-)
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.report.model import record_from_json, record_to_json
+from pytest_cudaperf.series import MAX_RECORDINGS, Entry, Record, Recording, entry_of
+from pytest_cudaperf.store.baselines import BaselineStore, slug
+from pytest_cudaperf.store.files import GITIGNORE
+from pytest_cudaperf.store.format import (
+    BaselineError,
+    dumps,
+    recording_from_json,
+    recording_to_json,
+)
+from pytest_cudaperf.store.schema import read_file, split_v1_key
 
 K = SeriesKey
 
@@ -62,22 +60,6 @@ def test_dumps_is_deterministic_and_rounded() -> None:
     text = dumps({"b": 1.0 / 3, "a": [2.0 / 3]})
     assert text == '{\n  "a": [\n    0.666667\n  ],\n  "b": 0.333333\n}\n'
     assert dumps(json.loads(text)) == text
-
-
-def test_record_json_round_trip() -> None:
-    rec = record(K("t.py::a[c#d]", "inner"), 1.5)
-    rec = Record(rec.key, rec.series, rec.device_class, rec.unit, rec.recording, rec.env, {"k": 1})
-    data = json.loads(json.dumps(rec.to_json()))
-    assert data["nodeid"] == "t.py::a[c#d]"
-    assert data["name"] == "inner"
-    assert Record.from_json({**data, "verdict": {"kind": "pass"}, "body_passed": True}) == rec
-
-
-def test_record_from_json_is_strict() -> None:
-    data = record("t.py::a", 1.0).to_json()
-    data["recording"]["noise"] = -1
-    with pytest.raises(BaselineError, match="report: records\\[3\\]: recording: 'noise' must be"):
-        Record.from_json(data, "report: records[3]")
 
 
 def test_update_appends_recordings_and_keeps_other_entries(tmp_path: Path) -> None:
@@ -137,7 +119,7 @@ def test_change_point_uses_the_records_own_tolerance(tmp_path: Path) -> None:
     strict = record("t.py::a", 1.03, noise=0.002)
     strict = Record(*[getattr(strict, f) for f in ("key", "series", "device_class", "unit")],
                     strict.recording, strict.env, tolerance=0.01)  # fmt: skip
-    assert Record.from_json(strict.to_json()) == strict
+    assert record_from_json(record_to_json(strict)) == strict
     assert store.update("CPU X", [strict]).afresh == ["t.py::a {time:wall}"]
 
 
@@ -290,10 +272,12 @@ def test_schema_1_migrates_to_one_recording_per_entry(tmp_path: Path) -> None:
 
 def test_the_committed_example_baselines_are_schema_2() -> None:
     folder = Path(__file__).parents[2] / "example_project" / ".cudaperf"
-    for path in folder.glob("*.json"):
+    paths = sorted(folder.glob("*.json"))
+    assert [p.name for p in paths] == ["nvidia-h100-80gb-hbm3.json"]
+    for path in paths:
         assert json.loads(path.read_text())["schema"] == 2
-        store = BaselineStore.load(folder)
-        assert store.keys("NVIDIA H100 80GB HBM3")
+    store = BaselineStore.load(folder)
+    assert store.keys("NVIDIA H100 80GB HBM3")
 
 
 GOOD = {"unit": "ms", "value": 1.0, "noise": 0.01, "n": 10, "env": {}}
@@ -501,7 +485,7 @@ def test_a_failing_write_is_one_baseline_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As root a read-only folder is writable: simulate the PermissionError it gives others."""
-    from pytest_cudaperf import baselines
+    from pytest_cudaperf.store import baselines
 
     store = BaselineStore.load(tmp_path)
     store.update("CPU X", [record("t.py::a", 1.0)])
@@ -540,7 +524,8 @@ def test_sigkill_during_write_leaves_the_previous_file_and_no_visible_junk(tmp_p
     script = textwrap.dedent(f"""
         import os, time
         from pathlib import Path
-        from pytest_cudaperf.baselines import BaselineStore, Record, Recording
+        from pytest_cudaperf.series import Record, Recording
+        from pytest_cudaperf.store.baselines import BaselineStore
         from pytest_cudaperf.keys import SeriesKey
         real = os.replace
         def slow_replace(src, dst):
@@ -580,10 +565,12 @@ def test_sigkill_during_write_leaves_the_previous_file_and_no_visible_junk(tmp_p
 
 def test_the_reference_loops_time_round_trips_and_older_recordings_lack_it() -> None:
     timed = Recording("2026-11-23", 1.0, 0.01, 20, reference_ms=0.17)
-    assert timed.to_json()["reference_ms"] == 0.17
-    assert Recording.from_json(timed.to_json()) == timed
+    assert recording_to_json(timed)["reference_ms"] == 0.17
+    assert recording_from_json(recording_to_json(timed)) == timed
     older = Recording("2026-11-22", 1.0, 0.01, 20)
-    assert "reference_ms" not in older.to_json()  # files written before it stay as they were
-    entry = Entry.of([older, timed, Recording("2026-11-24", 1.0, 0.01, 20, reference_ms=0.19)],
+    assert "reference_ms" not in recording_to_json(
+        older
+    )  # files written before it stay as they were
+    entry = entry_of([older, timed, Recording("2026-11-24", 1.0, 0.01, 20, reference_ms=0.19)],
                      "ms", {}, "wall")  # fmt: skip
     assert entry.reference_ms == pytest.approx(0.18)  # the median of those that have one

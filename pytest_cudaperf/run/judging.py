@@ -1,5 +1,5 @@
-"""Verdict policy and record building: a measurement, the baseline and the test's limits
-become a judged record and, when the test's body passed, the failures of that test.
+"""Judging: a measurement, the baseline and the test's limits become a judged record and, when
+the test's body passed, the failures of that test (in its :class:`ItemState`).
 
 The comparison itself is :func:`pytest_cudaperf.verdict.judge`, called in one place
 (:func:`_judge`). The functions here run in the process that runs the test.
@@ -9,36 +9,31 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pytest
-
-from pytest_cudaperf import report
-from pytest_cudaperf.baselines import Record, Recording
-from pytest_cudaperf.context import RunContext, TestContext, environment
+from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
-from pytest_cudaperf.outcome import (
+from pytest_cudaperf.report.model import (
     ComparisonOutcome,
     FailureKind,
     JudgedRecord,
     LeakOutcome,
     Other,
 )
+from pytest_cudaperf.run.context import TestContext
+from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Budget, Comparison, Measurement
+    from pytest_cudaperf.measure.timing import Comparison, Measurement
     from pytest_cudaperf.memory import LeakResult, PeakResult
     from pytest_cudaperf.settings import Settings
 
 #: default tolerance for peak memory: the requested-bytes peak is bit-identical across runs
 MEMORY_TOLERANCE = 0.01
-#: how often an inconclusive measurement is re-measured (with twice the time budget each time)
-REMEASURE = 2
 
 
 def tolerance(settings: Settings, perf: PerfOptions | None) -> float:
@@ -46,26 +41,6 @@ def tolerance(settings: Settings, perf: PerfOptions | None) -> float:
     if perf is not None and perf.tolerance is not None:
         return perf.tolerance
     return settings.tolerance
-
-
-def budget_for(
-    settings: Settings,
-    perf: PerfOptions,
-    warmup: float | None = None,
-    min_time: float | None = None,
-    max_time: float | None = None,
-) -> Budget:
-    """A measurement's budget: explicit arguments, else the marker's, else the run's settings;
-    the precision follows the tolerance."""
-    from pytest_cudaperf.measure.timing import Budget
-
-    return Budget.for_tolerance(
-        tolerance(settings, perf),
-        warmup=warmup if warmup is not None else (perf.warmup or 0.05),
-        min_time=min_time if min_time is not None else (perf.min_time or 0.0),
-        max_time=max_time if max_time is not None else (perf.max_time or settings.max_time),
-        rounds=perf.rounds or settings.rounds,
-    )
 
 
 def _device_of(test: TestContext) -> str:
@@ -118,7 +93,7 @@ def judge_time(
     perf_tolerance = test.perf.tolerance if test.perf else None
     record = Record(key, f"time:{m.mode}", device_class, "ms", recording, env, None, perf_tolerance)
     judged = _judge(test, record, observation(m, env), allowed)
-    return dataclasses.replace(judged, measurement=m.to_dict())
+    return dataclasses.replace(judged, measurement=m)
 
 
 def confirm_time(
@@ -206,7 +181,7 @@ def add_peak(
     measured = Record(key, "memory:peak", device_class, "bytes", recording, env)
     obs = Observation(float(size), env=env, unit="bytes")
     judged = _judge(test, measured, obs, MEMORY_TOLERANCE)
-    record = dataclasses.replace(judged, measurement=peak.to_dict())
+    record = dataclasses.replace(judged, peak=peak)
     test.state.records.append(record)
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
         test.state.fail(FailureKind.REGRESSION, f"{key.label()}{record.verdict.message}")
@@ -235,24 +210,18 @@ def add_comparison(
     key: SeriesKey,
     comparison: Comparison,
     min_speedup: float | None,
-    pair: tuple[Profiled, Profiled] | None = None,
+    explain: Callable[[], Sequence[str]] | None = None,
 ) -> None:
-    """A same-run comparison; a ``min_speedup`` miss fails the test and, where the two sides
-    (candidate, reference) are given, says which kernels differ between them."""
-    detail = comparison.to_dict()
-    test.state.comparisons.append(ComparisonOutcome(key, comparison.speedup, comparison.ci, detail))
+    """A same-run comparison; a ``min_speedup`` miss fails the test and, with ``explain``, says
+    which kernels differ between the two sides (the lines it returns)."""
+    test.state.comparisons.append(ComparisonOutcome(key, comparison))
     if min_speedup is None:
         return
     text = f"{key.label()}{comparison.describe()}"
     if comparison.ci[1] < min_speedup:
         test.state.fail(FailureKind.SPEEDUP, f"{text} < min_speedup {min_speedup:g}")
-        if pair is not None and _may_profile(test):
-            from pytest_cudaperf import breakdown
-
-            candidate, reference = pair
-            with candidate.lock():
-                found = breakdown.explain_pair(candidate.fn, reference.fn, candidate.device)
-            test.state.details.extend(f"{key.label()}{line}" for line in found.lines)
+        if explain is not None:
+            test.state.details.extend(f"{key.label()}{line}" for line in explain())
     elif comparison.ci[0] < min_speedup:
         test.state.details.append(
             f"{key.label()}inconclusive against min_speedup {min_speedup:g}: "
@@ -273,113 +242,3 @@ def add_leak(test: TestContext, key: SeriesKey, result: LeakResult) -> None:
     if message:
         test.state.fail(FailureKind.LEAK, message)
         test.state.details.extend(result.sites)
-
-
-@dataclass(frozen=True)
-class Profiled:
-    """What a measurement timed, for its kernel (or op) breakdown: the callable, its device and
-    the lock to profile under. Profiled only on an update or a non-pass verdict."""
-
-    fn: Callable[[], object]
-    device: str
-    lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
-
-
-def _may_profile(test: TestContext) -> bool:
-    """Breakdowns are profiled unless switched off, and never in a rank (its profiled calls
-    could differ from the other ranks')."""
-    return test.run.rank is None and test.settings.breakdown != "off"
-
-
-def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by two fixtures
-    test: TestContext,
-    key: SeriesKey,
-    run_once: Callable[[Budget], Measurement],
-    budget: Budget,
-    device_class: str,
-    profiled: Profiled | None = None,
-) -> Measurement:
-    """Measure and judge against the baseline; re-measure an inconclusive result (twice the
-    time budget each time, at most REMEASURE times); confirm a regression by measuring again;
-    then attach the breakdown (update) or what it says changed (non-pass verdict)."""
-    for attempt in range(REMEASURE + 1):
-        measurement = run_once(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
-        record = judge_time(test, key, measurement, device_class)
-        if record.verdict.kind is not Kind.INCONCLUSIVE:
-            break
-    if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
-        record, measurement = confirm_time(test, record, run_once(budget))
-        lock = profiled.lock if profiled is not None else contextlib.nullcontext
-        record, measurement = confirm_fresh(test, record, measurement, lock)
-    if profiled is not None and _may_profile(test):
-        record = _with_breakdown(test, record, profiled)
-    add_time(test, record, measurement)
-    return measurement
-
-
-#: verdicts whose failure (or report) says which kernels explain the change
-_EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
-
-
-def _with_breakdown(test: TestContext, record: JudgedRecord, profiled: Profiled) -> JudgedRecord:
-    """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff against
-    the stored one. Green runs profile nothing."""
-    from pytest_cudaperf import breakdown
-
-    if test.settings.update:
-        with profiled.lock():
-            data, note = breakdown.record(profiled.fn, profiled.device)
-        if data is None:
-            test.state.details.append(f"{record.key.label()}no kernel breakdown: {note}")
-            return record
-        return dataclasses.replace(
-            record, record=dataclasses.replace(record.record, breakdown=data)
-        )
-    if record.verdict.kind not in _EXPLAINED:
-        return record
-    entry = test.run.store.lookup(record.device_class, record.key, record.series)
-    stored = entry.breakdown if entry is not None else None
-    if stored is None and record.verdict.kind is Kind.INCONCLUSIVE:
-        return record
-    with profiled.lock():
-        found = breakdown.explain(stored, profiled.fn, profiled.device)
-    data = {**found.data, "html": found.html} if found.data is not None else None
-    return dataclasses.replace(record, explanation=tuple(found.lines), explanation_data=data)
-
-
-def finish_call_report(
-    run: RunContext,
-    test: TestContext | None,
-    item: pytest.Item,
-    rep: pytest.TestReport,
-    call: pytest.CallInfo[None],
-) -> None:
-    """Apply a test's outcome to its call report: the payload for the controller, JUnit
-    properties, and a passed body with failures turned into a one-line failure. A sticky CUDA
-    error poisons the process; after a CUDA OOM, summarise and clean up."""
-    body_passed = rep.passed
-    if call.excinfo is not None:
-        run.note_error(item.nodeid, call.excinfo.value)
-        _after_oom(rep, call)
-    if test is None or test.state.empty:
-        return
-    outcome = test.state.outcome(body_passed, (rep.location[0], (rep.location[1] or 0) + 1))
-    rep.cudaperf = outcome.to_payload()  # type: ignore[attr-defined]
-    for prop in report.junit_properties(outcome):
-        rep.user_properties.append(prop)
-        # junitxml writes the properties of the teardown report, which copies the item's
-        item.user_properties.append(prop)
-    if body_passed and outcome.failures:
-        rep.outcome = "failed"
-        rep.longrepr = report.failure_text(outcome)
-        rep.cudaperf_failure = outcome.failures[0].kind.value  # type: ignore[attr-defined]
-
-
-def _after_oom(rep: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
-    from pytest_cudaperf import memory
-
-    assert call.excinfo is not None
-    if memory.is_oom(call.excinfo.value):
-        rep.sections.append(("cudaperf memory at OOM", memory.oom_summary()))
-        memory.release_frames(call.excinfo.tb)
-        memory.recover_after_oom()

@@ -1,21 +1,23 @@
-"""Device facts, device choice, xdist GPU assignment, capability checks and CUDA fault state.
+"""What this process can see: the torch build, CUDA, the visible GPUs and their settings, the
+driver and the CPU (:func:`probe`); the fingerprint and device class a measurement is filed under;
+the environment a record or a run names; the header lines.
 
-The pure functions here take plain data; only :func:`probe` imports torch. Probing reads device
-properties without creating a CUDA context (``get_device_properties`` needs none; the GPU suite
-checks this with ``torch._C._cuda_hasPrimaryContext``).
+Only :func:`probe` imports torch. It reads device properties without creating a CUDA context
+(``get_device_properties`` needs none; the GPU suite checks this with
+``torch._C._cuda_hasPrimaryContext``).
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.markers import GpuRequirement
 from pytest_cudaperf.units import format_size
 
 if TYPE_CHECKING:
@@ -179,53 +181,6 @@ def _torch_threads() -> int | None:
     return int(getter()) if getter is not None else None
 
 
-def worker_index(workerid: str | None) -> int:
-    """``gw3`` -> 3; the controller or a run without xdist is worker 0."""
-    if not workerid:
-        return 0
-    match = re.search(r"(\d+)$", workerid)
-    return int(match.group(1)) if match else 0
-
-
-def assign_gpu(worker: int, visible: int) -> int:
-    """Worker *i* gets visible GPU *i mod n*."""
-    if visible <= 0:
-        raise ValueError("no visible GPU to assign")
-    return worker % visible
-
-
-def choose_device(mode: str, probe: Probe, worker: int) -> tuple[str, str | None]:
-    """(``"cuda:N"`` or ``"cpu"``, skip reason or None) for the ``cuda_device`` fixture."""
-    if mode == "cpu":
-        return "cpu", None
-    if probe.available:
-        return f"cuda:{assign_gpu(worker, len(probe.gpus))}", None
-    if mode == "cuda":
-        return "cpu", f"--cudaperf-device=cuda but no GPU: {probe.unavailable_reason()}"
-    return "cpu", None
-
-
-def gpu_skip_reason(req: GpuRequirement, probe: Probe, first: int = 0) -> str | None:
-    """Why a ``@gpu`` test cannot run here, or None. ``first`` is this worker's assigned GPU."""
-    if probe.cuda_version is None:
-        return f"needs a GPU: torch {probe.torch_version} is built without CUDA"
-    if not probe.available:
-        return f"needs a GPU: {probe.unavailable_reason()}"
-    if len(probe.gpus) < req.count:
-        return f"needs {req.count} GPUs, {len(probe.gpus)} visible"
-    chosen = [probe.gpus[(first + k) % len(probe.gpus)] for k in range(req.count)]
-    for gpu in chosen:
-        if req.min_memory is not None and gpu.total_memory < req.min_memory:
-            return (
-                f"needs {format_size(req.min_memory)} of GPU memory, cuda:{gpu.index} "
-                f"({gpu.name}) has {format_size(gpu.total_memory)}"
-            )
-        if req.capability is not None and gpu.capability < req.capability:
-            need = f"sm_{req.capability[0]}{req.capability[1]}"
-            return f"needs {need}, cuda:{gpu.index} ({gpu.name}) is {gpu.sm}"
-    return None
-
-
 def device_class(device: torch.device | str, probe: Probe) -> str:
     """The key baselines are compared under: the GPU model, or ``CPU <model>``."""
     text = str(device)
@@ -250,36 +205,23 @@ def header_lines(probe: Probe, mode: str) -> list[str]:
     return lines
 
 
-_STICKY = (
-    "illegal memory access",
-    "device-side assert",
-    "unspecified launch failure",
-    "misaligned address",
-    "illegal instruction",
-    "an illegal",
-    "cuda error: unknown error",
-    "uncorrectable ecc",
-)
-
-
-def is_sticky_cuda_error(message: str) -> bool:
-    """Errors after which the CUDA context of this process is unusable."""
-    lowered = message.lower()
-    return any(marker in lowered for marker in _STICKY)
-
-
-@dataclass
-class FaultState:
-    """Per-process: the first sticky CUDA error, so later GPU tests fail fast."""
-
-    nodeid: str | None = None
-    error: str | None = None
-
-    def record(self, nodeid: str, error: str) -> None:
-        if self.nodeid is None:
-            self.nodeid, self.error = nodeid, error
-
-    def message(self) -> str | None:
-        if self.nodeid is None:
-            return None
-        return f"CUDA context unusable since {self.nodeid}: {self.error}"
+def environment(probe: Probe | None, device: object = None, *, run: bool = False) -> dict[str, Any]:
+    """Where a value was measured. A record's (``device`` given): the date and the device's
+    fingerprint (model, torch, CUDA, driver, NVML's power limit, clocks, ECC, MIG… — see
+    :func:`pytest_cudaperf.devices.fingerprint`); a run's (``run=True``): torch, CUDA, driver,
+    the GPUs, CPU and Python."""
+    env: dict[str, Any] = {} if run else {"date": datetime.date.today().isoformat()}
+    if probe is None:
+        return env
+    if run:
+        env.update(
+            torch=probe.torch_version,
+            cuda=probe.cuda_version,
+            driver=probe.driver,
+            gpus=[f"{g.name} ({g.sm})" for g in probe.gpus],
+            cpu=probe.cpu,
+            python=".".join(map(str, sys.version_info[:3])),
+        )
+    else:
+        env.update(fingerprint(str(device or "cpu"), probe))
+    return env

@@ -1,10 +1,11 @@
-"""What a series' recordings say: its value and noise, change points, drift. Pure functions.
+"""A baseline series and what its recordings say: the types (:class:`Recording`, one process's
+measurement; :class:`Entry`, a series; :class:`Record`, what one test produced for one series),
+the series' value and noise, change points, drift, and how new recordings join a series. Pure
+functions over plain data: the files are :mod:`pytest_cudaperf.store`'s.
 
-A recording is one process's measurement of a series (``baselines.Recording``).
-Within-process statistics cannot see a state that holds for a whole process (issue 12: a 4.6 µs
-reduction sat near 4.5 µs in some processes and near 5.3 µs in others, while each process saw ±2%),
-so a series' noise is the larger of what its recordings saw and how their medians move between
-processes.
+A series' noise is the larger of what its recordings saw within their processes and how their
+medians move between processes: within-process statistics cannot see a state that holds for a
+whole process (why: docs/decisions.md, "A series' noise spans processes").
 """
 
 from __future__ import annotations
@@ -12,14 +13,93 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
+from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
 
-if TYPE_CHECKING:
-    from pytest_cudaperf.baselines import Entry, Recording
+#: recordings kept per series (oldest dropped first)
+MAX_RECORDINGS = 10
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One process's measurement of a series."""
+
+    date: str
+    median: float
+    noise: float
+    n: int
+    rounds: tuple[float, ...] = ()
+    sm_mhz: float | None = None
+    unstable: tuple[str, ...] = ()
+    ci: tuple[float, float] | None = None
+    #: the reference loop's time while this process measured (CPU backend on the CPU; see
+    #: ``Measurement.reference_ms``)
+    reference_ms: float | None = None
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A baseline series: what verdicts use (``value``, ``noise``) and the evidence behind it."""
+
+    value: float
+    unit: str
+    noise: float
+    since: str
+    env: Mapping[str, Any]
+    recordings: tuple[Recording, ...]
+    #: opaque JSON object kept verbatim (per-kernel breakdown)
+    breakdown: Mapping[str, Any] | None = None
+    #: ``device``, ``wall`` or ``bytes`` (from the series name; not stored)
+    metric: str = "device"
+
+    @property
+    def processes(self) -> int:
+        """How many recordings (each from its own process) stand behind the series."""
+        return len(self.recordings)
+
+    @property
+    def sm_mhz(self) -> float | None:
+        """The median SM clock of the recordings that have one."""
+        return _median([r.sm_mhz for r in self.recordings if r.sm_mhz is not None])
+
+    @property
+    def reference_ms(self) -> float | None:
+        """The median reference-loop time of the recordings that have one: how fast the host
+        ran when the series was recorded."""
+        return _median([r.reference_ms for r in self.recordings if r.reference_ms is not None])
+
+
+@dataclass(frozen=True)
+class Record:
+    """What one test produced for one series: travels on the TestReport, in the JSON report, and
+    into the store. JSON form (``to_json``)::
+
+        {"nodeid": ..., "name": ..., "series": ..., "device_class": ..., "unit": ...,
+         "recording": {...Recording...}, "env": {...}, "breakdown": {...} (optional)}
+    """
+
+    key: SeriesKey
+    series: str
+    device_class: str
+    unit: str
+    recording: Recording
+    env: Mapping[str, Any]
+    breakdown: Mapping[str, Any] | None = None
+    #: the test's tolerance, for the change-point test at update (None: the run's)
+    tolerance: float | None = None
+
+    @property
+    def value(self) -> float:
+        return self.recording.median
+
 
 #: noise assumed for a series recorded in fewer than ``MIN_PROCESSES`` processes. One process cannot
 #: see process-level states: on the H100 a launch-bound reduction moved +13…+22% between processes
@@ -217,3 +297,41 @@ def drift(entry: Entry, tolerance: float) -> Drift | None:
         if step >= tolerance or step < -tolerance / 4:
             return None
     return Drift(total, recs[0].date, recs[-1].date, len(recs))
+
+
+def entry_of(  # noqa: PLR0913 - an entry's parts, each optional but the recordings
+    recordings: Sequence[Recording],
+    unit: str,
+    env: Mapping[str, Any],
+    metric: str,
+    since: str | None = None,
+    breakdown: Mapping[str, Any] | None = None,
+) -> Entry:
+    """The series ``recordings`` (oldest first) make; only the last ``MAX_RECORDINGS`` kept (the
+    latest one for peak memory, which is exact)."""
+    kept = tuple(recordings[-(1 if unit == "bytes" else MAX_RECORDINGS) :])
+    value, noise = summarize_recordings(kept, metric)
+    exact = int(value) if unit == "bytes" else value
+    return Entry(exact, unit, noise, since or kept[0].date, dict(env), kept, breakdown, metric)
+
+
+def absorb(
+    old: Entry | None, group: Sequence[Record], tolerance: float, afresh: bool
+) -> tuple[Entry, str]:
+    """``group`` (one series' new records, oldest first) joined to the series ``old``: appended
+    to its recordings, or the series started afresh where they are clearly at a new level (a
+    change point), where its unit changed, or where ``afresh`` asks (``cudaperf record``).
+    ``tolerance`` is for records that carry none of their own. Returns the series and how it
+    changed: ``added``, ``afresh`` or ``appended``."""
+    last = group[-1]
+    new = [r.recording for r in group]
+    metric = metric_of(last.series, last.unit)
+    if old is None:
+        return entry_of(new, last.unit, last.env, metric, None, last.breakdown), "added"
+    given = [r.tolerance for r in group if r.tolerance is not None]
+    allowed = min(given) if given else tolerance
+    if afresh or old.unit != last.unit or is_change_point(old, new, allowed):
+        return entry_of(new, last.unit, last.env, metric, None, last.breakdown), "afresh"
+    kept = last.breakdown if last.breakdown is not None else old.breakdown
+    recordings = [*old.recordings, *new]
+    return entry_of(recordings, last.unit, last.env, metric, old.since, kept), "appended"

@@ -5,26 +5,22 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf import judging
-from pytest_cudaperf.baselines import BaselineStore, Record, Recording
-from pytest_cudaperf.context import RunContext, TestContext
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.measure.timing import Measurement
-from pytest_cudaperf.outcome import FailureKind, ItemState
-from pytest_cudaperf.report import (
-    failure_text,
-    github_annotations,
-    github_summary,
-    json_document,
-    render_html,
-    render_table,
-    summary_line,
-    table_rows,
-)
-from pytest_cudaperf.results import Results
+from pytest_cudaperf.report.github import github_annotations, github_summary
+from pytest_cudaperf.report.html import render_html
+from pytest_cudaperf.report.junit import failure_text
+from pytest_cudaperf.report.model import FailureKind, Report
+from pytest_cudaperf.report.terminal import render_table, summary_line, table_rows
+from pytest_cudaperf.run import judging
+from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
+from pytest_cudaperf.run.measuring import budget_for
+from pytest_cudaperf.run.results import Results
+from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
+from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind
 
 A = SeriesKey("t.py::a")
@@ -71,13 +67,13 @@ def test_payload_round_trips_as_json_and_feeds_the_update(tmp_path: Path) -> Non
     run = run_context(tmp_path)
     test = new_test(run)
     judged(test, 1.0)
-    payload = test.state.outcome(True, ("t.py", 3)).to_payload()
+    payload = test.state.outcome(True, ("t.py", 3)).to_json()
     wire = json.loads(json.dumps(payload))  # what xdist carries
     assert wire == payload
     results = Results()
     results.add("t.py::a", "setup", None)
     results.add("t.py::a", "call", wire)
-    assert results.counts()["new"] == 1
+    assert results.report().counts()["new"] == 1
     results.update_store(run.store, prune=False, root=tmp_path, tolerance=0.05)
     assert BaselineStore.load(tmp_path).keys("GPU X") == [A]
 
@@ -122,8 +118,8 @@ def test_reports_render(tmp_path: Path) -> None:
     judged(test, 0.0123)
     test.state.fail(FailureKind.BUDGET, "perf: a median 12.30 µs > max_ms 0.001 ms (x)")
     results = Results()
-    results.add("t.py::a", "call", test.state.outcome(True, ("t.py", 7)).to_payload())
-    rows = table_rows(results)
+    results.add("t.py::a", "call", test.state.outcome(True, ("t.py", 7)).to_json())
+    rows = table_rows(results.report())
     assert rows == [["t.py::a", "12.30 µs", "—", "", "", "NEW", ""]]
     lines = render_table(rows)
     assert lines[0].split() == [
@@ -137,13 +133,13 @@ def test_reports_render(tmp_path: Path) -> None:
         "peak",
         "mem",
     ]
-    assert "| t.py::a | 12.30 µs |" in github_summary(results)
-    assert github_annotations(results) == [
+    assert "| t.py::a | 12.30 µs |" in github_summary(results.report())
+    assert github_annotations(results.report()) == [
         "::error file=t.py,line=7::perf: a median 12.30 µs > max_ms 0.001 ms (x)"
     ]
-    document = json_document(results, {"torch": "x"}, "run1")
-    assert json.loads(json.dumps(document))["tests"][0]["nodeid"] == "t.py::a"
-    html_text = render_html(results, {"torch": "x"})
+    report = results.report("run1", env={"torch": "x"})
+    assert Report.from_json(json.loads(json.dumps(report.to_json()))) == report
+    html_text = render_html(report)
     assert html_text.startswith("<!doctype html>")
     assert "<svg" in html_text
     assert "http" not in html_text.split("<body>", 1)[1]
@@ -168,10 +164,10 @@ def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -
     judging.check_peak(test, A, None, 1)  # no peak read (CPU): nothing to check
     assert len(test.state.failures) == 2
     results = Results()
-    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
-    assert table_rows(results)[0][-1] == "2.0 MiB REGRESSION"
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
+    assert table_rows(results.report())[0][-1] == "2.0 MiB REGRESSION"
     # one row, two judged records: the summary says which is which
-    assert summary_line(results.counts()).startswith(
+    assert summary_line(results.report().counts()).startswith(
         "cudaperf: 2 measured (1 time, 1 peak memory), 1 regression, 0 improved, 1 new"
     )
 
@@ -196,8 +192,8 @@ def test_table_shows_a_threshold_raised_by_noise(tmp_path: Path) -> None:
     assert record.verdict.threshold == pytest.approx(0.6)
     test.state.records.append(record)
     results = Results()
-    results.add("t.py::noisy", "call", test.state.outcome(True, None).to_payload())
-    assert table_rows(results)[0][5].endswith("(t=60%)")
+    results.add("t.py::noisy", "call", test.state.outcome(True, None).to_json())
+    assert table_rows(results.report())[0][5].endswith("(t=60%)")
 
 
 def judging_record(value: float, noise: float) -> Record:
@@ -221,25 +217,25 @@ def test_an_infinite_baseline_renders_without_crashing(tmp_path: Path) -> None:
     broken = Verdict(Kind.IMPROVED, ratio=0.0, ci=(0.0, 0.0), threshold=0.05, tolerance=0.05)
     test.state.records[0] = type(record)(**{**record.__dict__, "verdict": broken})
     results = Results()
-    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
-    assert table_rows(results)[0][2:5] == ["?", "", ""]
-    assert render_html(results, {}).startswith("<!doctype html>")
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
+    assert table_rows(results.report())[0][2:5] == ["?", "", ""]
+    assert render_html(results.report()).startswith("<!doctype html>")
 
 
 def test_budget_for_takes_arguments_then_the_marker_then_the_settings() -> None:
     settings = Settings(max_time=2.0, rounds=4)
-    plain = judging.budget_for(settings, PerfOptions())
+    plain = budget_for(settings, PerfOptions())
     assert (plain.max_time, plain.rounds, plain.warmup) == (2.0, 4, 0.05)
-    marked = judging.budget_for(settings, PerfOptions(max_time=0.5, rounds=1, tolerance=0.01))
+    marked = budget_for(settings, PerfOptions(max_time=0.5, rounds=1, tolerance=0.01))
     assert (marked.max_time, marked.rounds) == (0.5, 1)
     assert marked.precision == pytest.approx(0.001)
-    assert judging.budget_for(settings, PerfOptions(max_time=0.5), max_time=0.1).max_time == 0.1
+    assert budget_for(settings, PerfOptions(max_time=0.5), max_time=0.1).max_time == 0.1
 
 
 def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) -> None:
     import dataclasses
 
-    from pytest_cudaperf.results import finish_run
+    from pytest_cudaperf.run.results import finish_run
 
     (tmp_path / "out").mkdir()
     (tmp_path / "cudaperf-file").write_text("")
@@ -250,8 +246,10 @@ def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) 
     test = new_test(run)
     judged(test, 1.0)
     results = Results()
-    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
-    assert finish_run(run, results, {}) == []
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
+    report, annotations = finish_run(run, results, {})
+    assert annotations == []
+    assert report.tests[0].nodeid == "t.py::a"
     assert [line.split(": ")[1] for line in results.errors] == [
         "baseline update",
         "--cudaperf-json",
@@ -261,21 +259,31 @@ def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) 
 
 
 def test_html_report_shows_the_breakdown_side_by_side(tmp_path: Path) -> None:
+    """The side-by-side table is rendered from the two breakdowns the record carries, at the end
+    of the run (the test process sends the breakdowns, not HTML)."""
     import dataclasses
+
+    from pytest_cudaperf.breakdown import Breakdown, Entry
+
+    def kernels(*found: tuple[str, float]) -> Breakdown:
+        entries = tuple(Entry(name, name, 1.0, us) for name, us in found)
+        return Breakdown("cuda", 5, sum(us for _, us in found), 1.0, entries)
 
     test = new_test(run_context(tmp_path))
     judged(test, 1.0)
     record = dataclasses.replace(
         test.state.records[0],
         explanation=("kernels: 1.0 ms -> 1.3 ms per call", "+300 µs  new: exp_kernel"),
-        explanation_data={"html": "<table class='breakdown'><tr><td>exp_kernel</td></tr></table>"},
+        compared=(kernels(("gemm", 1000.0)), kernels(("gemm", 1000.0), ("exp_kernel", 300.0))),
     )
     test.state.records[0] = record
     results = Results()
-    results.add("t.py::a", "call", test.state.outcome(True, None).to_payload())
-    page = render_html(results, {})
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
+    report = results.report()
+    page = render_html(Report.from_json(json.loads(json.dumps(report.to_json()))))
     assert "+300 µs  new: exp_kernel" in page
-    assert "<table class='breakdown'>" in page
+    assert '<table class="cudaperf-breakdown">' in page
+    assert "exp_kernel</td>" in page
 
 
 def test_an_unconfirmed_regression_keeps_the_numbers_of_its_re_measurement(tmp_path: Path) -> None:

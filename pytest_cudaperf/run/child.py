@@ -6,16 +6,13 @@ fresh process before it fails its test (:class:`FreshProcess`). Both pass the ru
 settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select exactly the one item
 (:func:`item_args`).
 
-Why a fresh process: the CPU A/A runs (benchmarks/RESULTS.md, "CPU A/A (issue 15), session 6")
-showed a process sitting in a slow state of its own — ``torch.mul`` on 2**20 floats 2.6x, a tiny
-``cumsum`` 2x — for every round of a measurement and for the re-measurement in the same process,
-while every other process, before and after, and the reference loop ran at normal speed. Such a
-state belongs to one process, so the second opinion has to come from another one.
+A process can sit in a slow state of its own for every round of a measurement and for its
+re-measurement, so the second opinion on a CPU regression comes from another process (why:
+docs/decisions.md, "A CPU regression is confirmed in a fresh process").
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_cudaperf.report.model import Report, ReportError, read_report
+
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.timing import Measurement
     from pytest_cudaperf.settings import Settings
@@ -33,8 +32,8 @@ if TYPE_CHECKING:
 #: holds the real ones while it waits), and confirms nothing in yet another process
 FRESH_ENV = "PYTEST_CUDAPERF_FRESH_PROCESS"
 #: at most this many fresh processes per pytest process (an xdist worker counts as one); past it a
-#: regression stands on its confirmation in the same process, and says so. One-process slow
-#: states failed 3 of 2,080 unchanged test-runs in session 6: a run with this many has real ones
+#: regression stands on its confirmation in the same process, and says so (why: docs/decisions.md,
+#: "A CPU regression is confirmed in a fresh process")
 FRESH_LIMIT = 20
 #: environment variables a fresh process does not inherit: the run's settings (it gets them
 #: resolved, from :func:`settings_env`), and the GitHub job's, so that it appends no job summary
@@ -101,21 +100,15 @@ def plugin_args(invocation: Sequence[str]) -> list[str]:
     return found
 
 
-def read_times(document: Mapping[str, object], nodeid: str) -> dict[tuple[str, str], Measurement]:
-    """The time measurements of ``nodeid`` in a JSON report, by (series key, series)."""
-    from pytest_cudaperf.measure.timing import Measurement
-    from pytest_cudaperf.outcome import TestOutcome
-
-    found: dict[tuple[str, str], Measurement] = {}
-    tests = document.get("tests")
-    for data in tests if isinstance(tests, list) else []:
-        outcome = TestOutcome.from_payload(data)
-        if outcome.nodeid != nodeid:
-            continue
-        for judged in outcome.records:
-            if judged.series.startswith("time:") and judged.measurement:
-                found[(str(judged.key), judged.series)] = Measurement.from_dict(judged.measurement)
-    return found
+def read_times(report: Report, nodeid: str) -> dict[tuple[str, str], Measurement]:
+    """The time measurements of ``nodeid`` in a report, by (series key, series)."""
+    return {
+        (str(judged.key), judged.series): judged.measurement
+        for outcome in report.tests
+        if outcome.nodeid == nodeid
+        for judged in outcome.records
+        if judged.series.startswith("time:") and judged.measurement is not None
+    }
 
 
 @dataclass
@@ -165,8 +158,8 @@ class FreshProcess:
             except OSError as exc:
                 return f"it could not start: {exc}"
             try:
-                times = read_times(json.loads(report.read_text(encoding="utf-8")), nodeid)
-            except (OSError, ValueError, KeyError, TypeError):
+                times = read_times(read_report(report), nodeid)
+            except ReportError:
                 times = {}
         if not times:
             lines = (done.stdout + done.stderr).strip().splitlines()

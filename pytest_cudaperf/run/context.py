@@ -1,5 +1,6 @@
 """The run-wide context (settings, baseline store, device probe, CUDA fault state, locks) and
-the per-test context that the fixtures and the re-run protocol share.
+the per-test context that the fixtures and the re-run protocol share, with what the test has
+measured so far (:class:`ItemState`).
 
 One :class:`RunContext` per process, built in ``pytest_configure``; one :class:`TestContext`
 per test that uses the plugin, built by :mod:`pytest_cudaperf.plugin` on first use.
@@ -8,60 +9,35 @@ per test that uses the plugin, built by :mod:`pytest_cudaperf.plugin` on first u
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import os
-import sys
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.baselines import BaselineStore
-from pytest_cudaperf.child import FRESH_ENV, FreshProcess, plugin_args, settings_env
-from pytest_cudaperf.devices import (
-    FaultState,
-    Probe,
-    gpu_skip_reason,
-    is_sticky_cuda_error,
-    worker_index,
-)
+from pytest_cudaperf.devices.faults import FaultState, is_sticky_cuda_error
+from pytest_cudaperf.devices.placement import DeviceContext, gpu_skip_reason, worker_index
+from pytest_cudaperf.devices.probe import Probe
+from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
-from pytest_cudaperf.outcome import ItemState
 from pytest_cudaperf.rank_env import RankEnv
+from pytest_cudaperf.report.model import (
+    ComparisonOutcome,
+    Failure,
+    FailureKind,
+    JudgedRecord,
+    LeakOutcome,
+    TestOutcome,
+)
+from pytest_cudaperf.run.child import FRESH_ENV, FreshProcess, plugin_args, settings_env
 from pytest_cudaperf.settings import ConfigLike, Settings, resolve
+from pytest_cudaperf.store.baselines import BaselineStore
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.fixtures.device import DeviceContext
     from pytest_cudaperf.markers import GpuRequirement, LeakOptions, PerfOptions
-
-
-# --- the one environment builder -------------------------------------------------------------
-
-
-def environment(probe: Probe | None, device: object = None, *, run: bool = False) -> dict[str, Any]:
-    """Where a value was measured. A record's (``device`` given): the date and the device's
-    fingerprint (model, torch, CUDA, driver, NVML's power limit, clocks, ECC, MIG… — see
-    :func:`pytest_cudaperf.devices.fingerprint`); a run's (``run=True``): torch, CUDA, driver,
-    the GPUs, CPU and Python."""
-    env: dict[str, Any] = {} if run else {"date": datetime.date.today().isoformat()}
-    if probe is None:
-        return env
-    if run:
-        env.update(
-            torch=probe.torch_version,
-            cuda=probe.cuda_version,
-            driver=probe.driver,
-            gpus=[f"{g.name} ({g.sm})" for g in probe.gpus],
-            cpu=probe.cpu,
-            python=".".join(map(str, sys.version_info[:3])),
-        )
-    else:
-        from pytest_cudaperf.devices import fingerprint
-
-        env.update(fingerprint(str(device or "cpu"), probe))
-    return env
 
 
 # --- run and test contexts -------------------------------------------------------------------
@@ -142,7 +118,7 @@ class RunContext:
     def probe(self) -> Probe:
         """The device probe, taken on first use (it imports torch)."""
         if self._probe is None:
-            from pytest_cudaperf.devices import probe
+            from pytest_cudaperf.devices.probe import probe
 
             self._probe = probe()
         return self._probe
@@ -202,3 +178,49 @@ class TestContext:
         """Does a measurement or guard called now record anything? (not when disabled, nor
         while the plugin re-runs the body)"""
         return not (self.run.settings.disable or self.state.replaying)
+
+
+@dataclass
+class ItemState:
+    """What one test has measured so far, and the failures to apply once its body has passed."""
+
+    nodeid: str
+    records: list[JudgedRecord] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    leak: LeakOutcome | None = None
+    comparisons: list[ComparisonOutcome] = field(default_factory=list)
+    names: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: the body is being re-run by ``@no_leak``'s protocol or a whole-test ``@perf``: the
+    #: measurements and guards inside it ran on the first call and are not taken again
+    replaying: bool = False
+
+    def key(self, name: str | None = None, *, unnamed: str = "") -> SeriesKey:
+        """The one key-naming scheme: the first unnamed measurement is the test's own (name
+        ``""``), later ones ``unnamed`` + count (``"2"``, ``"3"``; ``"guard2"`` for guards,
+        counted apart); a name, then ``name-2``…"""
+        label = name or ""
+        self.names[(unnamed, label)] += 1
+        count = self.names[(unnamed, label)]
+        if not label:
+            return SeriesKey(self.nodeid, "" if count == 1 else f"{unnamed}{count}")
+        return SeriesKey(self.nodeid, label if count == 1 else f"{label}-{count}")
+
+    def fail(self, kind: FailureKind, message: str) -> None:
+        self.failures.append(Failure(kind, message))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.records or self.leak or self.comparisons or self.failures)
+
+    def outcome(self, body_passed: bool, location: tuple[str, int] | None) -> TestOutcome:
+        return TestOutcome(
+            nodeid=self.nodeid,
+            records=tuple(self.records),
+            failures=tuple(self.failures),
+            details=tuple(self.details),
+            leak=self.leak,
+            comparisons=tuple(self.comparisons),
+            body_passed=body_passed,
+            location=location,
+        )

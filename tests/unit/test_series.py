@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_cudaperf import evidence
-from pytest_cudaperf.baselines import Entry, Recording
+from pytest_cudaperf import series as evidence
+from pytest_cudaperf.series import Entry, Recording, entry_of
 
 
 def rec(median: float, noise: float = 0.01, date: str = "2026-11-01") -> Recording:
@@ -14,7 +14,7 @@ def rec(median: float, noise: float = 0.01, date: str = "2026-11-01") -> Recordi
 
 def entry(*medians: float, noise: float = 0.01, metric: str = "device") -> Entry:
     recs = [rec(m, noise, f"2026-11-{i + 1:02d}") for i, m in enumerate(medians)]
-    return Entry.of(recs, "ms", {}, metric)
+    return entry_of(recs, "ms", {}, metric)
 
 
 def test_value_is_median_of_medians_and_noise_the_spread() -> None:

@@ -1,0 +1,66 @@
+"""The ``cudaperf`` console script: record, show, merge and compare baselines and JSON reports.
+
+    cudaperf record [--runs K] [--baseline-dir DIR] [--] PYTEST_ARGS...
+                                           record fresh baselines from K separate pytest processes
+    cudaperf show FILE                     a table of a baseline file or a --cudaperf-json report
+    cudaperf merge OUT A.json B.json ...   merge shard reports (or baseline files of one class)
+    cudaperf compare BASE CURRENT          judge CURRENT against BASE; exit 1 on a regression
+
+Exit codes: 0 fine, 1 a regression (compare), 2 a file that cannot be used (one line on stderr);
+``record`` exits with pytest's code when a run failed for another reason than perf verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_cudaperf.cli.compare import cmd_compare
+from pytest_cudaperf.cli.merge import cmd_merge
+from pytest_cudaperf.cli.record import Runner, cmd_record, run_pytest
+from pytest_cudaperf.cli.show import cmd_show
+from pytest_cudaperf.cli.sources import CliError
+from pytest_cudaperf.units import parse_fraction
+
+
+def main(argv: Sequence[str] | None = None, runner: Runner = run_pytest) -> int:
+    parser = argparse.ArgumentParser(prog="cudaperf", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    record = sub.add_parser("record", help="record fresh baselines from K pytest processes")
+    record.add_argument("--runs", type=int, default=5, help="pytest processes (default: 5)")
+    record.add_argument("--baseline-dir", type=Path, default=None, help="default: .cudaperf")
+    record.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
+    show = sub.add_parser("show", help="print a baseline file or a JSON report as a table")
+    show.add_argument("file", type=Path)
+    show.add_argument("--tolerance", default="5%", help="step size for drift (default: 5%%)")
+    merge = sub.add_parser("merge", help="merge shard reports, or baseline files of one class")
+    merge.add_argument("out", type=Path)
+    merge.add_argument("inputs", type=Path, nargs="+")
+    compare = sub.add_parser("compare", help="judge CURRENT against BASE; exit 1 on regression")
+    compare.add_argument("base", type=Path)
+    compare.add_argument("current", type=Path)
+    compare.add_argument("--tolerance", default="5%", help="as 0.05 or 5%% (default: 5%%)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "record":
+            if args.runs < 1:
+                raise CliError(f"record: --runs must be at least 1, got {args.runs}")
+            return cmd_record(args.runs, args.baseline_dir, args.pytest_args, runner)
+        if args.command == "merge":
+            return cmd_merge(args.out, args.inputs)
+        try:
+            tolerance = parse_fraction(args.tolerance)
+        except ValueError as exc:
+            raise CliError(f"--tolerance: {exc}") from None
+        if args.command == "show":
+            return cmd_show(args.file, tolerance)
+        return cmd_compare(args.base, args.current, tolerance)
+    except CliError as exc:
+        print(f"cudaperf: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `cudaperf show FILE | head`
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return 0

@@ -1,0 +1,156 @@
+"""``cudaperf record [--runs K] [--baseline-dir DIR] [--] PYTEST_ARGS``: fresh baselines from K
+separate pytest processes, each series made of one recording per process."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from pytest_cudaperf.cli.sources import CliError, read_report, report_records
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.measure import instability
+from pytest_cudaperf.series import Record
+from pytest_cudaperf.store.baselines import BaselineStore
+from pytest_cudaperf.store.format import BaselineError
+from pytest_cudaperf.units import format_ms
+
+#: a series of one device class: (device class, key, series name)
+Where = tuple[str, SeriesKey, str]
+#: runs a pytest command line (arguments after ``python -m pytest``) and returns its exit code
+Runner = Callable[[Sequence[str]], int]
+
+
+def run_pytest(args: Sequence[str]) -> int:
+    """The default :data:`Runner`: ``python -m pytest ARGS`` in its own process."""
+    return subprocess.call([sys.executable, "-m", "pytest", *args])
+
+
+def _attach_breakdowns(
+    runner: Runner, args: Sequence[str], tmp: Path, series: dict[Where, list[Record]]
+) -> None:
+    """One more run, profiling only: each series' kernel (or op) breakdown, put on its last
+    recording's record. Apart from the measuring runs, because a profiler that ran earlier in a
+    process slowed the CUDA-graph replays measured after it (+10% on the H100)."""
+    report = tmp / "breakdowns.json"
+    scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
+    rc = runner(
+        [
+            *args,
+            "--cudaperf-update",
+            scratch,
+            "--cudaperf-breakdown=auto",
+            f"--cudaperf-json={report}",
+        ]
+    )
+    if not report.exists():
+        print(f"cudaperf record: breakdowns: pytest exited {rc} without a report; none kept")
+        return
+    found = 0
+    for record, _ in report_records(read_report(report)):
+        where = (record.device_class, record.key, record.series)
+        if record.breakdown is not None and where in series:
+            series[where][-1] = dataclasses.replace(series[where][-1], breakdown=record.breakdown)
+            found += 1
+    print(f"cudaperf record: breakdowns: pytest exited {rc}, {found} series profiled")
+
+
+def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
+    runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
+) -> int:
+    """Run the pytest command ``runs`` times, each its own process writing a JSON report (with
+    breakdowns off, nothing written to the baseline; a test may fail against the old baseline, its
+    recording counts all the same); then every series whose test body passed in every run becomes
+    a fresh series made of its ``runs`` recordings, in the baseline folder the runs used, and one
+    more run in update mode into a scratch folder records the breakdowns."""
+    args = [a for a in pytest_args if a != "--"]
+    for bad in ("--cudaperf-json", "--cudaperf-prune", "--cudaperf-update"):
+        if any(a == bad or a.startswith(bad + "=") for a in args):
+            raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
+    if baseline_dir is not None:  # one argument: pytest takes a bare existing path for a
+        # test path when it looks for the rootdir, and the folder exists from the second run on
+        args.append(f"--cudaperf-baseline-dir={baseline_dir}")
+    folder = baseline_dir
+    loops: list[float | None] = []
+    collected: dict[Where, list[Record]] = {}
+    failed_bodies: set[Where] = set()
+    worst = 0
+    with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as tmp:
+        for run in range(1, runs + 1):
+            report = Path(tmp) / f"run{run}.json"
+            rc = runner([*args, "--cudaperf-breakdown=off", f"--cudaperf-json={report}"])
+            if not report.exists():
+                print(f"cudaperf record: run {run}/{runs}: pytest exited {rc} without a report")
+                return rc or 2
+            document = read_report(report)
+            found = report_records(document)
+            loops.append(_median_loop(record for record, _ in found))
+            if folder is None and document.baseline_dir:
+                folder = Path(document.baseline_dir)
+            for record, passed in found:
+                where = (record.device_class, record.key, record.series)
+                if passed:
+                    collected.setdefault(where, []).append(record)
+                else:
+                    failed_bodies.add(where)
+            measured_failed = {r.key.nodeid for r, passed in found if not passed}
+            bodies_failed = max(document.failed_bodies, len(measured_failed))
+            if rc not in (0, 1) or bodies_failed:
+                worst = worst or rc or 1
+            print(
+                f"cudaperf record: run {run}/{runs}: pytest exited {rc}, {len(found)} series"
+                + (f", {bodies_failed} with a failed test body" if bodies_failed else "")
+            )
+        complete = {
+            where: records
+            for where, records in collected.items()
+            if len(records) == runs and where not in failed_bodies
+        }
+        if complete:
+            _attach_breakdowns(runner, args, Path(tmp), complete)
+    skipped = len(collected.keys() | failed_bodies) - len(complete)
+    uneven = uneven_host(loops)
+    if uneven:
+        print(uneven)
+    store = BaselineStore(folder or Path(".cudaperf"))
+    by_class: dict[str, list[Record]] = {}
+    for (device_class, _, _), records in sorted(complete.items()):
+        by_class.setdefault(device_class, []).extend(records)
+    try:
+        for device_class, records in sorted(by_class.items()):
+            print(store.replace(device_class, records).line())
+    except BaselineError as exc:
+        raise CliError(str(exc)) from None
+    if skipped:
+        print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
+    return worst
+
+
+def _median_loop(records: Iterable[Record]) -> float | None:
+    """A run's median reference-loop time (CPU backend on the CPU), or None."""
+    loops = [
+        r.recording.reference_ms
+        for r in records
+        if r.recording.reference_ms is not None and math.isfinite(r.recording.reference_ms)
+    ]
+    return statistics.median(loops) if loops else None
+
+
+def uneven_host(loops: Sequence[float | None]) -> str | None:
+    """The line ``cudaperf record`` prints when its runs' reference loops (each run's median)
+    differ by more than ``instability.HOST_MIN``: the host itself ran at different speeds, so the
+    series move more between the recordings than the code does, and a slowdown is harder to tell
+    from that (why: docs/decisions.md, "Recording on a host whose speed changes")."""
+    known = [x for x in loops if x is not None]
+    if len(known) < 2 or instability.host_speed(max(known), min(known)) is None:
+        return None
+    return (
+        f"cudaperf record: the host ran at different speeds during the runs (a reference loop "
+        f"took {format_ms(min(known))}-{format_ms(max(known))}, median per run): the series "
+        f"recorded move with it and fewer slowdowns will fail; record again on a quiet machine"
+    )

@@ -1,0 +1,34 @@
+"""``cudaperf show FILE``: a baseline file or a report as a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_cudaperf.cli.sources import load, rows
+from pytest_cudaperf.report.terminal import render_table
+from pytest_cudaperf.series import drift
+from pytest_cudaperf.verdict import format_value
+
+HEADER = ["test", "name", "series", "value", "noise", "processes", "since", "drift", "class"]
+
+
+def cmd_show(path: Path, tolerance: float) -> int:
+    table = []
+    for device_class, key, series, entry in rows(load(path)):
+        moving = drift(entry, tolerance)
+        table.append(
+            [
+                key.nodeid,
+                key.name,
+                series,
+                format_value(entry.value, entry.unit),
+                f"±{entry.noise:.2%}",
+                str(entry.processes),
+                entry.since,
+                moving.text() if moving else "",
+                device_class,
+            ]
+        )
+    for line in render_table(table, HEADER):
+        print(line)
+    return 0

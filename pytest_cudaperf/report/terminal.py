@@ -1,0 +1,169 @@
+"""The end-of-run ``cudaperf`` section of the terminal: the table of measured series, the notes
+(failures other than regressions, inconclusive verdicts and why, NEW, OBSOLETE, DRIFT, baseline
+updates), the errors of end-of-run outputs, and the summary line."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from pytest_cudaperf.report.model import FailureKind, JudgedRecord, Report
+from pytest_cudaperf.units import format_ms, format_pct, format_size
+from pytest_cudaperf.verdict import Kind, ci_text
+
+
+class TerminalWriter(Protocol):
+    """What the end-of-run section needs of pytest's terminal reporter."""
+
+    def write_sep(self, sep: str, title: str) -> None: ...
+
+    def write_line(self, line: str, **markup: bool) -> None: ...
+
+
+def _short(nodeid: str, width: int = 60) -> str:
+    return nodeid if len(nodeid) <= width else "…" + nodeid[-(width - 1) :]
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _baseline_cells(record: JudgedRecord) -> tuple[str, str, str]:
+    """Baseline, change and CI cells; a baseline that cannot be shown (infinite) reads ``?``."""
+    verdict = record.verdict
+    if verdict.ratio is not None:
+        base = record.baseline_value
+        if not (_finite(base) and _finite(verdict.ratio)):
+            return "?", "", ""
+        assert base is not None
+        return (
+            format_ms(base),
+            format_pct(verdict.ratio - 1),
+            ci_text(verdict.ci) if verdict.ci else "",
+        )
+    if record.others:
+        other = record.others[0]
+        return f"({other.device_class}: {format_ms(other.value)})", "", ""
+    return "—", "", ""
+
+
+def _verdict_word(record: JudgedRecord) -> str:
+    verdict = record.verdict
+    word = verdict.kind.value.upper()
+    threshold, tolerance = verdict.threshold, verdict.tolerance
+    if threshold is not None and tolerance is not None and threshold > tolerance:
+        word += f" (t={threshold:.0%})"  # the baseline's noise raised the threshold
+    return word
+
+
+def table_rows(report: Report) -> list[list[str]]:
+    peaks = {r.key: r for r in report.records() if r.series == "memory:peak"}
+    rows = []
+    for record in sorted(report.records(), key=lambda r: r.key):
+        if not record.is_time:
+            continue
+        base, change, ci = _baseline_cells(record)
+        peak = peaks.get(record.key)
+        peak_text = format_size(peak.value) if peak else ""
+        if peak and peak.verdict.kind not in (Kind.PASS, Kind.NEW):
+            peak_text += f" {peak.verdict.kind.value.upper()}"  # e.g. "14.0 MiB REGRESSION"
+        rows.append(
+            [
+                _short(str(record.key)),
+                format_ms(record.value),
+                base,
+                change,
+                ci,
+                _verdict_word(record),
+                peak_text,
+            ]
+        )
+    return rows
+
+
+HEADER = ["test", "median", "baseline", "change", "95% CI", "verdict", "peak mem"]
+
+
+def render_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) -> list[str]:
+    table = [header, *rows]
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
+    return [
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
+
+
+def summary_line(counts: Mapping[str, int]) -> str:
+    measured = f"{counts['measured']} measured"
+    if counts["peaks"]:  # a time and a peak are judged alike: say how many of each
+        times, peaks = counts["times"], counts["peaks"]
+        measured += f" ({times} time{'s' if times != 1 else ''}, {peaks} peak memory)"
+    parts = [
+        measured,
+        f"{counts['regression']} regression{'s' if counts['regression'] != 1 else ''}",
+        f"{counts['improved']} improved",
+        f"{counts['new']} new",
+        f"{counts['inconclusive']} inconclusive",
+    ]
+    if counts["leak"]:
+        parts.append(f"{counts['leak']} leak{'s' if counts['leak'] != 1 else ''}")
+    if counts["over budget"]:
+        parts.append(f"{counts['over budget']} over budget")
+    return "cudaperf: " + ", ".join(parts)
+
+
+def _notes(report: Report, update: bool) -> list[str]:
+    """Failures other than regressions, NEW and OBSOLETE entries, updates, refused prunes."""
+    lines = [
+        f"{_short(outcome.nodeid)}: {failure.message}"
+        for outcome in report.judged()
+        for failure in outcome.failures
+        if failure.kind is not FailureKind.REGRESSION  # regressions show in the table
+    ]
+    lines.extend(
+        f"{_short(str(r.key))}: {r.verdict.message}"
+        for r in report.records()
+        if r.verdict.kind is Kind.INCONCLUSIVE  # the table cannot say why: this line does
+    )
+    new = [r for r in report.records() if r.verdict.kind is Kind.NEW]
+    if new and not update:
+        lines.append(
+            f"NEW (no baseline for this device class): {len(new)}; record them with "
+            "pytest --cudaperf-update"
+        )
+    for device_class, keys in report.obsolete.items():
+        lines.append(
+            f"OBSOLETE in {device_class} ({len(keys)}; remove with --cudaperf-update "
+            "--cudaperf-prune):"
+        )
+        lines.extend(f"  {key}" for key in keys)
+    lines.extend(f"DRIFT {line}" for line in report.drifting)
+    lines.extend(u.line() for u in report.updates)
+    if report.pruned_refused:
+        lines.append(
+            "cudaperf: --cudaperf-prune skipped: this run was partial (deselection, "
+            "a crashed worker or an interruption)"
+        )
+    return lines
+
+
+def terminal_summary(
+    tr: TerminalWriter, report: Report, update: bool, errors: Sequence[str] = ()
+) -> None:
+    """The ``cudaperf`` section (nothing when the run measured and wrote nothing). ``update``:
+    the run recorded baselines (NEW needs no hint); ``errors``: end-of-run outputs that failed."""
+    if not (report.tests or report.updates or errors):
+        return
+    tr.write_sep("=", "cudaperf")
+    rows = table_rows(report)
+    if rows:
+        for line in render_table(rows):
+            tr.write_line(line)
+    for line in _notes(report, update):
+        tr.write_line(line)
+    for line in errors:
+        tr.write_line(line, red=True)
+    counts = report.counts()
+    bad = counts["regression"] or counts["leak"] or counts["over budget"] or errors
+    tr.write_line(summary_line(counts), red=bool(bad), green=not bad, bold=True)

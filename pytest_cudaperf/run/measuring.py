@@ -1,0 +1,161 @@
+"""The measure-judge loop of one measured callable: measure, judge against the baseline,
+re-measure an inconclusive result, confirm a regression (again, in cycle space, and on the CPU in
+a fresh process), then attach the kernel breakdown (on an update) or what it says changed (on a
+non-pass verdict)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.markers import PerfOptions
+from pytest_cudaperf.report.model import JudgedRecord
+from pytest_cudaperf.run.context import TestContext
+from pytest_cudaperf.run.judging import (
+    add_comparison,
+    add_peak,
+    add_time,
+    confirm_fresh,
+    confirm_time,
+    judge_time,
+    tolerance,
+)
+from pytest_cudaperf.verdict import Kind
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.measure.timing import Budget, Comparison, Measurement
+    from pytest_cudaperf.memory.protocol import PeakResult
+    from pytest_cudaperf.settings import Settings
+
+#: how often an inconclusive measurement is re-measured (with twice the time budget each time)
+REMEASURE = 2
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """What a measurement timed, for its kernel (or op) breakdown: the callable, its device and
+    the lock to profile under. Profiled only on an update or a non-pass verdict."""
+
+    fn: Callable[[], object]
+    device: str
+    lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+
+
+def _may_profile(test: TestContext) -> bool:
+    """Breakdowns are profiled unless switched off, and never in a rank (its profiled calls
+    could differ from the other ranks')."""
+    return test.run.rank is None and test.settings.breakdown != "off"
+
+
+def budget_for(
+    settings: Settings,
+    perf: PerfOptions,
+    warmup: float | None = None,
+    min_time: float | None = None,
+    max_time: float | None = None,
+) -> Budget:
+    """A measurement's budget: explicit arguments, else the marker's, else the run's settings;
+    the precision follows the tolerance."""
+    from pytest_cudaperf.measure.timing import Budget
+
+    return Budget.for_tolerance(
+        tolerance(settings, perf),
+        warmup=warmup if warmup is not None else (perf.warmup or 0.05),
+        min_time=min_time if min_time is not None else (perf.min_time or 0.0),
+        max_time=max_time if max_time is not None else (perf.max_time or settings.max_time),
+        rounds=perf.rounds or settings.rounds,
+    )
+
+
+def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by two fixtures
+    test: TestContext,
+    key: SeriesKey,
+    run_once: Callable[[Budget], Measurement],
+    budget: Budget,
+    device_class: str,
+    profiled: Profiled | None = None,
+    peak: Callable[[], PeakResult | None] | None = None,
+) -> Measurement:
+    """Measure and judge against the baseline; re-measure an inconclusive result (twice the
+    time budget each time, at most REMEASURE times); confirm a regression by measuring again;
+    then attach the breakdown (update) or what it says changed (non-pass verdict). With
+    ``peak``, the callable's peak memory is read after and judged as a series of its own."""
+    for attempt in range(REMEASURE + 1):
+        measurement = run_once(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
+        record = judge_time(test, key, measurement, device_class)
+        if record.verdict.kind is not Kind.INCONCLUSIVE:
+            break
+    if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
+        record, measurement = confirm_time(test, record, run_once(budget))
+        lock = profiled.lock if profiled is not None else contextlib.nullcontext
+        record, measurement = confirm_fresh(test, record, measurement, lock)
+    if profiled is not None and _may_profile(test):
+        record = _with_breakdown(test, record, profiled)
+    add_time(test, record, measurement)
+    found = peak() if peak is not None else None
+    if found is not None:
+        perf = test.perf
+        add_peak(test, key, found, device_class, perf.max_peak if perf is not None else None)
+    return measurement
+
+
+def compare_judged(
+    test: TestContext,
+    key: SeriesKey,
+    comparison: Comparison,
+    min_speedup: float | None,
+    sides: tuple[Profiled, Profiled],
+) -> None:
+    """A same-run comparison judged against ``min_speedup``; a miss says which kernels differ
+    between the two sides (candidate, reference), profiled then."""
+
+    def explain() -> tuple[str, ...]:
+        from pytest_cudaperf.breakdown import explain_pair
+
+        candidate, reference = sides
+        with candidate.lock():
+            return explain_pair(candidate.fn, reference.fn, candidate.device).lines
+
+    may = _may_profile(test)
+    add_comparison(test, key, comparison, min_speedup, explain if may else None)
+
+
+def region_judged(
+    test: TestContext, key: SeriesKey, measurement: Measurement, device_class: str
+) -> None:
+    """A timed region's measurement (taken by the test's own calls), judged and recorded."""
+    add_time(test, judge_time(test, key, measurement, device_class), measurement)
+
+
+#: verdicts whose failure (or report) says which kernels explain the change
+_EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
+
+
+def _with_breakdown(test: TestContext, record: JudgedRecord, profiled: Profiled) -> JudgedRecord:
+    """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff against
+    the stored one. Green runs profile nothing."""
+    from pytest_cudaperf import breakdown
+
+    if test.settings.update:
+        with profiled.lock():
+            data, note = breakdown.record(profiled.fn, profiled.device)
+        if data is None:
+            test.state.details.append(f"{record.key.label()}no kernel breakdown: {note}")
+            return record
+        return dataclasses.replace(
+            record, record=dataclasses.replace(record.record, breakdown=data)
+        )
+    if record.verdict.kind not in _EXPLAINED:
+        return record
+    entry = test.run.store.lookup(record.device_class, record.key, record.series)
+    stored = entry.breakdown if entry is not None else None
+    if stored is None and record.verdict.kind is Kind.INCONCLUSIVE:
+        return record
+    with profiled.lock():
+        found = breakdown.explain(stored, profiled.fn, profiled.device)
+    return dataclasses.replace(record, explanation=found.lines, compared=found.compared)

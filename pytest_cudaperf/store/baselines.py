@@ -1,0 +1,160 @@
+"""The baseline store: every baseline file of a folder (one per device class), read strictly at
+start-up, looked up by series, and updated under the folder's lock. How new recordings join a
+series is :func:`pytest_cudaperf.series.absorb`'s; the file format is
+:mod:`pytest_cudaperf.store.format`'s."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.series import Entry, Record, absorb
+from pytest_cudaperf.store.files import locked, remove_stale_tmp, write_atomic, write_error
+from pytest_cudaperf.store.format import BaselineError, Entries, dumps_baseline, to_document
+from pytest_cudaperf.store.schema import parse_document, read_file
+
+
+def slug(device_class: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``."""
+    return re.sub(r"[^a-z0-9]+", "-", device_class.lower()).strip("-") or "unknown"
+
+
+@dataclass
+class UpdateSummary:
+    path: Path
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    #: series whose new recordings were at a new level (change point) or that were re-recorded
+    afresh: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    pruned: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        updated = f"{len(self.changed)} updated"
+        if self.afresh:
+            updated += f" ({len(self.afresh)} started afresh)"
+        parts = [f"{len(self.added)} added", updated, f"{self.unchanged} kept"]
+        if self.pruned:
+            parts.append(f"{len(self.pruned)} pruned")
+        return f"cudaperf: baselines {self.path}: " + ", ".join(parts)
+
+
+def _label(key: SeriesKey, series: str) -> str:
+    return f"{key} {{{series}}}"
+
+
+class BaselineStore:
+    """Every baseline file of a folder, read strictly at start-up."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.entries: dict[str, Entries] = {}
+        self.paths: dict[str, Path] = {}
+
+    @classmethod
+    def load(cls, folder: Path) -> BaselineStore:
+        store = cls(folder)
+        if folder.exists() and not folder.is_dir():
+            raise BaselineError(
+                f"{folder}: exists but is not a folder; move it away, or choose another baseline "
+                "folder with --cudaperf-baseline-dir"
+            )
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.json")):
+                device_class, entries = read_file(path)
+                store.entries[device_class] = entries
+                store.paths[device_class] = path
+        return store
+
+    def path_for(self, device_class: str) -> Path:
+        return self.paths.get(device_class, self.folder / f"{slug(device_class)}.json")
+
+    def lookup(self, device_class: str, key: SeriesKey, series: str) -> Entry | None:
+        return self.entries.get(device_class, {}).get(key, {}).get(series)
+
+    def others(self, device_class: str, key: SeriesKey, series: str) -> list[tuple[str, Entry]]:
+        """Entries of the same series in other device classes: shown, never enforced."""
+        found = []
+        for other, entries in sorted(self.entries.items()):
+            entry = entries.get(key, {}).get(series)
+            if other != device_class and entry is not None:
+                found.append((other, entry))
+        return found
+
+    def keys(self, device_class: str) -> list[SeriesKey]:
+        return sorted(self.entries.get(device_class, {}))
+
+    def obsolete(
+        self, device_class: str, seen: set[str], seen_files: set[str], complete: bool, root: Path
+    ) -> list[SeriesKey]:
+        """Keys whose tests no longer exist: their file is gone, or a complete run of their file
+        did not see their test id (``seen``: test ids). A partial run never calls an entry of an
+        unseen test obsolete."""
+        return [
+            key
+            for key in self.keys(device_class)
+            if not (root / key.file).exists()
+            or (complete and key.file in seen_files and key.nodeid not in seen)
+        ]
+
+    def update(
+        self,
+        device_class: str,
+        records: Iterable[Record],
+        prune: Iterable[SeriesKey] = (),
+        tolerance: float = 0.05,
+    ) -> UpdateSummary:
+        """``--cudaperf-update``: add each record's recording to its series (the last
+        ``MAX_RECORDINGS`` kept), or start the series afresh where it is clearly at a new level.
+        Under the lock, re-reading the file first, so entries written meanwhile are kept.
+        ``tolerance`` is for records that carry none of their own (``Record.tolerance``)."""
+        return self._write(device_class, records, prune, tolerance, fresh=False)
+
+    def replace(self, device_class: str, records: Iterable[Record]) -> UpdateSummary:
+        """``cudaperf record``: the records of each series (one per run) become the series,
+        replacing its recordings (``since`` = the earliest of them)."""
+        return self._write(device_class, records, (), 0.0, fresh=True)
+
+    def _write(
+        self,
+        device_class: str,
+        records: Iterable[Record],
+        prune: Iterable[SeriesKey],
+        tolerance: float,
+        fresh: bool,
+    ) -> UpdateSummary:
+        path = self.path_for(device_class)
+        summary = UpdateSummary(path)
+        grouped: dict[tuple[SeriesKey, str], list[Record]] = {}
+        for record in records:
+            grouped.setdefault((record.key, record.series), []).append(record)
+        with locked(self.folder):
+            remove_stale_tmp(self.folder)
+            entries: Entries = read_file(path)[1] if path.exists() and not path.is_dir() else {}
+            for (key, series), group in sorted(grouped.items()):
+                old = entries.get(key, {}).get(series)
+                entry, how = absorb(old, group, tolerance, afresh=fresh)
+                label = _label(key, series)
+                if how == "added":
+                    summary.added.append(label)
+                else:
+                    summary.changed.append(label)
+                    if how == "afresh":
+                        summary.afresh.append(label)
+                entries.setdefault(key, {})[series] = entry
+            for key in prune:
+                if entries.pop(key, None) is not None:
+                    summary.pruned.append(str(key))
+            total = sum(len(s) for s in entries.values())
+            summary.unchanged = total - len(summary.added) - len(summary.changed)
+            try:
+                write_atomic(path, dumps_baseline(to_document(device_class, entries)))
+            except OSError as exc:
+                raise write_error(path, exc) from None
+        self.entries[device_class] = parse_document(path, json.loads(path.read_text("utf-8")))[1]
+        self.paths[device_class] = path
+        return summary
