@@ -246,9 +246,15 @@ def test_timing_still_exports_the_cpu_backend() -> None:
         timing.NoSuchThing  # noqa: B018
 
 
-def test_affinity_gives_usable_cores() -> None:
-    if hasattr(os, "sched_getaffinity"):
-        assert cpu.usable_cores() == len(os.sched_getaffinity(0))
+def test_affinity_gives_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The affinity mask where the OS has one (a container's share), else the machine's cores."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3}, raising=False)
+    assert cpu.usable_cores() == 2
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert cpu.usable_cores() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert cpu.usable_cores() == 1
 
 
 class ScriptedClock:
