@@ -60,12 +60,7 @@ if TYPE_CHECKING:
     from pytest_cudaperf.locks import LockRegistry
     from pytest_cudaperf.markers import DistributedOptions
     from pytest_cudaperf.measure.timing import Measurement, Sampled
-    from pytest_cudaperf.report.model import (
-        FailureKind,
-        JudgedRecord,
-        LeakOutcome,
-        TestOutcome,
-    )
+    from pytest_cudaperf.report.model import FailureKind, JudgedRecord, LeakOutcome, TestOutcome
     from pytest_cudaperf.run.context import ItemState, RunContext
 
 #: how long the other ranks may still run after one rank failed, before they are stopped

@@ -11,7 +11,8 @@ import pytest
 from pytest_cudaperf import distributed
 from pytest_cudaperf.devices.probe import header_lines
 from pytest_cudaperf.markers import SPECS, marker_help, parse_marks
-from pytest_cudaperf.report.model import FailureKind, Report
+from pytest_cudaperf.report.document import Report
+from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import terminal_summary
 from pytest_cudaperf.run.callreport import finish_call_report
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext

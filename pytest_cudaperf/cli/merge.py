@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_cudaperf.cli.sources import Baseline, CliError, loaded, write_text
-from pytest_cudaperf.report.model import Report, dumps, merge_reports
+from pytest_cudaperf.report.document import Report, dumps, merge_reports
 from pytest_cudaperf.store.format import Entries, dumps_baseline, to_document
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.report.model import Report, ReportError
+from pytest_cudaperf.report.document import Report
+from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.series import Entry, Record, entry_of, metric_of
 from pytest_cudaperf.store.format import BaselineError, Entries
 from pytest_cudaperf.store.schema import parse_document

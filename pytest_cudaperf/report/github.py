@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_cudaperf.report.model import Report
+from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.terminal import HEADER, summary_line, table_rows
 
 

@@ -1,31 +1,36 @@
-"""The report document: what a run concluded about each test, typed and versioned.
-
-It is the one reader and writer of the report's JSON: the per-test outcome that rides on a
-``TestReport`` (the same path with and without xdist: :meth:`TestOutcome.to_json`,
-:meth:`TestOutcome.from_json`), the ``--cudaperf-json`` file (:meth:`Report.to_json`,
-:func:`read_report`), the fresh process's private report, and ``cudaperf`` reading and merging
-reports. Every renderer (terminal, JUnit, GitHub, HTML) reads a :class:`Report` or a
-:class:`TestOutcome`. The layout is documented in ``docs/reports.md``.
+"""What the plugin concluded about one test, typed: its judged records (a time or a peak, the
+verdict, the measurement, the breakdowns a verdict was explained with), failures, leak and
+comparisons, with their JSON. A test's :class:`TestOutcome` rides on its ``TestReport`` as that
+JSON (:meth:`TestOutcome.to_json`, :meth:`TestOutcome.from_json`): the same path with and
+without xdist. The run's document that holds them is :mod:`pytest_cudaperf.report.document`.
 
 Reading is strict: a missing or mistyped field is a :class:`ReportError` naming where it is.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
-from typing import Any, TypeVar
 
 from pytest_cudaperf.breakdown import Breakdown
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
+from pytest_cudaperf.report.fields import (
+    Json,
+    ReportError,
+    get,
+    items,
+    leaf,
+    number,
+    optional_number,
+    pair,
+    plain,
+    strings,
+    to_object,
+)
 from pytest_cudaperf.series import Record
-from pytest_cudaperf.store.baselines import UpdateSummary
 from pytest_cudaperf.store.format import (
     BaselineError,
     check_env,
@@ -35,103 +40,6 @@ from pytest_cudaperf.store.format import (
     recording_to_json,
 )
 from pytest_cudaperf.verdict import Kind, Verdict
-
-#: the report document's version; version 2 (no ``peak``, ``rank``, ``bandwidth`` of their own,
-#: a side-by-side ``html`` in ``explanation_data``) is read as well
-SCHEMA = 3
-READABLE = (2, 3)
-
-#: JSON-compatible data (what execnet and the JSON file carry)
-Json = Any
-T = TypeVar("T")
-
-
-class ReportError(ValueError):
-    """A report document that cannot be read; the message says where and what."""
-
-
-# --- strict reading ------------------------------------------------------------------------------
-
-
-def _object(data: Json, where: str) -> Mapping[str, Json]:
-    if not isinstance(data, dict):
-        raise ReportError(f"{where}: expected an object, got {type(data).__name__}")
-    return data
-
-
-def _get(data: Mapping[str, Json], name: str, kind: type[T] | tuple[type, ...], where: str) -> T:
-    value = data.get(name)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
-        raise ReportError(f"{where}.{name}: expected {_kind(kind)}, got {value!r}")
-    return value  # type: ignore[return-value]
-
-
-def _kind(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        list: "a list",
-        dict: "an object",
-        bool: "true or false",
-    }
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
-def _number(data: Mapping[str, Json], name: str, where: str) -> float:
-    return float(_get(data, name, (int, float), where))
-
-
-def _optional_number(data: Mapping[str, Json], name: str, where: str) -> float | None:
-    return None if data.get(name) is None else _number(data, name, where)
-
-
-def _strings(data: Mapping[str, Json], name: str, where: str) -> tuple[str, ...]:
-    values = data.get(name, [])
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise ReportError(f"{where}.{name}: expected a list of strings, got {values!r}")
-    return tuple(values)
-
-
-def _pair(data: Mapping[str, Json], name: str, where: str) -> tuple[float, float]:
-    value = data.get(name)
-    if not (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-    ):
-        raise ReportError(f"{where}.{name}: expected two numbers, got {value!r}")
-    return float(value[0]), float(value[1])
-
-
-def _items(
-    data: Mapping[str, Json], name: str, where: str, read: Callable[[Json, str], T]
-) -> tuple[T, ...]:
-    values = data.get(name, [])
-    if not isinstance(values, list):
-        raise ReportError(f"{where}.{name}: expected a list, got {values!r}")
-    return tuple(read(v, f"{where}.{name}[{i}]") for i, v in enumerate(values))
-
-
-def _leaf(read: Callable[[Mapping[str, Json]], T], data: Json, where: str) -> T:
-    """A leaf type's own reader (Measurement, PeakResult, Comparison): any error names ``where``."""
-    try:
-        return read(_object(data, where))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ReportError(f"{where}: unreadable ({type(exc).__name__}: {exc})") from None
-
-
-def plain(value: object) -> Json:
-    """``value`` as JSON builtins: tuples become lists, anything unknown its ``str``."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return str(value)
-
 
 # --- failures ------------------------------------------------------------------------------------
 
@@ -211,19 +119,19 @@ def _verdict_to_json(verdict: Verdict) -> dict[str, Json]:
 
 
 def _verdict_from_json(data: Json, where: str) -> Verdict:
-    d = _object(data, where)
-    kind = _get(d, "kind", str, where)
+    d = to_object(data, where)
+    kind = get(d, "kind", str, where)
     if kind not in Kind._value2member_map_:
         raise ReportError(f"{where}.kind: expected one of {', '.join(Kind)}, got {kind!r}")
     return Verdict(
         kind=Kind(kind),
-        ratio=_optional_number(d, "ratio", where),
-        ci=_pair(d, "ci", where) if d.get("ci") is not None else None,
-        threshold=_optional_number(d, "threshold", where),
+        ratio=optional_number(d, "ratio", where),
+        ci=pair(d, "ci", where) if d.get("ci") is not None else None,
+        threshold=optional_number(d, "threshold", where),
         message=str(d.get("message") or ""),
-        tolerance=_optional_number(d, "tolerance", where),
-        fingerprint=_strings(d, "fingerprint", where),
-        cycles_ratio=_optional_number(d, "cycles_ratio", where),
+        tolerance=optional_number(d, "tolerance", where),
+        fingerprint=strings(d, "fingerprint", where),
+        cycles_ratio=optional_number(d, "cycles_ratio", where),
     )
 
 
@@ -248,10 +156,10 @@ def record_to_json(record: Record) -> dict[str, Json]:
 def record_from_json(data: Json, where: str = "record") -> Record:
     """A :class:`~pytest_cudaperf.series.Record` from its JSON, strictly (extra fields, such as a
     verdict, are not its)."""
-    d = _object(data, where)
+    d = to_object(data, where)
     try:
         for name in ("nodeid", "name", "series", "device_class"):
-            _get(d, name, str, where)
+            get(d, name, str, where)
         unit = check_unit(where, d.get("unit"))
         breakdown = d.get("breakdown")
         if breakdown is not None and not isinstance(breakdown, dict):
@@ -377,7 +285,7 @@ class JudgedRecord:
 
     @classmethod
     def from_json(cls, data: Json, where: str = "record") -> JudgedRecord:
-        d = _object(data, where)
+        d = to_object(data, where)
         record = record_from_json(d, where)
         measured = d.get("measurement")
         peak = d.get("peak")
@@ -393,14 +301,14 @@ class JudgedRecord:
             record=record,
             verdict=_verdict_from_json(d.get("verdict"), f"{where}.verdict"),
             measurement=(
-                _leaf(Measurement.from_dict, measured, f"{where}.measurement") if measured else None
+                leaf(Measurement.from_dict, measured, f"{where}.measurement") if measured else None
             ),
-            peak=_leaf(_peak_from_json, peak, f"{where}.peak") if peak else None,
-            others=_items(d, "others", where, _other_from_json),
-            explanation=_strings(d, "explanation", where),
+            peak=leaf(_peak_from_json, peak, f"{where}.peak") if peak else None,
+            others=items(d, "others", where, _other_from_json),
+            explanation=strings(d, "explanation", where),
             compared=_compared_from_json(compared, f"{where}.compared") if compared else None,
             rank=int(rank) if isinstance(rank, int) and not isinstance(rank, bool) else None,
-            ranks={str(k): float(v) for k, v in _object(ranks, f"{where}.ranks").items()},
+            ranks={str(k): float(v) for k, v in to_object(ranks, f"{where}.ranks").items()},
             bandwidth=_bandwidth_from_json(bandwidth, f"{where}.bandwidth") if bandwidth else None,
         )
 
@@ -415,12 +323,12 @@ def _peak_from_json(d: Mapping[str, Json]) -> PeakResult:
 
 
 def _other_from_json(data: Json, where: str) -> Other:
-    d = _object(data, where)
-    return Other(_get(d, "device_class", str, where), _number(d, "value", where))
+    d = to_object(data, where)
+    return Other(get(d, "device_class", str, where), number(d, "value", where))
 
 
 def _compared_from_json(data: Json, where: str) -> tuple[Breakdown, Breakdown]:
-    d = _object(data, where)
+    d = to_object(data, where)
     try:
         return Breakdown.from_json(d.get("base")), Breakdown.from_json(d.get("current"))
     except ValueError as exc:
@@ -428,12 +336,12 @@ def _compared_from_json(data: Json, where: str) -> tuple[Breakdown, Breakdown]:
 
 
 def _bandwidth_from_json(data: Json, where: str) -> Bandwidth:
-    d = _object(data, where)
+    d = to_object(data, where)
     return Bandwidth(
-        op=_get(d, "op", str, where),
-        bytes=int(_number(d, "bytes", where)),
-        algbw_gbps=_number(d, "algbw_gbps", where),
-        busbw_gbps=_number(d, "busbw_gbps", where),
+        op=get(d, "op", str, where),
+        bytes=int(number(d, "bytes", where)),
+        algbw_gbps=number(d, "algbw_gbps", where),
+        busbw_gbps=number(d, "busbw_gbps", where),
     )
 
 
@@ -465,17 +373,17 @@ class LeakOutcome:
 
     @classmethod
     def from_json(cls, data: Json, where: str = "leak") -> LeakOutcome:
-        d = _object(data, where)
-        series = _object(d.get("series"), f"{where}.series")
-        leaks = _object(d.get("leaks"), f"{where}.leaks")
+        d = to_object(data, where)
+        series = to_object(d.get("series"), f"{where}.series")
+        leaks = to_object(d.get("leaks"), f"{where}.leaks")
         try:
             return cls(
                 key=_key_from_json(d, where),
                 series={str(k): [int(x) for x in v] for k, v in series.items()},
                 leaks={str(k): int(v) for k, v in leaks.items()},
-                tolerance=int(_number(d, "tolerance", where)),
-                settle=_strings(d, "settle", where),
-                sites=_strings(d, "sites", where),
+                tolerance=int(number(d, "tolerance", where)),
+                settle=strings(d, "settle", where),
+                sites=strings(d, "sites", where),
             )
         except (TypeError, ValueError) as exc:
             raise ReportError(f"{where}: unreadable ({exc})") from None
@@ -506,12 +414,12 @@ class ComparisonOutcome:
 
     @classmethod
     def from_json(cls, data: Json, where: str = "comparison") -> ComparisonOutcome:
-        d = _object(data, where)
-        return cls(_key_from_json(d, where), _leaf(Comparison.from_dict, d, where))
+        d = to_object(data, where)
+        return cls(_key_from_json(d, where), leaf(Comparison.from_dict, d, where))
 
 
 def _key_from_json(d: Mapping[str, Json], where: str) -> SeriesKey:
-    return SeriesKey(_get(d, "nodeid", str, where), str(d.get("name", "")))
+    return SeriesKey(get(d, "nodeid", str, where), str(d.get("name", "")))
 
 
 @dataclass(frozen=True)
@@ -548,18 +456,18 @@ class TestOutcome:
 
     @classmethod
     def from_json(cls, data: Json, where: str = "test") -> TestOutcome:
-        d = _object(data, where)
-        nodeid = _get(d, "nodeid", str, where)
+        d = to_object(data, where)
+        nodeid = get(d, "nodeid", str, where)
         where = f"{where} {nodeid}"
         location = d.get("location")
         leak = d.get("leak")
         return cls(
             nodeid=nodeid,
-            records=_items(d, "records", where, JudgedRecord.from_json),
-            failures=_items(d, "failures", where, _failure_from_json),
-            details=_strings(d, "details", where),
+            records=items(d, "records", where, JudgedRecord.from_json),
+            failures=items(d, "failures", where, _failure_from_json),
+            details=strings(d, "details", where),
             leak=LeakOutcome.from_json(leak, f"{where}.leak") if leak else None,
-            comparisons=_items(d, "comparisons", where, ComparisonOutcome.from_json),
+            comparisons=items(d, "comparisons", where, ComparisonOutcome.from_json),
             body_passed=bool(d.get("body_passed", True)),
             location=(str(location[0]), int(location[1])) if location else None,
         )
@@ -571,162 +479,3 @@ def _failure_from_json(data: Json, where: str) -> Failure:
     if data[0] not in FailureKind._value2member_map_:
         raise ReportError(f"{where}: unknown failure kind {data[0]!r}")
     return Failure(FailureKind(data[0]), data[1])
-
-
-# --- the run's report ----------------------------------------------------------------------------
-
-
-def _update_to_json(update: UpdateSummary) -> dict[str, Json]:
-    return {
-        "path": str(update.path),
-        "added": list(update.added),
-        "changed": list(update.changed),
-        "afresh": list(update.afresh),
-        "unchanged": update.unchanged,
-        "pruned": list(update.pruned),
-    }
-
-
-def _update_from_json(data: Json, where: str) -> UpdateSummary:
-    d = _object(data, where)
-    return UpdateSummary(
-        path=Path(_get(d, "path", str, where)),
-        added=list(_strings(d, "added", where)),
-        changed=list(_strings(d, "changed", where)),
-        afresh=list(_strings(d, "afresh", where)),
-        unchanged=int(d.get("unchanged", 0)),
-        pruned=list(_strings(d, "pruned", where)),
-    )
-
-
-@dataclass(frozen=True)
-class Report:
-    """One run's report: every test's outcome, what the run did to the baselines, and the series
-    it found obsolete or drifting."""
-
-    tests: tuple[TestOutcome, ...] = ()
-    run_id: str = ""
-    baseline_dir: str = ""
-    #: where the run ran: torch, CUDA, driver, GPUs, CPU, Python
-    environment: Mapping[str, Json] = field(default_factory=dict)
-    updates: tuple[UpdateSummary, ...] = ()
-    #: by device class: series whose tests no longer exist
-    obsolete: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: series whose baseline recordings climbed step by step: ``key {series}: drifting …``
-    drifting: tuple[str, ...] = ()
-    #: did the run see every test of the files it ran (no deselection, crash or abort)?
-    complete_run: bool = True
-    #: a prune was asked for but the run was partial
-    pruned_refused: bool = False
-    #: tests whose body failed (measured or not): not the plugin's verdicts, the tests' own
-    failed_bodies: int = 0
-    schema: int = SCHEMA
-
-    def records(self) -> list[JudgedRecord]:
-        return [r for t in self.tests for r in t.records]
-
-    def judged(self) -> list[TestOutcome]:
-        """Outcomes whose body passed (their failures are the plugin's), by test id."""
-        return [t for t in self.tests if t.body_passed]
-
-    def counts(self) -> dict[str, int]:
-        records = self.records()
-        kinds = Counter(r.verdict.kind for r in records)
-        peaks = sum(1 for r in records if r.is_peak)
-        return {
-            "measured": len(records),
-            "times": len(records) - peaks,
-            "peaks": peaks,
-            "regression": kinds[Kind.REGRESSION],
-            "improved": kinds[Kind.IMPROVED],
-            "new": kinds[Kind.NEW],
-            "inconclusive": kinds[Kind.INCONCLUSIVE],
-            "leak": sum(1 for t in self.tests if t.has(FailureKind.LEAK)),
-            "over budget": sum(1 for t in self.tests if any(f.kind.is_budget for f in t.failures)),
-        }
-
-    def to_json(self) -> dict[str, Json]:
-        return {
-            "schema": SCHEMA,
-            "run_id": self.run_id,
-            "baseline_dir": self.baseline_dir,
-            "environment": plain(self.environment),
-            "summary": self.counts(),
-            "tests": [t.to_json() for t in self.tests],
-            "updates": [_update_to_json(u) for u in self.updates],
-            "obsolete": {c: list(keys) for c, keys in self.obsolete.items()},
-            "drifting": list(self.drifting),
-            "complete_run": self.complete_run,
-            "pruned_refused": self.pruned_refused,
-            "failed_bodies": self.failed_bodies,
-        }
-
-    @classmethod
-    def from_json(cls, data: Json, where: str = "report") -> Report:
-        d = _object(data, where)
-        schema = d.get("schema")
-        if isinstance(schema, int) and schema > SCHEMA:
-            raise ReportError(
-                f"{where}: report schema {schema} was written by a newer pytest-cudaperf (this "
-                f"one reads {', '.join(map(str, READABLE))}); upgrade pytest-cudaperf"
-            )
-        if schema not in READABLE:
-            raise ReportError(f"{where}: not a --cudaperf-json report (schema {schema!r})")
-        obsolete = _object(d.get("obsolete", {}), f"{where}.obsolete")
-        return cls(
-            tests=tuple(
-                sorted(_items(d, "tests", where, TestOutcome.from_json), key=lambda t: t.nodeid)
-            ),
-            run_id=str(d.get("run_id", "")),
-            baseline_dir=str(d.get("baseline_dir") or ""),
-            environment=_object(d.get("environment", {}), f"{where}.environment"),
-            updates=_items(d, "updates", where, _update_from_json),
-            obsolete={str(c): _strings(obsolete, c, f"{where}.obsolete") for c in obsolete},
-            drifting=_strings(d, "drifting", where),
-            complete_run=bool(d.get("complete_run", True)),
-            pruned_refused=bool(d.get("pruned_refused", False)),
-            failed_bodies=int(_number(d, "failed_bodies", where)) if "failed_bodies" in d else 0,
-        )
-
-
-def merge_reports(reports: Sequence[Report]) -> Report:
-    """One report of several shards' (disjoint tests; a test in two keeps the last one's)."""
-    tests = {t.nodeid: t for report in reports for t in report.tests}
-    obsolete: dict[str, tuple[str, ...]] = {}
-    for report in reports:
-        for device_class, keys in report.obsolete.items():
-            obsolete[device_class] = tuple(sorted({*obsolete.get(device_class, ()), *keys}))
-    first = reports[0]
-    return Report(
-        tests=tuple(tests[k] for k in sorted(tests)),
-        run_id=first.run_id,
-        baseline_dir=first.baseline_dir,
-        environment=first.environment,
-        updates=tuple(u for r in reports for u in r.updates),
-        obsolete=obsolete,
-        drifting=tuple(dict.fromkeys(line for r in reports for line in r.drifting)),
-        complete_run=all(r.complete_run for r in reports),
-        pruned_refused=any(r.pruned_refused for r in reports),
-        failed_bodies=sum(r.failed_bodies for r in reports),
-    )
-
-
-def dumps(report: Report) -> str:
-    """The report's JSON text: sorted keys, two-space indent, final newline."""
-    return json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n"
-
-
-def write_report(path: Path, report: Report) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(report), encoding="utf-8")
-
-
-def read_report(path: Path) -> Report:
-    """A ``--cudaperf-json`` file; :class:`ReportError` naming the file on anything bad."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: not valid JSON ({exc})") from None
-    return Report.from_json(data, str(path))

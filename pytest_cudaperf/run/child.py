@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_cudaperf.report.model import Report, ReportError, read_report
+from pytest_cudaperf.report.document import Report, read_report
+from pytest_cudaperf.report.fields import ReportError
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.timing import Measurement

@@ -12,9 +12,10 @@ from typing import Any
 
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.report.document import Report, write_report
 from pytest_cudaperf.report.github import append_github_summary, github_annotations
 from pytest_cudaperf.report.html import write_html
-from pytest_cudaperf.report.model import JudgedRecord, Report, TestOutcome, write_report
+from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.context import RunContext
 from pytest_cudaperf.series import Record, drift
 from pytest_cudaperf.store.baselines import BaselineStore, UpdateSummary

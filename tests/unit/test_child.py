@@ -9,7 +9,8 @@ import pytest
 
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Measurement
-from pytest_cudaperf.report.model import JudgedRecord, Report, TestOutcome
+from pytest_cudaperf.report.document import Report
+from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.child import FreshProcess, item_args, plugin_args, read_times, settings_env
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings

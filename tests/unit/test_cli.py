@@ -15,7 +15,8 @@ from pytest_cudaperf.cli import main
 from pytest_cudaperf.cli.record import uneven_host
 from pytest_cudaperf.cli.sources import read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.report.model import JudgedRecord, Report, TestOutcome, dumps
+from pytest_cudaperf.report.document import Report, dumps
+from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, Verdict

@@ -9,10 +9,11 @@ from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.github import github_annotations, github_summary
 from pytest_cudaperf.report.html import render_html
 from pytest_cudaperf.report.junit import failure_text
-from pytest_cudaperf.report.model import FailureKind, Report
+from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import render_table, summary_line, table_rows
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext

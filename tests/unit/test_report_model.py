@@ -11,6 +11,8 @@ from pytest_cudaperf.breakdown import Entry as Kernel
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
+from pytest_cudaperf.report.document import Report, dumps, merge_reports, read_report
+from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.report.model import (
     Bandwidth,
     ComparisonOutcome,
@@ -19,12 +21,7 @@ from pytest_cudaperf.report.model import (
     JudgedRecord,
     LeakOutcome,
     Other,
-    Report,
-    ReportError,
     TestOutcome,
-    dumps,
-    merge_reports,
-    read_report,
     record_from_json,
     record_to_json,
 )
