@@ -191,7 +191,7 @@ def test_stability_fields_and_fingerprint():
 def test_cuda_measurement_carries_sm_clock_instability_and_fingerprint(
     pytester: pytest.Pytester,
 ) -> None:
-    """A cold x.sum() over 1,024 floats (issue 12's reduction): the spin blocker's SM clock is on
+    """A cold x.sum() over 1,024 floats (a launch-bound reduction): the spin blocker's SM clock is on
     the measurement, instability fields are typed and round-trip, and the probe's fingerprint
     names the GPU and, with nvidia-ml-py, its power limit."""
     pytester.makepyfile(test_stability=STABILITY)

@@ -1,4 +1,4 @@
-"""The baseline folder end to end (issue 15): a ``#`` in a test id is an ordinary character, the
+"""The baseline folder end to end: a ``#`` in a test id is an ordinary character, the
 folder users commit stays clean in ``git status`` (after an update, after a killed update, under
 xdist), and a rewritten baseline keeps its file mode."""
 
@@ -128,8 +128,8 @@ def test_git_status_after_a_killed_update(pytester: pytest.Pytester, project: Pa
 
 
 def test_git_status_after_an_update_under_xdist(pytester: pytest.Pytester, project: Path) -> None:
-    # eight workers on this 2-core machine, as issue 15 asked: each holds the device lock, the
-    # controller alone writes the baseline
+    # eight workers on a 2-core machine: each holds the device lock, the controller alone writes
+    # the baseline
     result = pytester.runpytest("-n", "8", *FAST, "--cudaperf-update")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["cudaperf: baselines *: 6 added, 0 updated, 0 kept"])

@@ -1,4 +1,4 @@
-"""Baselines from several processes, end to end on the CPU (issue 12): ``cudaperf record`` writes
+"""Baselines from several processes, end to end on the CPU: ``cudaperf record`` writes
 schema-2 series of K recordings, ``cudaperf show`` says how many, and an intentional change is
 followed: the update starts the series afresh, the new level passes, the old one reads IMPROVED.
 

@@ -1,4 +1,4 @@
-"""Kernel/op breakdowns end to end on the CPU (issue 14): ``--cudaperf-update`` stores the aten-op
+"""Kernel/op breakdowns end to end on the CPU: ``--cudaperf-update`` stores the aten-op
 breakdown with the baseline, a regression names the op that explains it, in the failure text and
 in the JSON report; a green run profiles nothing."""
 

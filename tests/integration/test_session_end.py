@@ -108,8 +108,8 @@ def test_github_summary_that_cannot_be_written(
 def test_a_bad_baseline_field_is_a_usage_error_naming_the_file(
     pytester: pytest.Pytester, field: str, value: object, said: str
 ) -> None:
-    """Issue 15, "Why" 3 and the Infinity of "Why" 2: each was a traceback, an AttributeError in
-    the test, or a series that can never fail."""
+    """Each bad field was once a traceback, an AttributeError in the test, or a series that can
+    never fail."""
     pytester.makepyfile(test_one=ONE_TEST)
     assert pytester.runpytest(*FAST, "--cudaperf-update").ret == 0
     (path,) = (pytester.path / ".cudaperf").glob("*.json")

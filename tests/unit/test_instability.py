@@ -14,7 +14,7 @@ def _around(level: float, n: int, rel: float, seed: int) -> list[float]:
 
 
 def test_rounds_that_disagree_beyond_their_cis_are_named_with_their_medians() -> None:
-    # issue 12's reduction: the second round ~20% above the others, each round tight
+    # the H100's 4.6 µs reduction: the second round ~20% above the others, each round tight
     rounds = [
         _around(4.6e-3, 80, 0.01, 1),
         _around(5.5e-3, 80, 0.01, 2),

@@ -307,7 +307,7 @@ def test_cuda_readings_and_memory_outside_torch_with_a_fake_torch(
     )
     fake_c = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: True)
     # the context check reads the real torch's: on a CUDA host without a context on a device it
-    # would leave that device out (this test failed on the 2-GPU host, session 7)
+    # would leave that device out (this test failed on a 2-GPU H200 host, 2026-11-23)
     monkeypatch.setattr(torch, "_C", fake_c)
     memory = CudaMemory.__new__(CudaMemory)
     memory._torch = types.SimpleNamespace(cuda=fake_cuda, _C=fake_c)

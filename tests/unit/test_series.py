@@ -42,7 +42,7 @@ def test_one_process_far_off_sets_the_noise_where_the_range_underestimates_it() 
 
 
 def test_a_recording_from_a_slow_host_does_not_reach() -> None:
-    """A recording whose reference loop ran 1.66x slower than the others' (session 6: exp[1024]
+    """A recording whose reference loop ran 1.66x slower than the others' (a CPU A/A's exp[1024]
     at 2.07x the value): the host's speed explains it, and a 3x slowdown must still fail."""
     at_speed = [replace(rec(m), reference_ms=0.44) for m in (7.96, 8.28, 8.05, 8.0)]
     slow = replace(rec(16.67), reference_ms=0.727)

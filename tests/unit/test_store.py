@@ -183,7 +183,7 @@ def test_obsolete_only_from_complete_runs(tmp_path: Path) -> None:
 
 
 def test_a_hash_in_a_test_id_is_never_obsolete_right_after_it_ran(tmp_path: Path) -> None:
-    """Issue 15: ``test_ids[c#d]`` was listed obsolete and pruned right after it ran."""
+    """``test_ids[c#d]`` was once listed obsolete and pruned right after it ran."""
     (tmp_path / "t.py").write_text("")
     store = BaselineStore.load(tmp_path / ".cudaperf")
     ran = [
@@ -327,7 +327,7 @@ def test_strict_reading_names_the_file(tmp_path: Path, content: str, message: st
 def test_every_field_is_checked(
     tmp_path: Path, field: str, value: object, message: str, schema: int
 ) -> None:
-    """Issue 15: ``"env": "x"``, ``"noise": -5``, NaN, -1, Infinity, ``"ci": "abc"``."""
+    """``"env": "x"``, ``"noise": -5``, NaN, -1, Infinity, ``"ci": "abc"``: each named."""
     old = {**GOOD, field: value}
     path = tmp_path / "cpu.json"
     if schema == 1:

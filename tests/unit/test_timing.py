@@ -195,7 +195,7 @@ def test_rounds_widen_the_ci_to_cover_each_rounds_median() -> None:
 
 
 def test_rounds_at_two_levels_make_the_measurement_unstable() -> None:
-    # issue 12's reduction: the second round ~20% above the others
+    # the H100's 4.6 µs reduction: the second round ~20% above the others
     backend = StatefulBackend((4.6e-3, 5.5e-3, 4.6e-3))
     m = measure(backend, lambda: None, Budget(warmup=0.0, max_time=0.3, rounds=3))  # type: ignore[arg-type]
     assert m.instability[0].startswith("rounds disagree by 20% (4.60 / 5.50 / 4.60 µs)")
@@ -329,7 +329,7 @@ def test_without_triton_the_sleep_kernel_blocks_and_says_why(
     monkeypatch.setitem(sys.modules, "pytest_cudaperf.measure._spin", None)  # Triton missing
     # where Triton is installed and _spin was imported already, the package keeps it as an
     # attribute, which `from pytest_cudaperf.measure import _spin` finds first (failed on the
-    # H200 host, session 9)
+    # H200 host, 2026-11-24)
     monkeypatch.delattr(measure, "_spin", raising=False)
     warnings: list[str] = []
     blocker = cuda_timing._make_blocker(torch, torch.device("cpu"), 1.0, warnings)

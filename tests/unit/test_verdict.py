@@ -110,7 +110,7 @@ def test_noisy_series_cannot_support_the_tolerance_never_regression() -> None:
 
 
 def test_the_series_movement_widens_the_band_once_not_also_the_ci() -> None:
-    """A 5-process series moving ±22% (issue 12's bimodal 5 µs reduction): the band is ±22%, and
+    """A 5-process series moving ±22% (the H100's bimodal 5 µs reduction): the band is ±22%, and
     the CI carries only the uncertainty of the series value (22% / sqrt(5)), so a +42% slowdown
     with a tight CI fails (it read INCONCLUSIVE when the movement was counted in both)."""
     wide = series(1.0, 1.1467, 0.8533, 1.0, 1.0)  # noise 1.5 x half the range: 22%
