@@ -156,7 +156,7 @@ def no_leak(  # noqa: PLR0913 - a marker spec: its parameters are the marker's a
     )
 
 
-# --- distributed (issue 13) ---------------------------------------------------------------------
+# --- distributed ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

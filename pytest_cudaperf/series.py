@@ -101,22 +101,17 @@ class Record:
         return self.recording.median
 
 
-#: noise assumed for a series recorded in fewer than ``MIN_PROCESSES`` processes. One process cannot
-#: see process-level states: on the H100 a launch-bound reduction moved +13…+22% between processes
-#: while each process saw ±2% (issue 12); 3% covers the between-process spread MEASUREMENT.md found
-#: for device time of kernels that are not launch-bound. CPU wall time moves more between processes
-#: (scheduler, frequency scaling, other tenants): on a loaded 2-core machine a 16 µs pure-Python
-#: loop sat near 16 µs in some processes and near 26 µs in others under ``-n 2``, each process
-#: steady, so a one-process CPU baseline is taken as ±50%: a 3x slowdown still fails, a 1.6x
-#: process state does not. ``cudaperf record`` replaces the floor by the measured spread.
+#: noise assumed for a series recorded in fewer than ``MIN_PROCESSES`` processes: one process cannot
+#: see process-level states. ±3% for device time, ±50% for CPU wall time (a 3x slowdown still
+#: fails, a 1.6x process state does not); ``cudaperf record`` replaces the floor by the measured
+#: spread (why: docs/decisions.md, "A series' noise spans processes").
 SINGLE_PROCESS_FLOOR = {"device": 0.03, "wall": 0.50, "bytes": 0.0}
 #: the floor of a change point's threshold with fewer than ``MIN_PROCESSES`` recordings: lower
 #: than the verdict's for CPU wall time, so that an intentional +20% change starts afresh
 CHANGE_POINT_FLOOR = {"device": 0.03, "wall": 0.10, "bytes": 0.0}
-#: CPU wall time moves between processes by more than a few recordings show: on the 2-core
-#: shared machine, unchanged processes read +30…+62% against a 3-process baseline whose recordings
-#: agreed within 6% (each steady, no measured wait: other tenants' load). A CPU series is taken as
-#: at least ±30% whatever its recordings: a 3x slowdown still fails, such a move does not.
+#: a CPU wall-time series is taken as at least ±30% whatever its recordings: CPU wall time moves
+#: between processes by more than a few recordings show; a 3x slowdown still fails (why:
+#: docs/decisions.md, "The ±30% floor of CPU wall time").
 WALL_FLOOR = 0.30
 #: recordings from this many processes let their spread stand for the between-process noise
 MIN_PROCESSES = 3
@@ -151,14 +146,12 @@ def reach(recordings: Sequence[Recording]) -> float:
     """How far the furthest recording lies from the series' value (the median of the
     recordings' medians), relative; 0 for fewer than two recordings.
 
-    An unchanged process was seen there, so a verdict must not call that far a regression. A
-    series whose processes are bimodal has a :func:`spread` below it: the conv1d of the session-7
-    CPU A/A read 25.0-27.4 µs in four recordings and 37.2 µs in the fifth (spread ±36%, reach
-    +46%), then +60% (CI +38%…+86%) in an unchanged process under ``-n 2``, a false regression.
-    A recording taken while the host itself ran slow or fast (its reference loop beyond
-    ``instability.HOST_MIN`` of the recordings' median) does not count: the host's speed explains
-    it, and the verdict weighs the host's speed now on its own (re-judging session 6's A/A, counting
-    them cost 6 of the 266 3x slowdowns it caught and averted no false failure)."""
+    An unchanged process was seen there, so a verdict must not call that far a regression (a
+    series whose processes are bimodal has a :func:`spread` below it). A recording taken while the
+    host itself ran slow or fast (its reference loop beyond ``instability.HOST_MIN`` of the
+    recordings' median) does not count: the host's speed explains it, and the verdict weighs the
+    host's speed now on its own (why: docs/decisions.md, "A series' noise is at least its
+    reach")."""
     medians = [r.median for r in recordings if _finite_positive(r.median)]
     if len(medians) < 2:
         return 0.0

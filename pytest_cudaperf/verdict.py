@@ -4,9 +4,8 @@
 lands from the series value, so it widens the band. The ratio current/baseline has a CI from the
 current noise (the larger of the measurement's CI half-width and what its instability implies)
 and the uncertainty of the series value itself, the median of ``n`` processes' medians:
-``noise / sqrt(n)`` (:func:`value_uncertainty`). Counting the whole series noise in the CI as
-well as in ``t`` counted the between-process movement twice: a +53% slowdown of a 5 µs reduction
-whose series moves ±22% read INCONCLUSIVE (benchmarks/RESULTS.md).
+``noise / sqrt(n)`` (:func:`value_uncertainty`), not the whole series noise again (why:
+docs/decisions.md, "The series noise widens the band, not also the CI").
 
 - REGRESSION: CI low > 1 + t.  IMPROVED: CI high < 1 / (1 + t).
 - PASS: the point ratio lies within [1 / (1 + t), 1 + t] — unless the noise raised t above the
@@ -54,8 +53,8 @@ FINGERPRINT_KEYS = (
 )
 
 
-#: a CPU wall time taken under contention fails only beyond twice the baseline: unchanged
-#: processes read +85…+136% on the loaded 2-core machine (benchmarks/RESULTS.md)
+#: a CPU wall time taken under contention fails only beyond twice the baseline (why:
+#: docs/decisions.md, "A contended CPU measurement fails only beyond 2x")
 CONTENDED_WALL_THRESHOLD = 1.0
 
 

@@ -35,8 +35,9 @@ def _attach_breakdowns(
     runner: Runner, args: Sequence[str], tmp: Path, series: dict[Where, list[Record]]
 ) -> None:
     """One more run, profiling only: each series' kernel (or op) breakdown, put on its last
-    recording's record. Apart from the measuring runs, because a profiler that ran earlier in a
-    process slowed the CUDA-graph replays measured after it (+10% on the H100)."""
+    recording's record. Apart from the measuring runs: a profiler that ran earlier in a process
+    slows what is measured after it (why: docs/decisions.md, "Breakdowns are profiled apart from
+    measurements")."""
     report = tmp / "breakdowns.json"
     scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
     rc = runner(

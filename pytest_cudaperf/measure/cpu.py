@@ -127,7 +127,8 @@ class ReferenceProbe:
     :meth:`point` times the loop ``reps`` times and keeps the fastest (an interrupt in one rep is
     not the machine's speed); the backend takes a point at each round's start and one at the end,
     and :meth:`value` is their median in milliseconds: during a slow stretch of the host it reads
-    about what the samples read (benchmarks/RESULTS.md, CPU A/A session 6)."""
+    about what the samples read (why: docs/decisions.md, "The host's speed, from a reference
+    loop")."""
 
     def __init__(
         self,

@@ -133,9 +133,9 @@ def sleep_cycles_per_ms(torch_mod: Any) -> float:
 class L2Flush:
     """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind), then
     discards the buffer's lines (``discard.global.L2``), so that every sample starts from an L2
-    whose lines are invalid rather than full of whatever the replacement policy kept (with the
-    read alone, small cold kernels settled on one of two levels per round: benchmarks/RESULTS.md,
-    flush variants). Falls back to the read alone where the discard does not compile (before
+    whose lines are invalid rather than full of whatever the replacement policy kept (why:
+    docs/decisions.md, "Cold L2: read, then discard"). Falls back to the read alone where the
+    discard does not compile (before
     sm_80, or a Triton without inline PTX), and to ``torch.sum`` without Triton.
     """
 
@@ -335,14 +335,10 @@ class CudaBackend:
         self.cycles_per_ms = sleep_cycles_per_ms(torch)
         self.blocker = _make_blocker(torch, device, self.cycles_per_ms, self.lasting)
         self._graphs: list[Any] = []
-        #: one set of timing events for every sampler (round) of this backend. Each sampler
-        #: used to create its own while the previous round's were freed, so a driver that
-        #: recycles freed events last-in-first-out gave round 2 the event slots in reverse
-        #: (start events where stop events were) and round 3 the original arrangement again:
-        #: the one difference found in this code that sets round 2 alone apart, where issue 12
-        #: saw a reduction's second round ~20% high. A hypothesis, not a measured cause:
-        #: benchmarks/diagnostics/diag_second_round.py tests it (variants ``fresh_events`` vs
-        #: ``plugin``). Samplers never interleave within a batch, so sharing is safe.
+        #: one set of timing events for every sampler (round) of this backend, so that no round
+        #: gets its event slots recycled in another order than the others (why:
+        #: docs/decisions.md, "One set of CUDA events per backend"). Samplers never interleave
+        #: within a batch, so sharing is safe.
         self._events = event_pairs(torch)
         #: the dry run's answer per callable during one measurement (each round asks again);
         #: emptied by :meth:`finish`, so no callable outlives its measurement here

@@ -16,8 +16,8 @@ from pytest_cudaperf.measure import stats
 
 #: round medians that disagree by less than this (relative range) are left to the CI, which
 #: already covers every round's median; above it, and beyond what the rounds' own CIs explain,
-#: the disagreement is a state that holds for a whole round (issue 12: a 4.6 µs reduction whose
-#: second round sat ~20% higher)
+#: the disagreement is a state that holds for a whole round (why: docs/decisions.md, "Three
+#: rounds, and a CI that covers every round's median")
 ROUNDS_MIN_SPREAD = 0.01
 #: two modes closer than this (relative) are not reported: CUDA events tick in 32 ns steps, so a
 #: 2 µs kernel's samples fall on levels 1.6% apart, and such levels are not two states
@@ -29,17 +29,12 @@ BIMODAL_MIN_SHARE = 0.10
 #: run-queue wait below this share of the sampling wall time is not reported
 CONTENTION_MIN = 0.01
 #: a reference loop's time within this (relative, either way) of its time when the baseline was
-#: recorded is not named: the first loop moved ±11% between fresh processes on the quiet 2-core
-#: machine, the final one ±22% between recording processes while the host changed speed
-#: (benchmarks/RESULTS.md, CPU A/A session 6)
+#: recorded is not named: the loop itself moves that much between processes (why:
+#: docs/decisions.md, "The host's speed, from a reference loop")
 HOST_MIN = 0.25
 #: a test's slowdown beyond 1 during a slow stretch, as a multiple of the reference loop's: the
-#: loop is one workload and others suffer more — in the session-6 CPU A/A an unchanged
-#: ``json.dumps`` of 10,000 items read 2.10x while the loop read 1.58x (1.9 times its excess), and
-#: two ``-n 2`` tests 2.43x at 1.84x and 1.79x; 1.5 (with the ±30% band of a CPU series) covers
-#: those three, 2 cost a 3x slowdown's catch rate 95.5% → 89.7% in the same runs; chosen on them
-#: (in-sample), it missed a later ``json.dumps`` at 2.33x with the first loop at 1.49x
-#: (benchmarks/RESULTS.md)
+#: loop is one workload and others suffer more (why: docs/decisions.md, "The host's speed, from a
+#: reference loop")
 HOST_STRETCH = 1.5
 #: other processes' share of the machine's CPU time below this is not reported: a quiet machine's
 #: daemons use a few percent; one busy process on a 2-core machine is 50%
@@ -195,11 +190,10 @@ def contention(waited: float | None) -> Finding | None:
 def busy_machine(others: float | None) -> Finding | None:
     """Other processes used ``others`` of the machine's CPU time while the samples were taken.
 
-    They need not have taken this thread's core (no run-queue wait) to slow it: on the 2-core
-    shared machine unchanged processes ran a test +85…+136% slower with no measured wait and no
-    load above the cores (benchmarks/RESULTS.md). Noise ``others``, the share of the machine that
-    was somebody else's: not a measured stretch, but on top of the verdict's 2x contention
-    threshold it keeps such a +136% process (with a tight CI of its own) from failing."""
+    They need not have taken this thread's core (no run-queue wait) to slow it. Noise ``others``,
+    the share of the machine that was somebody else's: not a measured stretch, but on top of the
+    verdict's 2x contention threshold it keeps an unchanged process slowed that way from failing
+    (why: docs/decisions.md, "A contended CPU measurement fails only beyond 2x")."""
     if others is None or others < BUSY_MIN:
         return None
     return Finding(f"other processes used {others:.0%} of the machine's CPU time", others)
@@ -209,9 +203,7 @@ def host_speed(now_ms: float | None, then_ms: float | None) -> Finding | None:
     """The host ran the fixed reference loop (``cpu.ReferenceProbe``) in ``now_ms`` while this
     measurement sampled, against ``then_ms`` when the baseline was recorded: beyond
     :data:`HOST_MIN` either way, the whole machine was slower (or faster) than the baseline's,
-    and the samples are too. In session 6's CPU A/A, while the host ran up to 1.4x slow with no
-    wait, no busy machine and no load measured, ten unchanged ``-n 2`` runs had 72 false
-    failures in 1,040 test-runs without this finding and 2 with it.
+    and the samples are too (why: docs/decisions.md, "The host's speed, from a reference loop").
 
     Noise: :data:`HOST_STRETCH` times the ratio's distance from 1 (``now / then - 1`` slower,
     ``then / now - 1`` faster): an unchanged test slows with the machine, some workloads more
@@ -238,13 +230,12 @@ def oversubscribed(workers: int | None, cores: int) -> Finding | None:
 
     The timing lock keeps the others from *sampling* at the same time, not from setting up,
     tearing down and reporting their tests on the cores this one needs. As many workers as cores
-    is not named: the slow stretches unchanged ``-n 2`` runs showed on the 2-core machine
-    (+50…+148%, no wait, no busy machine measured) are judged by what they did to the host's
-    speed (:func:`host_speed`), not by the worker count (benchmarks/RESULTS.md, CPU A/A).
+    is not named: slow stretches at as many workers as cores are judged by what they did to the
+    host's speed (:func:`host_speed`), not by the worker count.
 
     Noise: ``workers / cores - 1``, the stretch of a wall time when every worker is busy and they
-    share the cores evenly — whether or not a run-queue wait was measured: under ``-n 8`` on 2 cores
-    a 5 ms convolution read 4.1–4.5x its serial baseline with no wait measured."""
+    share the cores evenly, whether or not a run-queue wait was measured (why: docs/decisions.md,
+    "More xdist workers than cores")."""
     if workers is None or cores <= 0 or workers <= cores:
         return None
     return Finding(

@@ -20,7 +20,7 @@ SLOWDOWN_REASONS = {
 
 
 #: a blocker-measured SM clock whose 10th percentile is below this share of its median has
-#: dipped: beyond the few percent single readings jitter by (benchmarks/RESULTS.md, clocks)
+#: dipped: beyond the few percent single readings jitter by (benchmarks/RESULTS.md, "SM clocks")
 CLOCK_DIP = 0.95
 
 
