@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
     from pytest_cudaperf.devices.probe import Probe
     from pytest_cudaperf.locks import LockRegistry
-    from pytest_cudaperf.markers import DistributedOptions
+    from pytest_cudaperf.markers import DistributedOptions, Marks
     from pytest_cudaperf.measure.timing import Measurement, Sampled
     from pytest_cudaperf.report.model import FailureKind, JudgedRecord, LeakOutcome, TestOutcome
     from pytest_cudaperf.run.context import ItemState, RunContext
@@ -805,35 +805,33 @@ def read_collectives(workdir: Path) -> list[dict[str, Any]]:
 # --- the launcher's part of a test -----------------------------------------------------------
 
 
-def is_launcher(marks: Mapping[str, Any]) -> bool:
+def is_launcher(marks: Marks) -> bool:
     """Does this process launch the ranks of the test (rather than being one)?"""
-    return "distributed" in marks and not in_rank(os.environ)
+    return marks.distributed is not None and not in_rank(os.environ)
 
 
-def launcher_skip(marks: Mapping[str, Any], run: RunContext) -> str | None:
+def launcher_skip(marks: Marks, run: RunContext) -> str | None:
     """Why the launcher of a distributed test skips it here (too few GPUs, no GPU for nccl);
     None to run it, or when this process is no launcher."""
-    if not is_launcher(marks):
+    if marks.distributed is None or not is_launcher(marks):
         return None
-    return plan(marks["distributed"], run.settings.device, run.probe)[2]
+    return plan(marks.distributed, run.settings.device, run.probe)[2]
 
 
-def require_gpus_error(
-    run: RunContext, tests: Sequence[tuple[str, Mapping[str, Any]]]
-) -> str | None:
+def require_gpus_error(run: RunContext, tests: Sequence[tuple[str, Marks]]) -> str | None:
     """Under ``--cudaperf-require-gpu``, a distributed test among ``tests`` (node id, parsed
     marks) that this machine has too few GPUs for is a usage error: its one line, else None."""
     if not run.settings.require_gpu or run.is_worker:
         return None
     for nodeid, marks in tests:
-        if "distributed" in marks:
-            reason = plan(marks["distributed"], "cuda", run.probe)[2]
+        if marks.distributed is not None:
+            reason = plan(marks.distributed, "cuda", run.probe)[2]
             if reason:
                 return f"--cudaperf-require-gpu: {nodeid} {reason}"
     return None
 
 
-def skips_fixture(scope: str, marks: Mapping[str, Any]) -> bool:
+def skips_fixture(scope: str, marks: Marks) -> bool:
     """The launcher of a distributed test does not set up its function-scoped fixtures: they
     run in each rank (a fixture building a DDP model needs the process group)."""
     return scope == "function" and is_launcher(marks)

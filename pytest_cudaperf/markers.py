@@ -228,9 +228,25 @@ class MarkLike(Protocol):
     def kwargs(self) -> Mapping[str, Any]: ...
 
 
-def parse_marks(marks: Iterable[MarkLike]) -> dict[str, Any]:
-    """A test's marks, closest first, as options per marker name (the closest mark of each
-    name wins); a bad argument is kept as ``"error"``, to fail that test at setup."""
+@dataclass(frozen=True)
+class Marks:
+    """A test's cudaperf marks, parsed: each marker's options, None where the test has no such
+    mark; ``error``: a bad argument's one line (the test fails with it at setup)."""
+
+    gpu: GpuRequirement | None = None
+    perf: PerfOptions | None = None
+    no_leak: LeakOptions | None = None
+    distributed: DistributedOptions | None = None
+    error: str | None = None
+
+    def __bool__(self) -> bool:
+        """Does the test have any cudaperf mark?"""
+        return self != Marks()
+
+
+def parse_marks(marks: Iterable[MarkLike]) -> Marks:
+    """A test's marks, closest first, as options per marker (the closest mark of each name
+    wins); a bad argument is kept as ``error``, to fail that test at setup."""
     closest: dict[str, MarkLike] = {}
     for mark in marks:
         if mark.name in SPECS:
@@ -243,4 +259,4 @@ def parse_marks(marks: Iterable[MarkLike]) -> dict[str, Any]:
             parsed[name] = parse(name, closest[name].args, dict(closest[name].kwargs))
         except MarkerError as exc:
             parsed["error"] = str(exc)
-    return parsed
+    return Marks(**parsed)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_cudaperf import distributed
 from pytest_cudaperf.devices.probe import header_lines
-from pytest_cudaperf.markers import SPECS, marker_help, parse_marks
+from pytest_cudaperf.markers import SPECS, Marks, marker_help, parse_marks
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import terminal_summary
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # imported where used: a run that uses no fixture or marker n
 
 RUN = pytest.StashKey["CudaperfRun"]()
 TEST = pytest.StashKey[TestContext]()
-MARKS = pytest.StashKey[Mapping[str, Any]]()
+MARKS = pytest.StashKey[Marks]()
 TIMER = pytest.StashKey["Timer"]()
 
 
@@ -83,7 +83,7 @@ def _test(item: pytest.Item) -> TestContext:
     """The test's context, built on first use."""
     if TEST not in item.stash:
         run = _run(item.config).ctx
-        item.stash[TEST] = TestContext(run, ItemState(item.nodeid), item.stash.get(MARKS, {}))
+        item.stash[TEST] = TestContext(run, ItemState(item.nodeid), item.stash.get(MARKS, Marks()))
     return item.stash[TEST]
 
 
@@ -168,7 +168,7 @@ _FIXTURES = frozenset({"cuda_device", "cuda_timer", "memory_guard", "pinned_batc
 
 def uses_plugin(item: pytest.Item) -> bool:
     """Does the test use a cudaperf marker or fixture?"""
-    return bool(item.stash.get(MARKS, {})) or not _FIXTURES.isdisjoint(
+    return bool(item.stash.get(MARKS, Marks())) or not _FIXTURES.isdisjoint(
         getattr(item, "fixturenames", ())
     )
 
@@ -200,11 +200,11 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    marks = item.stash.get(MARKS, {})
-    if "error" in marks:
-        pytest.fail(marks["error"], pytrace=False)
-    if "gpu" in marks:
-        skip, fault = _run(item.config).ctx.gpu_gate(marks["gpu"])
+    marks = item.stash.get(MARKS, Marks())
+    if marks.error:
+        pytest.fail(marks.error, pytrace=False)
+    if marks.gpu is not None:
+        skip, fault = _run(item.config).ctx.gpu_gate(marks.gpu)
         if skip:  # pytest's skipping plugin runs next and reports the test's own location
             item.add_marker(pytest.mark.skip(reason=skip))
         elif fault:
@@ -218,7 +218,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
     """The launcher of a @distributed test sets up no function-scoped fixture (placeholders):
     they run in each rank."""
-    if not distributed.skips_fixture(fixturedef.scope, request.node.stash.get(MARKS, {})):
+    if not distributed.skips_fixture(fixturedef.scope, request.node.stash.get(MARKS, Marks())):
         return None
     fixturedef.cached_result = (True, fixturedef.cache_key(request), None)  # type: ignore[arg-type]
     return True
@@ -288,10 +288,11 @@ def dist_rank(request: pytest.FixtureRequest, cuda_device: Any) -> distributed.D
 @pytest.hookimpl(tryfirst=True, specname="pytest_pyfunc_call")
 def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
     """A @distributed test's launcher runs its ranks instead of the body."""
-    marks = pyfuncitem.stash.get(MARKS, {})
+    marks = pyfuncitem.stash.get(MARKS, Marks())
     if not distributed.is_launcher(marks):
         return None
-    merged = distributed.run_test(pyfuncitem, marks["distributed"], _run(pyfuncitem.config).ctx)
+    assert marks.distributed is not None  # is_launcher
+    merged = distributed.run_test(pyfuncitem, marks.distributed, _run(pyfuncitem.config).ctx)
     distributed.apply(pyfuncitem, merged, _test(pyfuncitem).state)
     return True
 
@@ -299,8 +300,8 @@ def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     result = yield  # the body's own run decides pass or fail; the checks below re-run it
-    marks = pyfuncitem.stash.get(MARKS, {})
-    checks = {"perf", "no_leak"} & marks.keys() and not distributed.is_launcher(marks)
+    marks = pyfuncitem.stash.get(MARKS, Marks())
+    checks = (marks.perf or marks.no_leak) and not distributed.is_launcher(marks)
     if checks and not _run(pyfuncitem.config).ctx.settings.disable:
         from pytest_cudaperf.fixtures import rerun
 

@@ -23,6 +23,7 @@ from pytest_cudaperf.devices.placement import DeviceContext, gpu_skip_reason, wo
 from pytest_cudaperf.devices.probe import Probe
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
+from pytest_cudaperf.markers import Marks
 from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.report.model import (
     ComparisonOutcome,
@@ -143,7 +144,7 @@ class TestContext:
 
     run: RunContext
     state: ItemState
-    marks: Mapping[str, Any] = field(default_factory=dict)
+    marks: Marks = field(default_factory=Marks)
     device: DeviceContext | None = None
 
     @property
@@ -156,13 +157,11 @@ class TestContext:
 
     @property
     def perf(self) -> PerfOptions | None:
-        found: PerfOptions | None = self.marks.get("perf")
-        return found
+        return self.marks.perf
 
     @property
     def no_leak(self) -> LeakOptions | None:
-        found: LeakOptions | None = self.marks.get("no_leak")
-        return found
+        return self.marks.no_leak
 
     @property
     def memory_device_type(self) -> str:

@@ -31,7 +31,7 @@ from pytest_cudaperf.distributed import (
 )
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
-from pytest_cudaperf.markers import DistributedOptions, MarkerError, parse
+from pytest_cudaperf.markers import DistributedOptions, MarkerError, Marks, PerfOptions, parse
 from pytest_cudaperf.measure.timing import Measurement
 from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.report.model import (
@@ -135,8 +135,8 @@ def _run_context(tmp_path: Path, probe: Probe, require_gpu: bool = True) -> RunC
 
 def test_too_few_gpus_is_a_usage_error_only_when_gpus_are_required(tmp_path: Path) -> None:
     tests = [
-        ("t.py::test_one", {"perf": object()}),
-        ("t.py::test_four", {"distributed": DistributedOptions(world_size=4)}),
+        ("t.py::test_one", Marks(perf=PerfOptions())),
+        ("t.py::test_four", Marks(distributed=DistributedOptions(world_size=4))),
     ]
     error = require_gpus_error(_run_context(tmp_path, TWO), tests)
     assert error == (
@@ -144,7 +144,7 @@ def test_too_few_gpus_is_a_usage_error_only_when_gpus_are_required(tmp_path: Pat
     )
     assert require_gpus_error(_run_context(tmp_path, TWO), tests[:1]) is None
     assert require_gpus_error(_run_context(tmp_path, TWO, require_gpu=False), tests) is None
-    two = [("t.py::test_two", {"distributed": DistributedOptions(world_size=2)})]
+    two = [("t.py::test_two", Marks(distributed=DistributedOptions(world_size=2)))]
     assert require_gpus_error(_run_context(tmp_path, TWO), two) is None
 
 

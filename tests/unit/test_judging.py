@@ -7,7 +7,7 @@ import pytest
 
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
-from pytest_cudaperf.markers import PerfOptions
+from pytest_cudaperf.markers import Marks, PerfOptions
 from pytest_cudaperf.measure.timing import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.github import github_annotations, github_summary
@@ -45,7 +45,7 @@ def run_context(tmp_path: Path, **settings: object) -> RunContext:
 
 
 def new_test(run: RunContext, perf: PerfOptions | None = None) -> TestContext:
-    return TestContext(run, ItemState("t.py::a"), {"perf": perf} if perf else {})
+    return TestContext(run, ItemState("t.py::a"), Marks(perf=perf))
 
 
 def judged(test: TestContext, median: float, device_class: str = "GPU X") -> None:

@@ -6,9 +6,11 @@ from pytest_cudaperf.markers import (
     GpuRequirement,
     LeakOptions,
     MarkerError,
+    Marks,
     PerfOptions,
     marker_help,
     parse,
+    parse_marks,
 )
 
 
@@ -80,3 +82,29 @@ def test_perf_tolerance_must_be_a_fraction_or_a_percentage(given: object) -> Non
     assert parse("perf", (), {"tolerance": f"{given}%"}).tolerance == pytest.approx(
         int(given) / 100  # type: ignore[call-overload]
     )
+
+
+class _Mark:
+    def __init__(self, name: str, *args: object, **kwargs: object) -> None:
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+
+def test_a_tests_marks_parse_closest_first_into_typed_options() -> None:
+    """The closest mark of each name wins (a test's own over its class's); other plugins'
+    marks are not ours; a bad argument becomes the test's error, the other marks still parse."""
+    marks = parse_marks(
+        [
+            _Mark("perf", tolerance="2%"),
+            _Mark("skipif"),
+            _Mark("perf", tolerance="9%"),
+            _Mark("gpu"),
+        ]
+    )
+    assert marks == Marks(gpu=GpuRequirement(), perf=PerfOptions(tolerance=0.02))
+    assert marks
+    assert not parse_marks([_Mark("parametrize", "x", [1])])
+    bad = parse_marks([_Mark("no_leak", tolerance="lots"), _Mark("perf")])
+    assert bad.perf == PerfOptions()
+    assert bad.no_leak is None
+    assert bad.error is not None
+    assert bad.error.startswith("@pytest.mark.no_leak: tolerance")
