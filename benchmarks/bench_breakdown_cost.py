@@ -24,7 +24,8 @@ from _table import publish
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pytest_cudaperf import breakdown
-from pytest_cudaperf.measure.timing import Backend, Budget, CpuBackend, measure
+from pytest_cudaperf.measure.cpu import CpuBackend
+from pytest_cudaperf.measure.timing import Backend, Budget, measure
 
 TOLERANCE = 0.05
 

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_cudaperf import distributed
 from pytest_cudaperf.devices.probe import header_lines
+from pytest_cudaperf.distributed import launcher, plan
+from pytest_cudaperf.distributed.collectives import DistRank
+from pytest_cudaperf.distributed.rank import collector_of
 from pytest_cudaperf.markers import SPECS, Marks, marker_help, parse_marks
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import FailureKind
@@ -188,7 +190,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         item.stash[MARKS] = parse_marks(item.iter_markers())  # closest first
     tests = [(item.nodeid, item.stash[MARKS]) for item in items]
-    error = distributed.require_gpus_error(_run(config).ctx, tests)
+    error = plan.require_gpus_error(_run(config).ctx, tests)
     if error:  # a @distributed test needs more GPUs than --cudaperf-require-gpu finds
         raise pytest.UsageError(error)
 
@@ -209,7 +211,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             item.add_marker(pytest.mark.skip(reason=skip))
         elif fault:
             pytest.fail(fault, pytrace=False)
-    skip = distributed.launcher_skip(marks, _run(item.config).ctx)
+    skip = plan.launcher_skip(marks, _run(item.config).ctx)
     if skip:  # said once by the launcher, not in every rank
         item.add_marker(pytest.mark.skip(reason=skip))
 
@@ -218,7 +220,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
     """The launcher of a @distributed test sets up no function-scoped fixture (placeholders):
     they run in each rank."""
-    if not distributed.skips_fixture(fixturedef.scope, request.node.stash.get(MARKS, Marks())):
+    if not plan.skips_fixture(fixturedef.scope, request.node.stash.get(MARKS, Marks())):
         return None
     fixturedef.cached_result = (True, fixturedef.cache_key(request), None)  # type: ignore[arg-type]
     return True
@@ -273,13 +275,15 @@ def memory_guard(request: pytest.FixtureRequest) -> MemoryGuard:
 
 
 @pytest.fixture
-def dist_rank(request: pytest.FixtureRequest, cuda_device: Any) -> distributed.DistRank:
+def dist_rank(request: pytest.FixtureRequest, cuda_device: Any) -> DistRank:
     """In a @distributed test: rank, world_size, local_rank, device, backend, is_main,
     barrier(), bench_collective(op, tensor) (all_reduce/all_gather/reduce_scatter bandwidth)."""
     env = _run(request.config).ctx.rank
     if env is None:
         pytest.fail("dist_rank: only a @pytest.mark.distributed test has ranks", pytrace=False)
-    return distributed.DistRank(env, cuda_device, lambda: request.getfixturevalue("cuda_timer"))
+    collector = collector_of(request.config)
+    record = collector.collectives.append if collector is not None else None
+    return DistRank(env, cuda_device, lambda: request.getfixturevalue("cuda_timer"), record)
 
 
 # --- running and reporting -----------------------------------------------------------------
@@ -289,11 +293,11 @@ def dist_rank(request: pytest.FixtureRequest, cuda_device: Any) -> distributed.D
 def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
     """A @distributed test's launcher runs its ranks instead of the body."""
     marks = pyfuncitem.stash.get(MARKS, Marks())
-    if not distributed.is_launcher(marks):
+    if not plan.is_launcher(marks):
         return None
     assert marks.distributed is not None  # is_launcher
-    merged = distributed.run_test(pyfuncitem, marks.distributed, _run(pyfuncitem.config).ctx)
-    distributed.apply(pyfuncitem, merged, _test(pyfuncitem).state)
+    merged = launcher.run_test(pyfuncitem, marks.distributed, _run(pyfuncitem.config).ctx)
+    launcher.apply(pyfuncitem, merged, _test(pyfuncitem).state)
     return True
 
 
@@ -301,7 +305,7 @@ def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     result = yield  # the body's own run decides pass or fail; the checks below re-run it
     marks = pyfuncitem.stash.get(MARKS, Marks())
-    checks = (marks.perf or marks.no_leak) and not distributed.is_launcher(marks)
+    checks = (marks.perf or marks.no_leak) and not plan.is_launcher(marks)
     if checks and not _run(pyfuncitem.config).ctx.settings.disable:
         from pytest_cudaperf.fixtures import rerun
 

@@ -15,15 +15,11 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.measure.dynamo import CompileWatch
 from pytest_cudaperf.units import format_ms
-
-if TYPE_CHECKING:  # at run time :func:`__getattr__` serves these (cpu imports this module)
-    from pytest_cudaperf.measure.cpu import CpuBackend as CpuBackend  # noqa: PLC0414 (re-export)
-    from pytest_cudaperf.measure.cpu import CpuSampler as CpuSampler  # noqa: PLC0414 (re-export)
 
 #: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
 MAX_KEPT_SAMPLES = 2000
@@ -297,16 +293,6 @@ def budget_spent(budget: Budget, rounds: Sequence[AdaptiveResult]) -> str | None
         f"{f' in {len(short)} of {len(rounds)} rounds' if several else ''} "
         f"(target ±{budget.precision:.2%}, {samples} samples)"
     )
-
-
-def __getattr__(name: str) -> Any:
-    """``CpuBackend`` and ``CpuSampler`` moved to :mod:`pytest_cudaperf.measure.cpu`; imports
-    from here keep working (lazily: cpu imports this module)."""
-    if name in ("CpuBackend", "CpuSampler"):
-        from pytest_cudaperf.measure import cpu
-
-        return getattr(cpu, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

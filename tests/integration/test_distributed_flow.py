@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.distributed import alive
+from pytest_cudaperf.distributed.launcher import alive
 
 MODES = {"plain": [], "n2": ["-n2"]}
 

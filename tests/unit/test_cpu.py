@@ -237,15 +237,6 @@ def test_busy_processes_show_as_a_busy_machine() -> None:
     )
 
 
-def test_timing_still_exports_the_cpu_backend() -> None:
-    from pytest_cudaperf.measure import timing
-
-    assert timing.CpuBackend is CpuBackend
-    assert timing.CpuSampler is cpu.CpuSampler
-    with pytest.raises(AttributeError):
-        timing.NoSuchThing  # noqa: B018
-
-
 def test_affinity_gives_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """The affinity mask where the OS has one (a container's share), else the machine's cores."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3}, raising=False)

@@ -13,22 +13,19 @@ from typing import Any
 import pytest
 
 from pytest_cudaperf.devices.probe import GpuFacts, Probe
-from pytest_cudaperf.distributed import (
+from pytest_cudaperf.distributed.bandwidth import bus_bandwidth, collective_size
+from pytest_cudaperf.distributed.launcher import alive
+from pytest_cudaperf.distributed.merge import (
     Merged,
     RankOutcome,
-    alive,
     attach_bandwidth,
-    bus_bandwidth,
-    collective_size,
     format_stack,
-    gpus_for,
     merge,
     merge_payloads,
-    pg_timeout,
-    plan,
-    rank_args,
-    require_gpus_error,
 )
+from pytest_cudaperf.distributed.plan import gpus_for, plan, require_gpus_error
+from pytest_cudaperf.distributed.rank import pg_timeout, rank_args
+from pytest_cudaperf.distributed.result import Collective, PhaseReport, RankResult
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import DistributedOptions, MarkerError, Marks, PerfOptions, parse
@@ -284,8 +281,9 @@ def test_merge_payloads_names_the_ranks_of_failures() -> None:
     assert merged.leak == _leak(4096)  # the rank that leaked, not the first
 
 
-def _phases(call: str = "passed", longrepr: str = "", **call_extra: Any) -> dict[str, Any]:
-    return {
+def _phases(call: str = "passed", longrepr: str = "", **call_extra: Any) -> dict[str, PhaseReport]:
+    """A rank's phase reports, as its result's JSON reads back."""
+    data = {
         "setup": {"outcome": "passed", "longrepr": "", "sections": []},
         "call": {"outcome": call, "longrepr": longrepr, "sections": [], **call_extra},
         "teardown": {
@@ -294,6 +292,7 @@ def _phases(call: str = "passed", longrepr: str = "", **call_extra: Any) -> dict
             "sections": [["Captured stdout call", "hello\n"]],
         },
     }
+    return {when: PhaseReport.from_json(phase) for when, phase in data.items()}
 
 
 def test_merge_passes_when_every_rank_passed() -> None:
@@ -359,17 +358,15 @@ def test_a_cudaperf_failure_is_not_a_body_failure() -> None:
 
 
 def test_merge_skips_when_every_rank_skipped() -> None:
-    skipped = {"setup": {"outcome": "skipped", "longrepr": "Skipped: no data", "sections": []}}
+    skipped = {"setup": PhaseReport("skipped", "Skipped: no data")}
     merged = merge([RankOutcome(0, dict(skipped)), RankOutcome(1, dict(skipped))], 60)
     assert merged == Merged("skipped", "no data", None, [])
 
 
 def test_attach_bandwidth_uses_the_merged_time() -> None:
     outcome = _outcome([_record("all_reduce/ws2", 2.0), _record("other", 1.0)])
-    outcome = attach_bandwidth(
-        outcome,
-        [{"name": "all_reduce/ws2", "op": "all_reduce", "size_bytes": 10**9, "world_size": 2}],
-    )
+    timed = Collective("all_reduce/ws2", "all_reduce", 10**9, 2, 1.0, 1000.0, 1000.0)
+    outcome = attach_bandwidth(outcome, [timed])
     assert outcome.records[1].bandwidth is None
     assert outcome.records[0].bandwidth == Bandwidth(
         "all_reduce", 10**9, pytest.approx(500.0), pytest.approx(500.0)
@@ -381,3 +378,47 @@ def test_alive_sees_exits() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     assert not alive(child.pid)
+
+
+def test_a_rank_result_round_trips_through_its_file(tmp_path: Path) -> None:
+    """What a rank hands its launcher: phases (the call's outcome typed), an error, the
+    collectives it timed; written atomically, read back equal."""
+    measured = _outcome([_record("all_reduce/ws2", 2.0)], details=("warm-up",))
+    phases = _phases(cudaperf=measured.to_json(), cudaperf_failure=None)
+    collective = Collective("all_reduce/ws2", "all_reduce", 1 << 20, 2, 2.0, 0.5, 0.5)
+    result = RankResult(1, phases, None, (collective,))
+    path = tmp_path / "rank1.json"
+    result.write(path)
+    assert RankResult.read(path) == result
+    assert RankResult.read(path).phases["call"].cudaperf == measured
+    assert not list(tmp_path.glob("*.tmp"))
+    assert collective.describe().startswith("all_reduce of 1.0 MiB on 2 ranks: 2.000 ms")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.pop("rank"), r"rank result.rank: expected int, got None"),
+        (lambda d: d.update(rank=True), r"rank result.rank: expected int, got True"),
+        (lambda d: d["phases"].update(lunch={}), r"rank result.phases: unknown phase 'lunch'"),
+        (
+            lambda d: d["phases"]["call"].update(outcome="won"),
+            r"phases.call.outcome: expected passed, failed or skipped",
+        ),
+        (lambda d: d["phases"]["call"].update(sections=[["x"]]), r"phases.call.sections"),
+        (
+            lambda d: d["phases"]["call"].update(cudaperf={"records": []}),
+            r"phases.call.cudaperf.nodeid: expected a string",
+        ),
+        (
+            lambda d: d["collectives"].append({"name": "x"}),
+            r"collectives\[0\].op: expected str",
+        ),
+        (lambda d: d.update(collectives={}), r"rank result.collectives: expected a list"),
+    ],
+)
+def test_a_rank_result_is_read_strictly(change: Any, message: str) -> None:
+    data = RankResult(0, _phases()).to_json()
+    change(data)
+    with pytest.raises(ValueError, match=message):
+        RankResult.from_json(data)
