@@ -1,5 +1,5 @@
 """Cost of recording a breakdown with an update: one measurement as ``--cudaperf-update`` takes it
-(the plugin's adaptive measurement, default budget), against ``breakdown.profile`` of the same
+(the plugin's adaptive measurement, default budget), against ``capture.profile`` of the same
 callable: the first profile in the process (profiler/CUPTI start-up) and a later one.
 
     python benchmarks/bench_breakdown_cost.py --device cuda --out out/
@@ -23,7 +23,7 @@ from _table import publish
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_cudaperf import breakdown
+from pytest_cudaperf.breakdown import capture
 from pytest_cudaperf.measure.cpu import CpuBackend
 from pytest_cudaperf.measure.timing import Backend, Budget, measure
 
@@ -102,7 +102,7 @@ def main() -> None:
         fn()
         first = None
         if not first_done:
-            first = seconds(lambda fn=fn: breakdown.profile(fn, args.device))  # type: ignore[misc]
+            first = seconds(lambda fn=fn: capture.profile(fn, args.device))  # type: ignore[misc]
             first_done = True
         meas = []
         prof = []
@@ -111,7 +111,7 @@ def main() -> None:
             backend.reset()
             meas.append(seconds(lambda fn=fn: measure(backend, fn, budget)))  # type: ignore[misc]
             began = time.perf_counter()
-            b = breakdown.profile(fn, args.device)
+            b = capture.profile(fn, args.device)
             prof.append(time.perf_counter() - began)
             kept = len(b.entries)
         m, p = statistics.median(meas), statistics.median(prof)

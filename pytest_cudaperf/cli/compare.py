@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_cudaperf.breakdown import explain_stored
+from pytest_cudaperf.breakdown.explain import explain_stored
 from pytest_cudaperf.cli.sources import load, rows
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.terminal import render_table

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_cudaperf.breakdown import side_by_side_html
+from pytest_cudaperf.breakdown.html import side_by_side_html
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.units import format_ms, format_size

@@ -115,7 +115,7 @@ def compare_judged(
     between the two sides (candidate, reference), profiled then."""
 
     def explain() -> tuple[str, ...]:
-        from pytest_cudaperf.breakdown import explain_pair
+        from pytest_cudaperf.breakdown.explain import explain_pair
 
         candidate, reference = sides
         with candidate.lock():
@@ -139,11 +139,11 @@ _EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
 def _with_breakdown(test: TestContext, record: JudgedRecord, profiled: Profiled) -> JudgedRecord:
     """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff against
     the stored one. Green runs profile nothing."""
-    from pytest_cudaperf import breakdown
+    from pytest_cudaperf.breakdown import explain
 
     if test.settings.update:
         with profiled.lock():
-            data, note = breakdown.record(profiled.fn, profiled.device)
+            data, note = explain.record(profiled.fn, profiled.device)
         if data is None:
             test.state.details.append(f"{record.key.label()}no kernel breakdown: {note}")
             return record
@@ -157,5 +157,5 @@ def _with_breakdown(test: TestContext, record: JudgedRecord, profiled: Profiled)
     if stored is None and record.verdict.kind is Kind.INCONCLUSIVE:
         return record
     with profiled.lock():
-        found = breakdown.explain(stored, profiled.fn, profiled.device)
+        found = explain.explain(stored, profiled.fn, profiled.device)
     return dataclasses.replace(record, explanation=found.lines, compared=found.compared)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_cudaperf import breakdown as bd
+from pytest_cudaperf.breakdown import capture, model
+from pytest_cudaperf.breakdown import diff as diffing
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +28,7 @@ def show(title: str, lines: list[str]) -> None:
 
 def test_add_is_one_elementwise_kernel_per_call_with_host_ops(torch) -> None:  # type: ignore[no-untyped-def]
     a = torch.randn(1 << 22, device="cuda")
-    b = bd.profile(lambda: a + a, "cuda", calls=5)
+    b = capture.profile(lambda: a + a, "cuda", calls=5)
     assert b.backend == "cuda"
     top = b.entries[0]
     assert "elementwise" in top.name, b.entries
@@ -36,7 +37,7 @@ def test_add_is_one_elementwise_kernel_per_call_with_host_ops(torch) -> None:  #
     assert b.total_us >= top.time_us
     assert any(op.name == "aten::add" for op in b.host_ops), b.host_ops
     assert b.host_us > 0
-    assert bd.Breakdown.from_json(b.to_json()) == b
+    assert model.Breakdown.from_json(b.to_json()) == b
     show("add", [f"{e.name}  {e.launches}x  {e.time_us} µs" for e in b.entries])
 
 
@@ -48,7 +49,7 @@ def test_memcpy_and_memset_count_as_kernels(torch) -> None:  # type: ignore[no-u
         dev.copy_(host, non_blocking=True)
         dev.zero_()
 
-    b = bd.profile(fn, "cuda")
+    b = capture.profile(fn, "cuda")
     names = [e.name for e in b.entries] + list(b.other.keys)
     assert any(n.startswith("Memcpy HtoD") for n in names), names
     show("memcpy", names)
@@ -65,13 +66,13 @@ def test_attention_done_twice_shows_doubled_launches(torch) -> None:  # type: ig
         f.scaled_dot_product_attention(q, q, q)
         return f.scaled_dot_product_attention(q, q, q)
 
-    d = bd.diff(bd.profile(once, "cuda"), bd.profile(twice, "cuda"))
+    d = diffing.diff(capture.profile(once, "cuda"), capture.profile(twice, "cuda"))
     show("attention twice", d.lines())
     doubled = [ch for ch in d.changes if ch.kind == "launches"]
     assert doubled, d.lines()
     assert doubled[0].base_launches == 1.0
     assert doubled[0].current_launches == 2.0
-    assert bd.role(doubled[0].name) == "attention", doubled[0].name
+    assert diffing.role(doubled[0].name) == "attention", doubled[0].name
     assert "1 -> 2 launches per call" in d.lines()[1]
 
 
@@ -81,14 +82,16 @@ def test_gemm_that_changed_dtype_names_both_kernels(torch) -> None:  # type: ign
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        d = bd.diff(bd.profile(lambda: a32 @ a32, "cuda"), bd.profile(lambda: a16 @ a16, "cuda"))
+        d = diffing.diff(
+            capture.profile(lambda: a32 @ a32, "cuda"), capture.profile(lambda: a16 @ a16, "cuda")
+        )
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     show("gemm fp32 -> bf16", d.lines())
     gemm = [
         ch
         for ch in d.changes
-        if ch.kind in ("replaced", "appeared", "vanished") and bd.role(ch.name) == "gemm"
+        if ch.kind in ("replaced", "appeared", "vanished") and diffing.role(ch.name) == "gemm"
     ]
     assert gemm, d.lines()
     assert any(ch.kind == "replaced" for ch in gemm), d.lines()
@@ -105,7 +108,7 @@ def test_cuda_graph_replay_is_broken_down_or_says_it_cannot(torch) -> None:  # t
     with torch.cuda.graph(graph):
         out = a * 2 + 1
     del out
-    b = bd.profile(graph.replay, "cuda")
+    b = capture.profile(graph.replay, "cuda")
     show(
         "graph replay",
         [f"graph launches per call: {b.graph_launches}", *b.notes]
@@ -113,22 +116,22 @@ def test_cuda_graph_replay_is_broken_down_or_says_it_cannot(torch) -> None:  # t
     )
     if b.entries:  # CUPTI sees inside the graph: its two kernels (mul, add) per replay
         assert sum(e.launches for e in b.entries) + b.other.launches >= 2
-        assert bd.GRAPH_NOT_VISIBLE not in b.notes
+        assert model.GRAPH_NOT_VISIBLE not in b.notes
         if b.graph_launches:  # the runtime's cudaGraphLaunch is visible on this torch
             assert b.graph_launches == 1.0
-            assert bd.GRAPH_VISIBLE in b.notes
+            assert model.GRAPH_VISIBLE in b.notes
     else:
         assert b.graph_launches == 1.0
-        assert bd.GRAPH_NOT_VISIBLE in b.notes
+        assert model.GRAPH_NOT_VISIBLE in b.notes
 
 
 def test_profile_cost_is_bounded(torch) -> None:  # type: ignore[no-untyped-def]
     import time
 
     a = torch.randn(1024, 1024, device="cuda")
-    bd.profile(lambda: a @ a, "cuda")  # the first profile pays CUPTI's start-up
+    capture.profile(lambda: a @ a, "cuda")  # the first profile pays CUPTI's start-up
     began = time.perf_counter()
-    bd.profile(lambda: a @ a, "cuda")
+    capture.profile(lambda: a @ a, "cuda")
     cost = time.perf_counter() - began
     print(f"\n--- profile cost (warm CUPTI): {cost * 1e3:.1f} ms")
     assert cost < 2.0

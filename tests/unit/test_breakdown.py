@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf import breakdown as bd
-from pytest_cudaperf.breakdown import Breakdown, Entry, Other, RawEvent
+from pytest_cudaperf.breakdown import capture, html, model, naming
+from pytest_cudaperf.breakdown import diff as diffing
+from pytest_cudaperf.breakdown import explain as explaining
+from pytest_cudaperf.breakdown.capture import RawEvent
+from pytest_cudaperf.breakdown.model import Breakdown, Entry, Other
 
 # -- names ------------------------------------------------------------------------------------
 
@@ -47,12 +50,12 @@ def test_anonymous_namespaces_do_not_empty_a_name() -> None:
         "void (anonymous namespace)::softmax_warp_forward<float, float, float, 7, false, false>"
         "(float*, float const*, int, int, int, bool const*, int, bool)"
     )
-    assert bd.short_name(softmax) == "softmax_warp_forward"
+    assert naming.short_name(softmax) == "softmax_warp_forward"
     nested = (
         "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
         "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)"
     )
-    assert bd.short_name(nested).startswith("cunn_SoftMaxForward")
+    assert naming.short_name(nested).startswith("cunn_SoftMaxForward")
 
 
 @pytest.mark.parametrize(
@@ -81,7 +84,7 @@ def test_anonymous_namespaces_do_not_empty_a_name() -> None:
     ],
 )
 def test_short_name(full: str, short: str) -> None:
-    assert bd.short_name(full) == short
+    assert naming.short_name(full) == short
 
 
 @pytest.mark.parametrize(
@@ -100,15 +103,15 @@ def test_short_name(full: str, short: str) -> None:
     ],
 )
 def test_role(name: str, expected: str | None) -> None:
-    assert bd.role(name) == expected
+    assert diffing.role(name) == expected
 
 
 def test_entry_key_keeps_short_full_names_and_hashes_long_ones() -> None:
-    assert bd.entry_key("aten::mm", "aten::mm") == "aten::mm"
-    key = bd.entry_key(SUM, bd.short_name(SUM))
+    assert naming.entry_key("aten::mm", "aten::mm") == "aten::mm"
+    key = naming.entry_key(SUM, naming.short_name(SUM))
     assert key.startswith("reduce_kernel<sum_functor> #")
     assert len(key.split("#")[1]) == 8
-    assert key != bd.entry_key(SUM + " ", bd.short_name(SUM))
+    assert key != naming.entry_key(SUM + " ", naming.short_name(SUM))
 
 
 # -- aggregation ------------------------------------------------------------------------------
@@ -120,7 +123,7 @@ def k(name: str, us: float) -> RawEvent:
 
 def test_aggregate_per_call_sorted_and_cut_at_coverage() -> None:
     events = [k("big", 90.0), k("big", 90.0), k("mid", 8.0), k("tiny", 1.0), k("tiny2", 1.0)]
-    b = bd.aggregate(events, "cuda", calls=2, host_us=30.0)
+    b = capture.aggregate(events, "cuda", calls=2, host_us=30.0)
     assert b.total_us == 95.0
     assert [e.name for e in b.entries] == ["big", "mid"]
     assert b.entries[0] == Entry("big", "big", 1.0, 90.0)
@@ -130,7 +133,9 @@ def test_aggregate_per_call_sorted_and_cut_at_coverage() -> None:
 
 
 def test_aggregate_rounds_to_six_significant_digits_and_ties_sort_by_key() -> None:
-    b = bd.aggregate([k("b", 1 / 3), k("a", 1 / 3)], "cuda", calls=1, host_us=1 / 7, coverage=1)
+    b = capture.aggregate(
+        [k("b", 1 / 3), k("a", 1 / 3)], "cuda", calls=1, host_us=1 / 7, coverage=1
+    )
     assert [e.key for e in b.entries] == ["a", "b"]
     assert b.entries[0].time_us == 0.333333
     assert b.host_us == 0.142857
@@ -138,25 +143,25 @@ def test_aggregate_rounds_to_six_significant_digits_and_ties_sort_by_key() -> No
 
 def test_aggregate_cuda_lists_host_ops_and_cpu_does_not() -> None:
     events = [k("kern", 5.0), RawEvent("aten::add", 12.0, "op"), RawEvent("aten::mul", 20.0, "op")]
-    cuda = bd.aggregate(events, "cuda", 1, 40.0)
+    cuda = capture.aggregate(events, "cuda", 1, 40.0)
     assert [e.name for e in cuda.host_ops] == ["aten::mul", "aten::add"]
     assert [e.name for e in cuda.entries] == ["kern"]
-    cpu = bd.aggregate(events, "cpu", 1, 40.0)
+    cpu = capture.aggregate(events, "cpu", 1, 40.0)
     assert cpu.host_ops == ()
     assert [e.name for e in cpu.entries] == ["aten::mul", "aten::add"]
 
 
 def test_graph_replay_notes() -> None:
     graph = RawEvent("cudaGraphLaunch", 3.0, "graph_launch")
-    hidden = bd.aggregate([graph], "cuda", 1, 5.0)
-    assert bd.GRAPH_NOT_VISIBLE in hidden.notes
+    hidden = capture.aggregate([graph], "cuda", 1, 5.0)
+    assert model.GRAPH_NOT_VISIBLE in hidden.notes
     assert hidden.graph_launches == 1.0
-    seen = bd.aggregate([graph, k("kern", 2.0)], "cuda", 1, 5.0)
-    assert bd.GRAPH_VISIBLE in seen.notes
-    assert "no kernels seen" in bd.aggregate([], "cuda", 1, 5.0).notes[0]
-    assert bd.aggregate([], "cpu", 1, 5.0).notes == ()
+    seen = capture.aggregate([graph, k("kern", 2.0)], "cuda", 1, 5.0)
+    assert model.GRAPH_VISIBLE in seen.notes
+    assert "no kernels seen" in capture.aggregate([], "cuda", 1, 5.0).notes[0]
+    assert capture.aggregate([], "cpu", 1, 5.0).notes == ()
     with pytest.raises(ValueError, match="calls"):
-        bd.aggregate([], "cpu", 0, 5.0)
+        capture.aggregate([], "cpu", 0, 5.0)
 
 
 @dataclass
@@ -197,7 +202,7 @@ def test_raw_events_keeps_top_level_ops_device_activity_and_graph_launches() -> 
     cuda = "DeviceType.CUDA"
     sync = FakeEvent("Context Sync", 5, 90, device_type=cuda, activity_type="cuda_sync")
     mirror = FakeEvent("my_block", 5, 90, device_type=cuda, activity_type="gpu_user_annotation")
-    raw = bd.raw_events(
+    raw = capture.raw_events(
         [annotation, linear, mm, launch, graph, kern, other_gpu, copy, sync, mirror], 0
     )
     assert raw == [
@@ -218,7 +223,7 @@ def test_raw_events_without_activity_types_drop_syncs_and_annotation_mirrors_by_
         FakeEvent("gemm_kernel", 2, 12, device_type=cuda, activity_type="kernel"),
         FakeEvent("Memset (Device)", 12, 13, device_type=cuda, activity_type="gpu_memset"),
     ]
-    assert bd.raw_events(events, 0) == [
+    assert capture.raw_events(events, 0) == [
         RawEvent("gemm_kernel", 10.0, "kernel"),
         RawEvent("Memset (Device)", 1.0, "kernel"),
     ]
@@ -314,7 +319,7 @@ BASE = make(("flash_fwd_kernel", 1, 48.1), ("gemm_a", 1, 100.0), ("ew", 2, 10.0)
 
 def test_launch_count_change_is_named_with_its_time() -> None:
     cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0))
-    d = bd.diff(BASE, cur)
+    d = diffing.diff(BASE, cur)
     assert [ch.kind for ch in d.changes] == ["launches"]
     assert d.lines()[1].strip() == "+48.1 µs  flash_fwd_kernel: 1 -> 2 launches per call"
     assert d.lines()[0] == "kernels: 158.1 µs -> 206.2 µs per call (+48.1 µs, +30.4%)"
@@ -322,7 +327,7 @@ def test_launch_count_change_is_named_with_its_time() -> None:
 
 def test_time_change_above_noise_only() -> None:
     cur = make(("flash_fwd_kernel", 1, 48.2), ("gemm_a", 1, 130.0), ("ew", 2, 10.0))
-    d = bd.diff(BASE, cur)
+    d = diffing.diff(BASE, cur)
     assert [(ch.kind, ch.name) for ch in d.changes] == [("time", "gemm_a")]
     assert "gemm_a: 100.0 µs -> 130.0 µs" in d.lines()[1]
     assert round(d.changes[0].delta_us, 6) == 30.0
@@ -330,7 +335,7 @@ def test_time_change_above_noise_only() -> None:
 
 def test_appeared_and_vanished() -> None:
     cur = make(("flash_fwd_kernel", 1, 48.1), ("gemm_a", 1, 100.0), ("copy_kernel_x", 1, 20.0))
-    d = bd.diff(BASE, cur)
+    d = diffing.diff(BASE, cur)
     kinds = {ch.kind: ch for ch in d.changes}
     assert kinds["appeared"].name == "copy_kernel_x"
     assert kinds["vanished"].name == "ew"
@@ -344,9 +349,9 @@ def test_appeared_and_vanished() -> None:
 def test_changed_gemm_pairs_as_replaced() -> None:
     base = make(("elem", 1, 5.0), (SM90, 1, 100.0))
     cur = make(("elem", 1, 5.0), (SM80, 1, 180.0))
-    base = replace(base, entries=(Entry(SM90, bd.short_name(SM90), 1, 100.0), base.entries[0]))
-    cur = replace(cur, entries=(Entry(SM80, bd.short_name(SM80), 1, 180.0), cur.entries[0]))
-    d = bd.diff(base, cur)
+    base = replace(base, entries=(Entry(SM90, naming.short_name(SM90), 1, 100.0), base.entries[0]))
+    cur = replace(cur, entries=(Entry(SM80, naming.short_name(SM80), 1, 180.0), cur.entries[0]))
+    d = diffing.diff(base, cur)
     assert [ch.kind for ch in d.changes] == ["replaced"]
     assert d.changes[0].role == "gemm"
     assert d.lines()[1].strip() == (
@@ -358,16 +363,16 @@ def test_changed_gemm_pairs_as_replaced() -> None:
 def test_entry_that_moved_into_the_other_bucket_is_not_called_vanished() -> None:
     base = make(("big", 1, 100.0), ("small", 1, 2.0))
     cur = make(("big", 1, 100.0), other=Other(2, 2.0, 3.0, ("small", "tiny")))
-    d = bd.diff(base, cur)
+    d = diffing.diff(base, cur)
     assert [ch.kind for ch in d.changes] == ["other"]
     assert d.lines()[1].strip() == "+3.0 µs  (other 0 -> 2 kernels; new: tiny)"
     # an incomplete keys list: an entry small enough to hide there is not called vanished
     vague = make(("big", 1, 100.0), other=Other(70, 70.0, 3.0, ()))
-    assert all(ch.kind != "vanished" for ch in bd.diff(base, vague).changes)
+    assert all(ch.kind != "vanished" for ch in diffing.diff(base, vague).changes)
     # but one too big to hide is
     assert [
         ch.name
-        for ch in bd.diff(make(("big", 1, 100.0), ("mid", 1, 9.0)), vague).changes
+        for ch in diffing.diff(make(("big", 1, 100.0), ("mid", 1, 9.0)), vague).changes
         if ch.kind == "vanished"
     ] == ["mid"]
 
@@ -376,7 +381,8 @@ def test_other_bucket_names_what_left_it_even_below_the_noise_cut() -> None:
     base = make(("big", 1, 1000.0), other=Other(2, 2.0, 2.0, ("a", "b")))
     cur = make(("big", 1, 1000.0), other=Other(2, 2.0, 2.0, ("a", "c")))
     assert (
-        bd.diff(base, cur).lines()[1].strip() == "+0.0 µs  (other 2 -> 2 kernels; new: c; gone: b)"
+        diffing.diff(base, cur).lines()[1].strip()
+        == "+0.0 µs  (other 2 -> 2 kernels; new: c; gone: b)"
     )
 
 
@@ -389,14 +395,14 @@ def test_host_regression_names_the_ops_that_grew() -> None:
         Entry("aten::exp", "aten::exp", 1, 15.0),
     )
     cur = make(("k", 1, 10.0), host=80.0, host_ops=grown)
-    d = bd.diff(base, cur)
+    d = diffing.diff(base, cur)
     assert [ch.name for ch in d.host_ops] == ["aten::exp", "aten::mul"]
     assert d.host_ops[0].kind == "appeared"
     assert d.lines()[-1] == (
         "  host: 50.0 µs -> 80.0 µs per call (+60.0%); grew: aten::exp +15.0 µs, aten::mul +10.0 µs"
     )
     # host time within HOST_GROWTH: no host line, no ops
-    calm = bd.diff(base, replace(cur, host_us=52.0))
+    calm = diffing.diff(base, replace(cur, host_us=52.0))
     assert calm.host_ops == ()
     assert not any("host:" in line for line in calm.lines())
 
@@ -404,29 +410,29 @@ def test_host_regression_names_the_ops_that_grew() -> None:
 def test_lines_truncate_with_a_summary_and_say_when_nothing_moved() -> None:
     base = make(*[(f"k{i}", 1, 10.0) for i in range(10)])
     cur = make(*[(f"k{i}", 1, 10.0 + i) for i in range(10)])
-    d = bd.diff(base, cur)
+    d = diffing.diff(base, cur)
     lines = d.lines(max_lines=5)
     assert len(lines) == 5
     assert lines[1].strip().startswith("+9.0 µs  k9:")
     assert lines[-1].strip() == "(5 more changes, +20.0 µs)"
-    same = bd.diff(base, base).lines()
+    same = diffing.diff(base, base).lines()
     assert same[1] == "  no kernel changed by more than the noise cut"
-    assert bd.diff(base, base).changes == ()
+    assert diffing.diff(base, base).changes == ()
 
 
 def test_graph_note_is_shown() -> None:
-    base = make(("k", 1, 10.0), notes=(bd.GRAPH_NOT_VISIBLE,))
-    assert f"  note: {bd.GRAPH_NOT_VISIBLE}" in bd.diff(base, base).lines()
+    base = make(("k", 1, 10.0), notes=(model.GRAPH_NOT_VISIBLE,))
+    assert f"  note: {model.GRAPH_NOT_VISIBLE}" in diffing.diff(base, base).lines()
 
 
 def test_diff_rejects_mixed_backends() -> None:
     with pytest.raises(ValueError, match="cpu"):
-        bd.diff(BASE, replace(BASE, backend="cpu"))
+        diffing.diff(BASE, replace(BASE, backend="cpu"))
 
 
 def test_diff_json_is_plain_json() -> None:
     cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0), host=90.0)
-    data = bd.diff(BASE, cur).to_json()
+    data = diffing.diff(BASE, cur).to_json()
     assert json.loads(json.dumps(data)) == data
     assert data["changes"][0]["kind"] == "launches"
     assert data["changes"][0]["base"] == {"launches": 1, "time_us": 48.1}
@@ -436,7 +442,7 @@ def test_diff_json_is_plain_json() -> None:
 
 def test_side_by_side_html_escapes_and_lists_both_sides() -> None:
     cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("f<x>&", 1, 3.0))
-    page = bd.side_by_side_html(BASE, cur)
+    page = html.side_by_side_html(BASE, cur)
     assert page.startswith('<table class="cudaperf-breakdown">')
     assert "f&lt;x&gt;&amp;" in page
     assert "<x>" not in page
@@ -462,14 +468,14 @@ def test_real_cpu_profile_names_a_planted_extra_op() -> None:
         with torch.no_grad():
             return torch.exp(torch.relu(lin(x))).sum()
 
-    base = bd.profile(plain, "cpu", calls=3, warmup=2)
+    base = capture.profile(plain, "cpu", calls=3, warmup=2)
     assert base.backend == "cpu"
     names = {e.name for e in base.entries}
     assert "aten::linear" in names
     assert not names & {"aten::addmm", "aten::mm", "aten::t"}  # children are not listed
     assert base.entries[0].launches == 1.0
     assert Breakdown.from_json(json.loads(json.dumps(base.to_json()))) == base
-    d = bd.diff(base, bd.profile(planted, "cpu", calls=3, warmup=2), noise=0.0)
+    d = diffing.diff(base, capture.profile(planted, "cpu", calls=3, warmup=2), noise=0.0)
     lines = d.lines(max_lines=20)
     # aten::exp is either a top entry of its own or named among the (other) bucket's new ops
     named = [
@@ -484,14 +490,17 @@ def test_real_cpu_profile_names_a_planted_extra_op() -> None:
 def test_profile_under_another_profiler_refuses_and_leaves_it_running() -> None:
     torch = pytest.importorskip("torch")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
-        with pytest.raises(bd.BreakdownUnavailable, match="another profiler is active"):
-            bd.profile(lambda: torch.ones(2) + 1, "cpu", calls=1, warmup=1)
+        with pytest.raises(model.BreakdownUnavailable, match="another profiler is active"):
+            capture.profile(lambda: torch.ones(2) + 1, "cpu", calls=1, warmup=1)
         torch.ones(3).mul(2)
     assert any(e.name == "aten::mul" for e in outer.events())
 
 
 def test_module_import_does_not_import_torch() -> None:
-    code = "import sys, pytest_cudaperf.breakdown; assert 'torch' not in sys.modules"
+    code = (
+        "import sys, pytest_cudaperf.breakdown.explain, pytest_cudaperf.breakdown.html; "
+        "assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -510,7 +519,7 @@ def cpu_pair() -> tuple[Any, Any]:
 
 def test_top_lines_lists_entries_and_the_rest() -> None:
     b = make(*[(f"k{i}", 1, 10.0 - i) for i in range(6)], other=Other(2, 2.0, 1.0, ("x", "y")))
-    lines = bd.top_lines(b, max_lines=4)
+    lines = diffing.top_lines(b, max_lines=4)
     assert lines[0] == "kernels: 46.0 µs per call, host 50.0 µs per call"
     assert lines[1] == "  10.0 µs  k0 (1x per call)"
     assert lines[3].strip() == "(other 6 kernels)"
@@ -519,50 +528,52 @@ def test_top_lines_lists_entries_and_the_rest() -> None:
 
 def test_record_and_explain_name_the_planted_op() -> None:
     plain, planted = cpu_pair()
-    stored, why = bd.record(plain, "cpu")
+    stored, why = explaining.record(plain, "cpu")
     assert why == ""
     assert stored is not None
     stored = json.loads(json.dumps(stored, sort_keys=True))  # as the store keeps it
-    ex = bd.explain(stored, planted, "cpu")
+    ex = explaining.explain(stored, planted, "cpu")
     assert ex.lines[0].startswith("ops: ")
     assert names_exp_as_new(ex.lines), ex.lines
-    assert ex.data is not None
-    assert json.loads(json.dumps(ex.data)) == ex.data
-    assert ex.html.startswith("<table")
-    assert ex.current is not None
-    assert ex.current.backend == "cpu"
+    assert ex.compared is not None
+    base, current = ex.compared
+    assert base == model.Breakdown.from_json(stored)
+    assert current.backend == "cpu"
+    assert html.side_by_side_html(base, current).startswith("<table")
 
 
 def test_explain_without_a_usable_stored_breakdown() -> None:
     plain, _ = cpu_pair()
-    none = bd.explain(None, plain, "cpu")
+    none = explaining.explain(None, plain, "cpu")
     assert none.lines[0].startswith("breakdown: none stored")
     assert any("aten::relu" in line or "aten::sum" in line for line in none.lines[1:])
-    assert none.data is None
-    bad = bd.explain({"schema": 1}, plain, "cpu")
+    assert none.compared is None
+    bad = explaining.explain({"schema": 1}, plain, "cpu")
     assert bad.lines == (
         "breakdown: stored one unreadable: breakdown.backend: expected a non-empty string, got None",
     )
-    cuda = bd.explain(BASE.to_json(), plain, "cpu")
+    cuda = explaining.explain(BASE.to_json(), plain, "cpu")
     assert cuda.lines == ("breakdown: stored on cuda, measured on cpu: not compared",)
 
 
 def test_explain_pair_diffs_candidate_against_reference() -> None:
     plain, planted = cpu_pair()
-    ex = bd.explain_pair(planted, plain, "cpu")
+    ex = explaining.explain_pair(planted, plain, "cpu")
     assert ex.lines[0].startswith("reference -> candidate ops: ")
     assert names_exp_as_new(ex.lines), ex.lines
+    assert ex.compared is not None
+    assert [e.name for e in ex.compared[1].entries if e.name == "aten::exp"] == ["aten::exp"]
 
 
 def test_record_and_explain_under_an_active_profiler_say_why() -> None:
     torch = pytest.importorskip("torch")
     plain, _ = cpu_pair()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        assert bd.record(plain, "cpu") == (
+        assert explaining.record(plain, "cpu") == (
             None,
             "torch.profiler could not run: another profiler is active",
         )
-        assert bd.explain(None, plain, "cpu").lines == (
+        assert explaining.explain(None, plain, "cpu").lines == (
             "breakdown: torch.profiler could not run: another profiler is active",
         )
 
@@ -575,37 +586,40 @@ def test_profile_of_a_slow_callable_profiles_fewer_calls() -> None:
         time.sleep(0.03)
         return torch.ones(4).add(1)
 
-    b = bd.profile(slow, "cpu", calls=5, warmup=1, budget_s=0.05)
+    b = capture.profile(slow, "cpu", calls=5, warmup=1, budget_s=0.05)
     assert b.calls == 1
     assert b.host_us >= 30_000
-    assert bd.profile(lambda: torch.ones(4).add(1), "cpu", calls=5, warmup=1).calls == 5
+    assert capture.profile(lambda: torch.ones(4).add(1), "cpu", calls=5, warmup=1).calls == 5
     with pytest.raises(ValueError, match="calls"):
-        bd.profile(slow, "cpu", calls=0)
+        capture.profile(slow, "cpu", calls=0)
 
 
 def test_explain_stored_for_the_cli() -> None:
     cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0))
-    ex = bd.explain_stored(BASE.to_json(), cur.to_json())
+    ex = explaining.explain_stored(BASE.to_json(), cur.to_json())
     assert "flash_fwd_kernel: 1 -> 2 launches per call" in ex.lines[1]
-    assert ex.data is not None
-    assert ex.html.startswith("<table")
-    assert bd.explain_stored(None, cur.to_json()).lines == ("breakdown: none stored in BASE",)
-    assert bd.explain_stored(BASE.to_json(), None).lines == ("breakdown: none stored in CURRENT",)
-    assert bd.explain_stored(BASE.to_json(), {"schema": 9}).lines == (
+    assert ex.compared == (BASE, cur)
+    assert explaining.explain_stored(None, cur.to_json()).lines == (
+        "breakdown: none stored in BASE",
+    )
+    assert explaining.explain_stored(BASE.to_json(), None).lines == (
+        "breakdown: none stored in CURRENT",
+    )
+    assert explaining.explain_stored(BASE.to_json(), {"schema": 9}).lines == (
         "breakdown: stored one unreadable: breakdown.schema: expected 1, got 9",
     )
     cpu = replace(cur, backend="cpu").to_json()
-    assert bd.explain_stored(BASE.to_json(), cpu).lines == (
+    assert explaining.explain_stored(BASE.to_json(), cpu).lines == (
         "breakdown: cuda in BASE, cpu in CURRENT: not compared",
     )
 
 
 def test_entry_and_other_key_caps() -> None:
     events = [k(f"k{i:03d}", 1.0 + i / 1000) for i in range(200)]
-    b = bd.aggregate(events, "cuda", 1, 1.0)
-    assert len(b.entries) == bd.MAX_ENTRIES
-    assert b.other.count == 200 - bd.MAX_ENTRIES
-    assert len(b.other.keys) == bd.MAX_OTHER_KEYS
+    b = capture.aggregate(events, "cuda", 1, 1.0)
+    assert len(b.entries) == capture.MAX_ENTRIES
+    assert b.other.count == 200 - capture.MAX_ENTRIES
+    assert len(b.other.keys) == capture.MAX_OTHER_KEYS
     assert not b.other.complete
     assert b.other.keys == tuple(f"k{i:03d}" for i in range(96, 160))  # the largest of the rest
     assert b.total_us == 219.9
@@ -615,6 +629,6 @@ def test_entry_and_other_key_caps() -> None:
     "odd", ["void f<", "a::b(", ">)(", "void ::<>", "x" * 500, "void k<(anonymous namespace)::T>()"]
 )
 def test_short_name_never_fails_on_odd_names(odd: str) -> None:
-    name = bd.short_name(odd)
+    name = naming.short_name(odd)
     assert name
     assert len(name) <= 120

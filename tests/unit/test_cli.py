@@ -378,7 +378,7 @@ def test_compare_prints_the_breakdown_diff_of_a_flagged_series(
 ) -> None:
     from dataclasses import replace
 
-    from pytest_cudaperf.breakdown import Breakdown, Entry
+    from pytest_cudaperf.breakdown.model import Breakdown, Entry
 
     def kernels(*entries: tuple[str, float, float]) -> dict[str, object]:
         found = tuple(Entry(name, name, launches, us) for name, launches, us in entries)

@@ -264,7 +264,7 @@ def test_html_report_shows_the_breakdown_side_by_side(tmp_path: Path) -> None:
     of the run (the test process sends the breakdowns, not HTML)."""
     import dataclasses
 
-    from pytest_cudaperf.breakdown import Breakdown, Entry
+    from pytest_cudaperf.breakdown.model import Breakdown, Entry
 
     def kernels(*found: tuple[str, float]) -> Breakdown:
         entries = tuple(Entry(name, name, 1.0, us) for name, us in found)

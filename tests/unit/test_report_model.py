@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.breakdown import Breakdown
-from pytest_cudaperf.breakdown import Entry as Kernel
+from pytest_cudaperf.breakdown.model import Breakdown
+from pytest_cudaperf.breakdown.model import Entry as Kernel
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.memory.protocol import PeakResult

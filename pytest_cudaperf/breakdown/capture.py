@@ -1,0 +1,253 @@
+"""Profiling a callable with ``torch.profiler`` into a :class:`~.model.Breakdown`: a few warm-up
+calls (timed on the host clock), then ``calls`` calls profiled, averaged per call. On CUDA every
+device activity on the device counts as a kernel (kernels, copies, memsets), and the top-level aten
+ops by host time are kept beside; on the CPU the top-level ops by CPU-inclusive time. The entries
+that cover >= 95% of the total are kept, the rest summed as ``other``. torch is imported inside
+:func:`profile` only."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_cudaperf.breakdown.model import (
+    GRAPH_NOT_VISIBLE,
+    GRAPH_VISIBLE,
+    Breakdown,
+    BreakdownUnavailable,
+    Entry,
+    Other,
+    sig,
+)
+from pytest_cudaperf.breakdown.naming import entry_key, short_name
+
+#: the kept entries cover at least this fraction of the total time
+COVERAGE = 0.95
+#: and are at most this many (the rest go to ``other``)
+MAX_ENTRIES = 40
+#: keys of the entries summed as ``other`` that are stored (so a diff can name them)
+MAX_OTHER_KEYS = 64
+#: host ops kept (CUDA breakdowns)
+MAX_HOST_OPS = 10
+
+
+@dataclass(frozen=True)
+class RawEvent:
+    """What ``profile`` reads from one profiler event."""
+
+    name: str
+    duration_us: float
+    kind: str  #: "kernel" (device activity), "op" (top-level op), "graph_launch"
+
+
+def _ranked(
+    totals: Mapping[str, tuple[str, int, float]], calls: int, coverage: float, limit: int
+) -> tuple[tuple[Entry, ...], Other, float]:
+    """Per-call entries sorted by time (then key), cut at ``coverage`` of the total."""
+    entries = sorted(
+        (
+            Entry(key, short, sig(n / calls), sig(t / calls))
+            for key, (short, n, t) in totals.items()
+        ),
+        key=lambda e: (-e.time_us, e.key),
+    )
+    total = sum(t for _, _, t in totals.values()) / calls
+    kept: list[Entry] = []
+    covered = 0.0
+    for e in entries:
+        if len(kept) >= limit or (kept and covered >= coverage * total):
+            break
+        kept.append(e)
+        covered += e.time_us
+    rest = entries[len(kept) :]
+    other = Other(
+        count=len(rest),
+        launches=sig(sum(e.launches for e in rest)),
+        time_us=sig(sum(e.time_us for e in rest)),
+        keys=tuple(sorted(e.key for e in rest[:MAX_OTHER_KEYS])),  # the largest ones
+    )
+    return tuple(kept), other, sig(total)
+
+
+def _totals(events: Iterable[RawEvent], kind: str) -> dict[str, tuple[str, int, float]]:
+    totals: dict[str, tuple[str, int, float]] = {}
+    for ev in events:
+        if ev.kind != kind:
+            continue
+        short = short_name(ev.name)
+        key = entry_key(ev.name, short)
+        _, n, t = totals.get(key, (short, 0, 0.0))
+        totals[key] = (short, n + 1, t + max(0.0, ev.duration_us))
+    return totals
+
+
+def aggregate(  # noqa: PLR0913 - the profile's events and how to cut them
+    events: Sequence[RawEvent],
+    backend: str,
+    calls: int,
+    host_us: float,
+    notes: Sequence[str] = (),
+    coverage: float = COVERAGE,
+) -> Breakdown:
+    """A Breakdown from the events of ``calls`` profiled calls."""
+    if calls < 1:
+        raise ValueError(f"calls: expected >= 1, got {calls}")
+    main_kind = "kernel" if backend == "cuda" else "op"
+    entries, other, total = _ranked(_totals(events, main_kind), calls, coverage, MAX_ENTRIES)
+    host_ops: tuple[Entry, ...] = ()
+    if backend == "cuda":
+        ops = _totals(events, "op")
+        host_ops = tuple(
+            sorted(
+                (Entry(k, s, sig(n / calls), sig(t / calls)) for k, (s, n, t) in ops.items()),
+                key=lambda e: (-e.time_us, e.key),
+            )[:MAX_HOST_OPS]
+        )
+    graph = sum(1 for ev in events if ev.kind == "graph_launch") / calls
+    all_notes = list(notes)
+    if graph:
+        all_notes.append(GRAPH_VISIBLE if entries else GRAPH_NOT_VISIBLE)
+    elif backend == "cuda" and not entries:
+        all_notes.append("no kernels seen (CUPTI unavailable, or fn launches none)")
+    return Breakdown(
+        backend=backend,
+        calls=calls,
+        total_us=total,
+        host_us=sig(host_us),
+        entries=entries,
+        other=other,
+        host_ops=host_ops,
+        graph_launches=sig(graph),
+        notes=tuple(all_notes),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# profiling
+
+
+def _is_op(ev: Any) -> bool:
+    name = str(ev.name)
+    return "::" in name and not getattr(ev, "is_user_annotation", False)
+
+
+def _top_level(ev: Any) -> bool:
+    parent = ev.cpu_parent
+    while parent is not None:
+        if _is_op(parent):
+            return False
+        parent = parent.cpu_parent
+    return True
+
+
+#: device activities that count as kernels (kineto's activity types)
+DEVICE_KINDS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: device activities that are not work, recognised by name when torch gives no activity type
+_NOT_WORK = re.compile(r"\b(Sync|Wait)\b")
+
+
+def raw_events(function_events: Iterable[Any], device_index: int | None) -> list[RawEvent]:
+    """RawEvents from torch's FunctionEvents: kernels, memcpys and memsets on ``device_index``
+    are kernels (not synchronisations, nor the GPU-side mirrors of ``record_function``
+    ranges); top-level CPU ops are ops; ``cudaGraphLaunch`` calls are graph launches."""
+    events = list(function_events)
+    annotations = {str(ev.name) for ev in events if getattr(ev, "is_user_annotation", False)}
+    out: list[RawEvent] = []
+    for ev in events:
+        dtype = str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
+        name = str(ev.name)
+        span = float(ev.time_range.end - ev.time_range.start)
+        if dtype != "CPU":
+            kind = getattr(ev, "activity_type", None)
+            if isinstance(kind, str) and kind:
+                if kind not in DEVICE_KINDS:
+                    continue
+            elif name in annotations or _NOT_WORK.search(name):
+                continue
+            index = getattr(ev, "device_index", None)
+            if device_index is None or index is None or index == device_index:
+                out.append(RawEvent(name, span, "kernel"))
+        elif name.startswith(("cudaGraphLaunch", "hipGraphLaunch")):
+            out.append(RawEvent(name, span, "graph_launch"))
+        elif _is_op(ev) and _top_level(ev):
+            out.append(RawEvent(name, float(ev.cpu_time_total), "op"))
+    return out
+
+
+def _profiler(torch: Any, is_cuda: bool) -> Any:
+    """The kineto-backed autograd profiler (what ``torch.profiler.profile`` wraps): it skips
+    ``torch.profiler``'s ``prepare_trace``, whose ``hasattr(torch, "_inductor")`` imports
+    Inductor (seconds, once per process). ``use_device`` is feature-detected (older torch:
+    ``use_cuda``)."""
+    import inspect
+
+    profile_cls = torch.autograd.profiler.profile
+    params = inspect.signature(profile_cls.__init__).parameters
+    kwargs: dict[str, Any] = {"use_kineto": True}
+    if is_cuda:
+        kwargs.update({"use_device": "cuda"} if "use_device" in params else {"use_cuda": True})
+    return profile_cls(**kwargs)
+
+
+def _profiler_active(torch: Any) -> bool:
+    """Whether a torch profiler session is running (feature-detected across versions)."""
+    enabled = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
+    if callable(enabled):
+        return bool(enabled())
+    return bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
+
+
+def profile(
+    fn: Callable[[], object],
+    device: str,
+    calls: int = 5,
+    warmup: int = 2,
+    budget_s: float = 0.2,
+) -> Breakdown:
+    """Break ``fn`` down on ``device`` ("cuda", "cuda:1", "cpu"): ``warmup`` (at least one)
+    timed calls, then up to ``calls`` profiled calls, per-call averages. The profiled calls are
+    fewer (down to one) when the warm calls show that ``calls`` of them would take longer than
+    ``budget_s``, so a slow callable's breakdown costs about ``warmup + 1`` calls. Raises
+    BreakdownUnavailable when the profiler cannot run here (e.g. the test runs its own)."""
+    import torch
+
+    if calls < 1 or warmup < 0:
+        raise ValueError(f"calls >= 1 and warmup >= 0 expected, got {calls}, {warmup}")
+    dev = torch.device(device)
+    is_cuda = dev.type == "cuda"
+    if _profiler_active(torch):
+        # a nested profiler "works" but silently ends the outer (the user's) session
+        raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
+    index = None
+    if is_cuda:
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+    host: list[float] = []
+    wall: list[float] = []
+    for _ in range(max(1, warmup)):
+        began = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - began) * 1e6)
+        if is_cuda:
+            torch.cuda.synchronize(index)
+        wall.append(time.perf_counter() - began)
+    host.sort()
+    host_us = host[len(host) // 2]
+    calls = max(1, min(calls, int(budget_s / max(min(wall), 1e-9))))
+    try:
+        with _profiler(torch, is_cuda) as prof:
+            for _ in range(calls):
+                fn()
+            if is_cuda:
+                torch.cuda.synchronize(index)
+        events = prof.function_events
+    except (RuntimeError, AssertionError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
+    return aggregate(raw_events(events or [], index), "cuda" if is_cuda else "cpu", calls, host_us)
+
+
+# ---------------------------------------------------------------------------------------------
+# diff
