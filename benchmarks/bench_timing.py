@@ -3,6 +3,10 @@ writes a Markdown table (per-sample spread, cross-process spread of the median, 
 regressions, planted-slowdown detection) plus the raw rows.
 
     python benchmarks/bench_timing.py --processes 16 --out out/
+    python benchmarks/bench_timing.py --from-raw raw.jsonl --out out/   # table from raw rows
+
+The published run's raw rows are no longer in the tree; git keeps them:
+``git show 2c3608c:benchmarks/data/timing-raw-discard.jsonl > raw.jsonl``.
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=16)
     parser.add_argument("--out", default="out")
     parser.add_argument(
-        "--from-raw", metavar="JSONL", help="build the table from the raw rows of an earlier run"
+        "--from-raw",
+        metavar="JSONL",
+        help="build the table from the raw rows of an earlier run (the published run's rows: "
+        "benchmarks/data/timing-raw-discard.jsonl in git history at commit 2c3608c)",
     )
     args = parser.parse_args()
     out = Path(args.out)

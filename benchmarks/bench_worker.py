@@ -26,7 +26,7 @@ DEV = torch.device("cuda:0")
 
 
 def kernels(scale: float) -> dict[str, Callable[[], object]]:
-    """The five workloads of issue 3; ``scale`` grows the work to plant a slowdown."""
+    """The five benchmark workloads; ``scale`` grows the work to plant a slowdown."""
     n_add = int((1 << 21) * scale)  # 2 x 8 MiB read + 8 MiB written: ~7 µs
     a1, b1, o1 = (torch.randn(n_add, device=DEV) for _ in range(3))
     m_mm = int(512 * scale)
