@@ -27,16 +27,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_worker import SLOWDOWNS, TOLERANCE
 
-from pytest_cudaperf.verdict import Kind, judge
+from pytest_cudaperf.series import Recording, entry_of
+from pytest_cudaperf.verdict import Kind, Observation, judge
 
 
 def regression(tool: str, base: dict, cur: dict, tol: float) -> bool:
-    """Our tool: the plugin's verdict rule. Others: a threshold on their median."""
+    """Our tool: the plugin's verdict rule today, the baseline one process's recording (as one
+    ``--cudaperf-update`` stores it). Others: a threshold on their median."""
     if tool.startswith("cudaperf"):
-        entry = {"value": base["median_ms"], "noise": base["halfwidth"], "env": {}}
-        return judge(cur["median_ms"], cur["halfwidth"], "ms", entry, tol, "x", {}).kind is (
-            Kind.REGRESSION
-        )
+        recording = Recording("2026-01-01", base["median_ms"], base["halfwidth"], 1)
+        entry = entry_of([recording], "ms", {}, "device")
+        observed = Observation(cur["median_ms"], cur["halfwidth"])
+        return judge(observed, entry, tol, "x").kind is Kind.REGRESSION
     return cur["median_ms"] / base["median_ms"] > 1 + tol
 
 

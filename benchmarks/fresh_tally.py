@@ -46,7 +46,7 @@ def main() -> int:
         count = tally[group]
         count["files"] += 1
         for data in json.loads(path.read_text())["tests"]:
-            test = TestOutcome.from_payload(data)
+            test = TestOutcome.from_json(data)
             for record in test.records:
                 if not record.series.startswith("time:"):
                     continue

@@ -1,7 +1,7 @@
 """Re-judge a ``bench_suite.py`` output folder with this checkout's verdict rules.
 
 The measurements stay what the runs measured; only the judging is redone: each series'
-baseline entry is rebuilt from its recordings by ``evidence.summarize_recordings`` and every
+baseline entry is rebuilt from its recordings by ``series.summarize_recordings`` and every
 record of every run is judged by ``verdict.judge``. A REGRESSION here would still have been
 re-measured by the plugin (``verdict.confirm``), which can only turn it into INCONCLUSIVE, so the
 false-failure counts are an upper bound. The one finding that depends on a run's setting alone
@@ -28,9 +28,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_cudaperf import series as evidence
-from pytest_cudaperf.cli import report_records
+from pytest_cudaperf import series
+from pytest_cudaperf.cli.sources import report_records
 from pytest_cudaperf.measure import instability
+from pytest_cudaperf.report.document import read_report
 from pytest_cudaperf.series import Entry, entry_of
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, Observation, judge
@@ -78,8 +79,7 @@ def main() -> int:
         report = args.out / f"{name}.json"
         if not report.exists():
             continue
-        document = json.loads(report.read_text())
-        for record, passed in report_records(document):
+        for record, passed in report_records(read_report(report)):
             if not passed or not record.series.startswith("time:"):
                 continue
             entry = store.lookup(record.device_class, record.key, record.series)
@@ -129,7 +129,7 @@ def main() -> int:
             f"| {mode} | {phase} | {plant or '—'} | {len(found)} | {regressions} | {inconclusive} "
             f"| {rate} |"
         )
-    print(f"(floors: {evidence.SINGLE_PROCESS_FLOOR}, wall {evidence.WALL_FLOOR})")
+    print(f"(floors: {series.SINGLE_PROCESS_FLOOR}, wall {series.WALL_FLOOR})")
     return 0
 
 

@@ -5,7 +5,8 @@ functions over plain data: the files are :mod:`pytest_cudaperf.store`'s.
 
 A series' noise is the larger of what its recordings saw within their processes and how their
 medians move between processes: within-process statistics cannot see a state that holds for a
-whole process (why: docs/decisions.md, "A series' noise spans processes").
+whole process (why: docs/decisions.md, "Why does a series keep recordings from several
+processes?").
 """
 
 from __future__ import annotations
@@ -104,14 +105,15 @@ class Record:
 #: noise assumed for a series recorded in fewer than ``MIN_PROCESSES`` processes: one process cannot
 #: see process-level states. ±3% for device time, ±50% for CPU wall time (a 3x slowdown still
 #: fails, a 1.6x process state does not); ``cudaperf record`` replaces the floor by the measured
-#: spread (why: docs/decisions.md, "A series' noise spans processes").
+#: spread (why: docs/decisions.md, "What noise does a series from fewer than three processes
+#: get?").
 SINGLE_PROCESS_FLOOR = {"device": 0.03, "wall": 0.50, "bytes": 0.0}
 #: the floor of a change point's threshold with fewer than ``MIN_PROCESSES`` recordings: lower
 #: than the verdict's for CPU wall time, so that an intentional +20% change starts afresh
 CHANGE_POINT_FLOOR = {"device": 0.03, "wall": 0.10, "bytes": 0.0}
 #: a CPU wall-time series is taken as at least ±30% whatever its recordings: CPU wall time moves
 #: between processes by more than a few recordings show; a 3x slowdown still fails (why:
-#: docs/decisions.md, "The ±30% floor of CPU wall time").
+#: docs/decisions.md, "Why is a CPU wall-time series judged at ±30% at least?").
 WALL_FLOOR = 0.30
 #: recordings from this many processes let their spread stand for the between-process noise
 MIN_PROCESSES = 3
@@ -150,8 +152,8 @@ def reach(recordings: Sequence[Recording]) -> float:
     series whose processes are bimodal has a :func:`spread` below it). A recording taken while the
     host itself ran slow or fast (its reference loop beyond ``instability.HOST_MIN`` of the
     recordings' median) does not count: the host's speed explains it, and the verdict weighs the
-    host's speed now on its own (why: docs/decisions.md, "A series' noise is at least its
-    reach")."""
+    host's speed now on its own (why: docs/decisions.md, "Why is a series' noise at least its
+    reach?")."""
     medians = [r.median for r in recordings if _finite_positive(r.median)]
     if len(medians) < 2:
         return 0.0

@@ -5,7 +5,8 @@ lands from the series value, so it widens the band. The ratio current/baseline h
 current noise (the larger of the measurement's CI half-width and what its instability implies)
 and the uncertainty of the series value itself, the median of ``n`` processes' medians:
 ``noise / sqrt(n)`` (:func:`value_uncertainty`), not the whole series noise again (why:
-docs/decisions.md, "The series noise widens the band, not also the CI").
+docs/decisions.md, "Why is the between-process movement counted in t and only the value's
+uncertainty in the CI?").
 
 - REGRESSION: CI low > 1 + t.  IMPROVED: CI high < 1 / (1 + t).
 - PASS: the point ratio lies within [1 / (1 + t), 1 + t] — unless the noise raised t above the
@@ -54,7 +55,8 @@ FINGERPRINT_KEYS = (
 
 
 #: a CPU wall time taken under contention fails only beyond twice the baseline (why:
-#: docs/decisions.md, "A contended CPU measurement fails only beyond 2x")
+#: docs/decisions.md, "Why does a CPU wall time under contention fail only beyond twice its
+#: baseline?")
 CONTENDED_WALL_THRESHOLD = 1.0
 
 

@@ -35,9 +35,9 @@ def _attach_breakdowns(
     runner: Runner, args: Sequence[str], tmp: Path, series: dict[Where, list[Record]]
 ) -> None:
     """One more run, profiling only: each series' kernel (or op) breakdown, put on its last
-    recording's record. Apart from the measuring runs: a profiler that ran earlier in a process
-    slows what is measured after it (why: docs/decisions.md, "Breakdowns are profiled apart from
-    measurements")."""
+    recording's record. Apart from the measuring runs, so that no kept measurement runs after a
+    profiler in its process, and the measuring runs do not pay for profiling (why:
+    docs/decisions.md, "Why does `cudaperf record` profile in a run of its own?")."""
     report = tmp / "breakdowns.json"
     scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
     rc = runner(
@@ -146,7 +146,7 @@ def uneven_host(loops: Sequence[float | None]) -> str | None:
     """The line ``cudaperf record`` prints when its runs' reference loops (each run's median)
     differ by more than ``instability.HOST_MIN``: the host itself ran at different speeds, so the
     series move more between the recordings than the code does, and a slowdown is harder to tell
-    from that (why: docs/decisions.md, "Recording on a host whose speed changes")."""
+    from that (why: docs/decisions.md, "Why does the host-speed finding start at 25%?")."""
     known = [x for x in loops if x is not None]
     if len(known) < 2 or instability.host_speed(max(known), min(known)) is None:
         return None

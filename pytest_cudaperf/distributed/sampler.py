@@ -65,8 +65,8 @@ class RankSampler:
 
         dist.barrier(group=control_group())
         if not self.group:
-            # calibrate on the fastest of three calls, not the first (why: docs/decisions.md,
-            # "The rank sampler calibrates on the fastest of three calls")
+            # calibrate on the fastest of three calls, not the first (why: docs/decisions.md, "How
+            # is a distributed sample's size calibrated?")
             once = min(self._timed(1) for _ in range(3))
             group = max(1, min(10_000, math.ceil(0.02 / max(once / 1e3, 1e-6))))
             self.group = int(_all_max([float(group)])[0])

@@ -127,8 +127,8 @@ class ReferenceProbe:
     :meth:`point` times the loop ``reps`` times and keeps the fastest (an interrupt in one rep is
     not the machine's speed); the backend takes a point at each round's start and one at the end,
     and :meth:`value` is their median in milliseconds: during a slow stretch of the host it reads
-    about what the samples read (why: docs/decisions.md, "The host's speed, from a reference
-    loop")."""
+    about what the samples read (why: docs/decisions.md, "Why does a CPU measurement time a
+    reference loop?")."""
 
     def __init__(
         self,

@@ -134,7 +134,7 @@ class L2Flush:
     """Evicts L2 by reading a buffer twice its size (a read leaves no dirty lines behind), then
     discards the buffer's lines (``discard.global.L2``), so that every sample starts from an L2
     whose lines are invalid rather than full of whatever the replacement policy kept (why:
-    docs/decisions.md, "Cold L2: read, then discard"). Falls back to the read alone where the
+    docs/decisions.md, "Which L2 flush does cold mode use?"). Falls back to the read alone where the
     discard does not compile (before
     sm_80, or a Triton without inline PTX), and to ``torch.sum`` without Triton.
     """
@@ -337,7 +337,8 @@ class CudaBackend:
         self._graphs: list[Any] = []
         #: one set of timing events for every sampler (round) of this backend, so that no round
         #: gets its event slots recycled in another order than the others (why:
-        #: docs/decisions.md, "One set of CUDA events per backend"). Samplers never interleave
+        #: docs/decisions.md, "What does the plugin do with a round that runs high?"). Samplers
+        #: never interleave
         #: within a batch, so sharing is safe.
         self._events = event_pairs(torch)
         #: the dry run's answer per callable during one measurement (each round asks again);

@@ -16,8 +16,8 @@ from pytest_cudaperf.measure import stats
 
 #: round medians that disagree by less than this (relative range) are left to the CI, which
 #: already covers every round's median; above it, and beyond what the rounds' own CIs explain,
-#: the disagreement is a state that holds for a whole round (why: docs/decisions.md, "Three
-#: rounds, and a CI that covers every round's median")
+#: the disagreement is a state that holds for a whole round (why: docs/decisions.md, "What does the
+#: plugin do with a round that runs high?")
 ROUNDS_MIN_SPREAD = 0.01
 #: two modes closer than this (relative) are not reported: CUDA events tick in 32 ns steps, so a
 #: 2 µs kernel's samples fall on levels 1.6% apart, and such levels are not two states
@@ -30,11 +30,11 @@ BIMODAL_MIN_SHARE = 0.10
 CONTENTION_MIN = 0.01
 #: a reference loop's time within this (relative, either way) of its time when the baseline was
 #: recorded is not named: the loop itself moves that much between processes (why:
-#: docs/decisions.md, "The host's speed, from a reference loop")
+#: docs/decisions.md, "Why does a CPU measurement time a reference loop?")
 HOST_MIN = 0.25
 #: a test's slowdown beyond 1 during a slow stretch, as a multiple of the reference loop's: the
-#: loop is one workload and others suffer more (why: docs/decisions.md, "The host's speed, from a
-#: reference loop")
+#: loop is one workload and others suffer more (why: docs/decisions.md, "Why does a CPU measurement
+#: time a reference loop?")
 HOST_STRETCH = 1.5
 #: other processes' share of the machine's CPU time below this is not reported: a quiet machine's
 #: daemons use a few percent; one busy process on a 2-core machine is 50%
@@ -193,7 +193,8 @@ def busy_machine(others: float | None) -> Finding | None:
     They need not have taken this thread's core (no run-queue wait) to slow it. Noise ``others``,
     the share of the machine that was somebody else's: not a measured stretch, but on top of the
     verdict's 2x contention threshold it keeps an unchanged process slowed that way from failing
-    (why: docs/decisions.md, "A contended CPU measurement fails only beyond 2x")."""
+    (why: docs/decisions.md, "Why does a CPU wall time under contention fail only beyond twice its
+    baseline?")."""
     if others is None or others < BUSY_MIN:
         return None
     return Finding(f"other processes used {others:.0%} of the machine's CPU time", others)
@@ -203,7 +204,8 @@ def host_speed(now_ms: float | None, then_ms: float | None) -> Finding | None:
     """The host ran the fixed reference loop (``cpu.ReferenceProbe``) in ``now_ms`` while this
     measurement sampled, against ``then_ms`` when the baseline was recorded: beyond
     :data:`HOST_MIN` either way, the whole machine was slower (or faster) than the baseline's,
-    and the samples are too (why: docs/decisions.md, "The host's speed, from a reference loop").
+    and the samples are too (why: docs/decisions.md, "Why does a CPU measurement time a reference
+    loop?").
 
     Noise: :data:`HOST_STRETCH` times the ratio's distance from 1 (``now / then - 1`` slower,
     ``then / now - 1`` faster): an unchanged test slows with the machine, some workloads more
@@ -235,7 +237,7 @@ def oversubscribed(workers: int | None, cores: int) -> Finding | None:
 
     Noise: ``workers / cores - 1``, the stretch of a wall time when every worker is busy and they
     share the cores evenly, whether or not a run-queue wait was measured (why: docs/decisions.md,
-    "More xdist workers than cores")."""
+    "Why is one xdist worker per core not contention, but more workers than cores is?")."""
     if workers is None or cores <= 0 or workers <= cores:
         return None
     return Finding(

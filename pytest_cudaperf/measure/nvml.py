@@ -1,4 +1,4 @@
-"""SM clock and throttle reasons through NVML (optional: ``pip install pytest-cudaperf[nvml]``),
+"""SM clock and throttle reasons through NVML (optional: the `nvml` extra, ``nvidia-ml-py``),
 and the SM clock the stream blocker measured before each sample (no NVML needed).
 
 NVML reads device state without a CUDA context. Without ``nvidia-ml-py`` NVML's readings are
@@ -20,7 +20,8 @@ SLOWDOWN_REASONS = {
 
 
 #: a blocker-measured SM clock whose 10th percentile is below this share of its median has
-#: dipped: beyond the few percent single readings jitter by (benchmarks/RESULTS.md, "SM clocks")
+#: dipped: beyond the few percent single readings jitter by (why:
+#: docs/decisions.md, "How does the plugin keep a clock dip from failing a test?")
 CLOCK_DIP = 0.95
 
 

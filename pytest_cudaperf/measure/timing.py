@@ -38,8 +38,8 @@ class Budget:
     precision: float = 0.005
     #: independent rounds (a fresh sampler each) whose samples are pooled; the CI of the median
     #: is widened to cover every round's median, so a state that holds for a whole round shows
-    #: as noise instead of a false regression (why: docs/decisions.md, "Three rounds, and a CI
-    #: that covers every round's median")
+    #: as noise instead of a false regression (why: docs/decisions.md, "Why does a measurement take
+    #: three rounds?")
     rounds: int = 3
 
     def per_round(self) -> Budget:
@@ -148,7 +148,8 @@ class Measurement:
         """What a verdict should take as this measurement's relative half-width: the larger of
         :attr:`rel_halfwidth` and :attr:`instability_noise`. Not their sum: the CI already
         covers every round's median, so rounds that disagree would count twice (why:
-        docs/decisions.md, "A measurement's noise is the larger of its CI and its instability")."""
+        docs/decisions.md, "Why is a measurement's noise the larger of its CI half-width and its
+        instability, not the sum?")."""
         return max(self.rel_halfwidth, self.instability_noise)
 
     def how(self) -> str:

@@ -8,7 +8,7 @@ settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select ex
 
 A process can sit in a slow state of its own for every round of a measurement and for its
 re-measurement, so the second opinion on a CPU regression comes from another process (why:
-docs/decisions.md, "A CPU regression is confirmed in a fresh process").
+docs/decisions.md, "Why is a CPU regression confirmed in a fresh process?").
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 #: holds the real ones while it waits), and confirms nothing in yet another process
 FRESH_ENV = "PYTEST_CUDAPERF_FRESH_PROCESS"
 #: at most this many fresh processes per pytest process (an xdist worker counts as one); past it a
-#: regression stands on its confirmation in the same process, and says so (why: docs/decisions.md,
-#: "A CPU regression is confirmed in a fresh process")
+#: regression stands on its confirmation in the same process, and says so (why:
+#: docs/decisions.md, "Why at most 20 fresh processes per pytest process?")
 FRESH_LIMIT = 20
 #: environment variables a fresh process does not inherit: the run's settings (it gets them
 #: resolved, from :func:`settings_env`), and the GitHub job's, so that it appends no job summary
