@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -291,6 +292,12 @@ def test_record_without_a_report_stops(tmp_path: Path, capsys: pytest.CaptureFix
     assert "run 1/5: pytest exited 4 without a report" in capsys.readouterr().out
 
 
+def _plugins_env() -> dict[str, str]:
+    return (
+        {"PYTEST_PLUGINS": os.environ["PYTEST_PLUGINS"]} if "PYTEST_PLUGINS" in os.environ else {}
+    )
+
+
 def test_record_end_to_end_in_real_processes(tmp_path: Path) -> None:
     """``cudaperf record`` runs real pytest processes with the real plugin: each run's JSON report
     carries its records, and the merged series has one recording per process."""
@@ -307,7 +314,8 @@ def test_record_end_to_end_in_real_processes(tmp_path: Path) -> None:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        # PYTEST_PLUGINS: where the plugin is loaded from a checkout, not its entry point
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env()},
         timeout=300,
         check=False,
     )  # fmt: skip
