@@ -10,11 +10,11 @@ measurement through the caches and memory bandwidth the cores share without maki
 More xdist workers than usable cores and a load average above the cores are named as well (see
 :mod:`pytest_cudaperf.measure.instability` for the noise each implies).
 
-Some slowdowns leave no trace in any counter: on the 2-core CI machine, unchanged tests ran
-+50…+148% slow for a few seconds at a time with no wait, no busy machine and no load (another
-tenant of the host, or the core's sibling thread). A :class:`ReferenceProbe` times a fixed
-reference loop beside the samples; against the same loop's time when the baseline was recorded, it
-says how much slower (or faster) this machine was while measuring.
+Some slowdowns leave no trace in any counter (another tenant of the host, the core's sibling
+thread). A :class:`ReferenceProbe` times a fixed reference loop beside the samples; against the
+same loop's time when the baseline was recorded, it says how much slower (or faster) this machine
+was while measuring (why: docs/decisions.md, "Why does a CPU measurement time a reference
+loop?").
 """
 
 from __future__ import annotations
