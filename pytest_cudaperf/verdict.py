@@ -114,18 +114,6 @@ class Verdict:
     #: the ratio in cycles (time x SM clock), where the confirmation could check it
     cycles_ratio: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "ratio": self.ratio,
-            "ci": list(self.ci) if self.ci else None,
-            "threshold": self.threshold,
-            "tolerance": self.tolerance,
-            "message": self.message,
-            "fingerprint": list(self.fingerprint),
-            "cycles_ratio": self.cycles_ratio,
-        }
-
 
 def format_value(value: float, unit: str) -> str:
     if unit == "bytes":

@@ -1,8 +1,8 @@
 """What one rank of a ``@distributed`` test hands its launcher: one :class:`RankResult`, written
-once by the rank (atomically) and read by the launcher. The only thing the two sides of the
-process boundary share.
+once by the rank (atomically) and read by the launcher.
 
-Reading is strict: a missing or mistyped field is a ``ValueError`` naming it.
+Reading is strict: a missing or mistyped field is a ``ValueError`` (a
+:class:`~pytest_cudaperf.report.fields.ReportError`) naming it.
 """
 
 from __future__ import annotations
@@ -14,30 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_cudaperf.report.fields import ReportError
+from pytest_cudaperf.report.fields import get, number, optional_string, to_object
 from pytest_cudaperf.report.model import TestOutcome
 
 #: the phases of a test, in order
 PHASES = ("setup", "call", "teardown")
-
-
-def _object(data: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(data, dict):
-        raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
-    return data
-
-
-def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    value = data.get(name)
-    if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        what = " or ".join(k.__name__ for k in kinds)
-        raise ValueError(f"{where}.{name}: expected {what}, got {value!r}")
-    return value
-
-
-def _optional_str(data: Mapping[str, Any], name: str, where: str) -> str | None:
-    return None if data.get(name) is None else str(_field(data, name, str, where))
 
 
 @dataclass(frozen=True)
@@ -73,16 +54,15 @@ class Collective:
 
     @classmethod
     def from_json(cls, data: Any, where: str = "collective") -> Collective:
-        d = _object(data, where)
-        number = (int, float)
+        d = to_object(data, where)
         return cls(
-            name=_field(d, "name", str, where),
-            op=_field(d, "op", str, where),
-            size_bytes=_field(d, "size_bytes", int, where),
-            world_size=_field(d, "world_size", int, where),
-            time_ms=float(_field(d, "time_ms", number, where)),
-            algbw_gbps=float(_field(d, "algbw_gbps", number, where)),
-            busbw_gbps=float(_field(d, "busbw_gbps", number, where)),
+            name=get(d, "name", str, where),
+            op=get(d, "op", str, where),
+            size_bytes=get(d, "size_bytes", int, where),
+            world_size=get(d, "world_size", int, where),
+            time_ms=number(d, "time_ms", where),
+            algbw_gbps=number(d, "algbw_gbps", where),
+            busbw_gbps=number(d, "busbw_gbps", where),
         )
 
 
@@ -114,8 +94,8 @@ class PhaseReport:
 
     @classmethod
     def from_json(cls, data: Any, where: str = "phase") -> PhaseReport:
-        d = _object(data, where)
-        outcome = _field(d, "outcome", str, where)
+        d = to_object(data, where)
+        outcome = get(d, "outcome", str, where)
         if outcome not in ("passed", "failed", "skipped"):
             raise ValueError(
                 f"{where}.outcome: expected passed, failed or skipped, got {outcome!r}"
@@ -127,16 +107,13 @@ class PhaseReport:
         ):
             raise ValueError(f"{where}.sections: expected [name, text] pairs, got {sections!r}")
         cudaperf = d.get("cudaperf")
-        try:
-            test = TestOutcome.from_json(cudaperf, f"{where}.cudaperf") if cudaperf else None
-        except ReportError as exc:
-            raise ValueError(str(exc)) from None
+        test = TestOutcome.from_json(cudaperf, f"{where}.cudaperf") if cudaperf else None
         return cls(
             outcome=outcome,
             longrepr=str(d.get("longrepr") or ""),
             sections=tuple((s[0], s[1]) for s in sections),
             cudaperf=test,
-            cudaperf_failure=_optional_str(d, "cudaperf_failure", where),
+            cudaperf_failure=optional_string(d, "cudaperf_failure", where),
         )
 
 
@@ -160,8 +137,8 @@ class RankResult:
 
     @classmethod
     def from_json(cls, data: Any, where: str = "rank result") -> RankResult:
-        d = _object(data, where)
-        phases = _object(d.get("phases", {}), f"{where}.phases")
+        d = to_object(data, where)
+        phases = to_object(d.get("phases", {}), f"{where}.phases")
         unknown = set(phases) - set(PHASES)
         if unknown:
             raise ValueError(f"{where}.phases: unknown phase {sorted(unknown)[0]!r}")
@@ -169,13 +146,13 @@ class RankResult:
         if not isinstance(collectives, list):
             raise ValueError(f"{where}.collectives: expected a list, got {collectives!r}")
         return cls(
-            rank=_field(d, "rank", int, where),
+            rank=get(d, "rank", int, where),
             phases={
                 when: PhaseReport.from_json(phases[when], f"{where}.phases.{when}")
                 for when in PHASES
                 if when in phases
             },
-            error=_optional_str(d, "error", where),
+            error=optional_string(d, "error", where),
             collectives=tuple(
                 Collective.from_json(c, f"{where}.collectives[{i}]")
                 for i, c in enumerate(collectives)

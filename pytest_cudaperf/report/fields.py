@@ -25,9 +25,14 @@ def to_object(data: Json, where: str) -> Mapping[str, Json]:
 
 def get(data: Mapping[str, Json], name: str, kind: type[T] | tuple[type, ...], where: str) -> T:
     value = data.get(name)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise ReportError(f"{where}.{name}: expected {_kind(kind)}, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def optional_string(data: Mapping[str, Json], name: str, where: str) -> str | None:
+    return None if data.get(name) is None else get(data, name, str, where)
 
 
 def _kind(kind: type | tuple[type, ...]) -> str:

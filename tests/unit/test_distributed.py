@@ -398,8 +398,8 @@ def test_a_rank_result_round_trips_through_its_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.pop("rank"), r"rank result.rank: expected int, got None"),
-        (lambda d: d.update(rank=True), r"rank result.rank: expected int, got True"),
+        (lambda d: d.pop("rank"), r"rank result.rank: expected an integer, got None"),
+        (lambda d: d.update(rank=True), r"rank result.rank: expected an integer, got True"),
         (lambda d: d["phases"].update(lunch={}), r"rank result.phases: unknown phase 'lunch'"),
         (
             lambda d: d["phases"]["call"].update(outcome="won"),
@@ -412,7 +412,7 @@ def test_a_rank_result_round_trips_through_its_file(tmp_path: Path) -> None:
         ),
         (
             lambda d: d["collectives"].append({"name": "x"}),
-            r"collectives\[0\].op: expected str",
+            r"collectives\[0\].op: expected a string",
         ),
         (lambda d: d.update(collectives={}), r"rank result.collectives: expected a list"),
     ],

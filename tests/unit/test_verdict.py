@@ -323,13 +323,6 @@ def test_missing_or_broken_clock_skips_the_cycle_check(mhz: float | None) -> Non
     assert confirm(first, obs(1.3, sm_mhz=mhz), clocked, 0.05, "GPU").kind is Kind.REGRESSION
 
 
-def test_verdict_to_dict_is_json_builtins() -> None:
-    data = judge(obs(1.2), STEADY, 0.05, "GPU").to_dict()
-    assert data["kind"] == "regression"
-    assert data["fingerprint"] == []
-    assert isinstance(data["ci"], list)
-
-
 def test_formatting_helpers() -> None:
     assert ci_text((1.1, 1.2)) == "+10.0%…+20.0%"
     assert format_value(2048, "bytes") == "2.0 KiB"
