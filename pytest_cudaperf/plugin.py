@@ -202,6 +202,11 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    # each attempt of a re-run test (pytest-rerunfailures) measures afresh, under the same keys
+    if TEST in item.stash:
+        del item.stash[TEST]
+    if TIMER in item.stash:
+        del item.stash[TIMER]
     marks = item.stash.get(MARKS, Marks())
     if marks.error:
         pytest.fail(marks.error, pytrace=False)

@@ -45,8 +45,10 @@ class Results:
     ) -> None:
         """One phase's report of a test: ``payload`` its outcome's JSON (on the call report),
         ``body_failed`` whether the test itself failed there (not by a verdict of the plugin)."""
-        if when == "setup":
+        if when == "setup":  # a new attempt (a plugin such as pytest-rerunfailures re-runs)
             self.seen.add(nodeid)
+            self.outcomes.pop(nodeid, None)
+            self.failed_bodies.discard(nodeid)
         if body_failed:
             self.failed_bodies.add(nodeid)
         if payload is not None:
@@ -94,16 +96,21 @@ class Results:
         test set none; it decides when a series starts afresh at a new level)."""
         by_class = self.updatable()
         for device_class in sorted(by_class):
-            obsolete = store.obsolete(device_class, self.seen, self.seen_files, self.complete, root)
+            obsolete = self._obsolete(store, device_class, root)
             removable = obsolete if prune and self.complete else []
             self.pruned_refused = self.pruned_refused or (prune and not self.complete)
             records = by_class[device_class]
             self.updates.append(store.update(device_class, records, removable, tolerance))
 
+    def _obsolete(self, store: BaselineStore, device_class: str, root: Path) -> list[SeriesKey]:
+        produced = {r.key for r in self.updatable().get(device_class, [])}
+        seen, files = self.seen, self.seen_files
+        return store.obsolete(device_class, seen, files, self.complete, root, produced)
+
     def find_obsolete(self, store: BaselineStore, root: Path) -> None:
         classes = {r.device_class for r in self.records()}
         for device_class in sorted(classes):
-            found = store.obsolete(device_class, self.seen, self.seen_files, self.complete, root)
+            found = self._obsolete(store, device_class, root)
             if found:
                 self.obsolete[device_class] = found
 

@@ -88,17 +88,27 @@ class BaselineStore:
     def keys(self, device_class: str) -> list[SeriesKey]:
         return sorted(self.entries.get(device_class, {}))
 
-    def obsolete(
-        self, device_class: str, seen: set[str], seen_files: set[str], complete: bool, root: Path
+    def obsolete(  # noqa: PLR0913 - what the run saw, and the root test files are under
+        self,
+        device_class: str,
+        seen: set[str],
+        seen_files: set[str],
+        complete: bool,
+        root: Path,
+        produced: set[SeriesKey] = frozenset(),  # type: ignore[assignment]
     ) -> list[SeriesKey]:
-        """Keys whose tests no longer exist: their file is gone, or a complete run of their file
-        did not see their test id (``seen``: test ids). A partial run never calls an entry of an
-        unseen test obsolete."""
+        """Keys whose series no longer exist: their test's file is gone; a complete run of their
+        file did not see their test id (``seen``: test ids); or their test ran, was measured and
+        passed in this run (``produced``: the keys it measured here) without measuring this one
+        (a measurement it dropped or renamed, or the extra series an earlier version stored for
+        a re-run test). A partial run never calls an entry of an unseen test obsolete."""
+        tests = {key.nodeid for key in produced}
         return [
             key
             for key in self.keys(device_class)
             if not (root / key.file).exists()
             or (complete and key.file in seen_files and key.nodeid not in seen)
+            or (key.nodeid in tests and key not in produced)
         ]
 
     def update(
