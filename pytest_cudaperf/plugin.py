@@ -125,6 +125,9 @@ def pytest_configure(config: pytest.Config) -> None:
     run = CudaperfRun(_open_run(config))
     config.stash[RUN] = run
     config.pluginmanager.register(run, "cudaperf-run")
+    unwritable = [] if run.ctx.is_worker else run.ctx.unwritable_outputs()
+    if unwritable:  # before any test runs, not after all of them
+        raise pytest.UsageError("\n".join(unwritable))
     if run.ctx.settings.require_gpu and not run.ctx.is_worker:
         reason = run.ctx.probe.unavailable_reason()
         if reason:

@@ -6,8 +6,10 @@
     cudaperf merge OUT A.json B.json ...   merge shard reports (or baseline files of one class)
     cudaperf compare BASE CURRENT          judge CURRENT against BASE; exit 1 on a regression
 
-Exit codes: 0 fine, 1 a regression (compare), 2 a file that cannot be used (one line on stderr);
-``record`` exits with pytest's code when a run failed for another reason than perf verdicts.
+Exit codes: 0 fine, 1 a regression (compare) or a failed test body (record), 2 a file or
+argument that cannot be used (one line on stderr), 130 interrupted (Ctrl-C: one line). ``record``
+stops at the first run that pytest ends with another code than 0 or 1 (an interruption, an
+internal or usage error, no tests collected) and exits with that code, recording nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_pytest) -> int:
     except CliError as exc:
         print(f"cudaperf: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # record writes its baselines after its last run
+        print(f"cudaperf {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `cudaperf show FILE | head`
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         return 0

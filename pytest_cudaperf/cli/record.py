@@ -15,6 +15,7 @@ from pathlib import Path
 from pytest_cudaperf.cli.sources import CliError, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
+from pytest_cudaperf.paths import unwritable
 from pytest_cudaperf.series import Record
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.store.format import BaselineError
@@ -26,9 +27,29 @@ Where = tuple[str, SeriesKey, str]
 Runner = Callable[[Sequence[str]], int]
 
 
+#: what pytest's exit codes other than 0 (passed) and 1 (tests failed) mean
+EXIT_CODES = {
+    2: "interrupted",
+    3: "an internal error",
+    4: "a usage error",
+    5: "no tests collected",
+}
+
+
 def run_pytest(args: Sequence[str]) -> int:
-    """The default :data:`Runner`: ``python -m pytest ARGS`` in its own process."""
-    return subprocess.call([sys.executable, "-m", "pytest", *args])
+    """The default :data:`Runner`: ``python -m pytest ARGS`` in its own process, in a session of
+    its own: a Ctrl-C reaches ``cudaperf record`` alone, which stops the run it is waiting for
+    (the run writes nothing that outlives it)."""
+    with subprocess.Popen([sys.executable, "-m", "pytest", *args], start_new_session=True) as run:
+        try:
+            return run.wait()
+        except BaseException:
+            run.terminate()
+            try:
+                run.wait(10)
+            except subprocess.TimeoutExpired:
+                run.kill()
+            raise
 
 
 def _attach_breakdowns(
@@ -77,6 +98,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
         # test path when it looks for the rootdir, and the folder exists from the second run on
         args.append(f"--cudaperf-baseline-dir={baseline_dir}")
     folder = baseline_dir
+    _check_folder(folder, "--baseline-dir")
     loops: list[float | None] = []
     collected: dict[Where, list[Record]] = {}
     failed_bodies: set[Where] = set()
@@ -85,14 +107,19 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
         for run in range(1, runs + 1):
             report = Path(tmp) / f"run{run}.json"
             rc = runner([*args, "--cudaperf-breakdown=off", f"--cudaperf-json={report}"])
-            if not report.exists():
-                print(f"cudaperf record: run {run}/{runs}: pytest exited {rc} without a report")
+            if rc not in (0, 1) or not report.exists():
+                why = EXIT_CODES.get(rc, "no report") if rc not in (0, 1) else "no report"
+                print(
+                    f"cudaperf record: run {run}/{runs}: pytest exited {rc} ({why}); "
+                    "stopped, nothing recorded"
+                )
                 return rc or 2
             document = read_report(report)
             found = report_records(document)
             loops.append(_median_loop(record for record, _ in found))
             if folder is None and document.baseline_dir:
                 folder = Path(document.baseline_dir)
+                _check_folder(folder, "the runs' baseline folder")
             for record, passed in found:
                 where = (record.device_class, record.key, record.series)
                 if passed:
@@ -101,8 +128,8 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
                     failed_bodies.add(where)
             measured_failed = {r.key.nodeid for r, passed in found if not passed}
             bodies_failed = max(document.failed_bodies, len(measured_failed))
-            if rc not in (0, 1) or bodies_failed:
-                worst = worst or rc or 1
+            if bodies_failed:
+                worst = 1
             print(
                 f"cudaperf record: run {run}/{runs}: pytest exited {rc}, {len(found)} series"
                 + (f", {bodies_failed} with a failed test body" if bodies_failed else "")
@@ -130,6 +157,13 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     if skipped:
         print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
     return worst
+
+
+def _check_folder(folder: Path | None, what: str) -> None:
+    """The baseline folder can be written, checked before a run (not after all of them)."""
+    why = unwritable(folder, folder=True) if folder is not None else None
+    if why:
+        raise CliError(f"record: {what} {folder} {why}")
 
 
 def _median_loop(records: Iterable[Record]) -> float | None:

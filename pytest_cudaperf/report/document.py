@@ -80,6 +80,8 @@ class Report:
     pruned_refused: bool = False
     #: tests whose body failed (measured or not): not the plugin's verdicts, the tests' own
     failed_bodies: int = 0
+    #: the run was interrupted (Ctrl-C): an update kept what the finished tests recorded
+    interrupted: bool = False
     schema: int = SCHEMA
 
     def records(self) -> list[JudgedRecord]:
@@ -119,6 +121,7 @@ class Report:
             "complete_run": self.complete_run,
             "pruned_refused": self.pruned_refused,
             "failed_bodies": self.failed_bodies,
+            "interrupted": self.interrupted,
         }
 
     @classmethod
@@ -146,6 +149,7 @@ class Report:
             complete_run=bool(d.get("complete_run", True)),
             pruned_refused=bool(d.get("pruned_refused", False)),
             failed_bodies=int(number(d, "failed_bodies", where)) if "failed_bodies" in d else 0,
+            interrupted=bool(d.get("interrupted", False)),
         )
 
 
@@ -168,6 +172,7 @@ def merge_reports(reports: Sequence[Report]) -> Report:
         complete_run=all(r.complete_run for r in reports),
         pruned_refused=any(r.pruned_refused for r in reports),
         failed_bodies=sum(r.failed_bodies for r in reports),
+        interrupted=any(r.interrupted for r in reports),
     )
 
 

@@ -141,6 +141,11 @@ def _notes(report: Report, update: bool) -> list[str]:
         lines.extend(f"  {key}" for key in keys)
     lines.extend(f"DRIFT {line}" for line in report.drifting)
     lines.extend(u.line() for u in report.updates)
+    if report.interrupted and report.updates:
+        lines.append(
+            "cudaperf: the run was interrupted: the baselines keep what the tests that finished "
+            "recorded; nothing was pruned"
+        )
     if report.pruned_refused:
         lines.append(
             "cudaperf: --cudaperf-prune skipped: this run was partial (deselection, "

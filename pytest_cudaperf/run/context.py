@@ -24,6 +24,7 @@ from pytest_cudaperf.devices.probe import Probe
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks
+from pytest_cudaperf.paths import unwritable
 from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.report.model import (
     ComparisonOutcome,
@@ -114,6 +115,25 @@ class RunContext:
             rank=rank,
             fresh=fresh,
         )
+
+    def unwritable_outputs(self) -> list[str]:
+        """The run's output targets that cannot be written, one line each (option, path, why,
+        what to do); checked by the process that writes them before any test runs."""
+        settings, found = self.settings, []
+        targets = [("--cudaperf-json", settings.json), ("--cudaperf-html", settings.html)]
+        for option, given in targets:
+            why = unwritable(self.output_dir / given) if given else None
+            if why:
+                path = self.output_dir / str(given)
+                found.append(f"{option}: {path} {why}; point {option} at a writable file")
+        if settings.update and not settings.disable:
+            why = unwritable(self.baseline_dir, folder=True)
+            if why:
+                found.append(
+                    f"--cudaperf-update: the baseline folder {self.baseline_dir} {why}; make it a "
+                    "writable folder, or choose another with --cudaperf-baseline-dir"
+                )
+        return found
 
     @property
     def probe(self) -> Probe:

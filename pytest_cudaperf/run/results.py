@@ -141,6 +141,7 @@ class Results:
             complete_run=self.complete,
             pruned_refused=self.pruned_refused,
             failed_bodies=len(self.failed_bodies),
+            interrupted=self.interrupted,
         )
 
 

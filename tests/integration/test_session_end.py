@@ -60,24 +60,42 @@ def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_json_report_pointing_at_a_folder_keeps_the_other_outputs(
-    pytester: pytest.Pytester,
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--cudaperf-json=out"],
+            "ERROR: --cudaperf-json: */out is a folder; point --cudaperf-json at a writable file",
+        ),
+        (
+            ["--cudaperf-html=notes.txt/report.html"],
+            "ERROR: --cudaperf-html: */notes.txt/report.html */notes.txt is a file, not a "
+            "folder; point --cudaperf-html at a writable file",
+        ),
+        (
+            ["--cudaperf-update", "--cudaperf-baseline-dir=notes.txt/base"],
+            "ERROR: --cudaperf-update: the baseline folder */notes.txt/base */notes.txt is a "
+            "file, not a folder; make it a writable folder, or choose another with "
+            "--cudaperf-baseline-dir",
+        ),
+    ],
+    ids=["json-folder", "html-under-a-file", "baselines-under-a-file"],
+)
+def test_an_output_that_cannot_be_written_stops_the_run_before_any_test(
+    pytester: pytest.Pytester, args: list[str], said: str
 ) -> None:
+    """Checked when the run starts: one line naming the option, the path and what to do; no
+    test runs, nothing is written."""
     pytester.makepyfile(test_one=ONE_TEST)
     (pytester.path / "out").mkdir()
-    result = pytester.runpytest(
-        *FAST, "--cudaperf-update", "--cudaperf-json=out", "--cudaperf-html=report.html"
-    )
+    (pytester.path / "notes.txt").write_text("a file")
+    result = pytester.runpytest_subprocess(*FAST, *args)
     _no_traceback(result)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "cudaperf: --cudaperf-json: */out: * (IsADirectoryError); point --cudaperf-json at a writable file"
-        ]
-    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert (pytester.path / "report.html").read_text().startswith("<!doctype html>")
-    assert list((pytester.path / ".cudaperf").glob("*.json")), "the baselines were written"
+    result.stderr.fnmatch_lines([said])
+    result.stdout.no_fnmatch_line("*passed*")
+    assert not (pytester.path / ".cudaperf").exists()
+    assert list((pytester.path / "out").iterdir()) == []
 
 
 def test_github_summary_that_cannot_be_written(
@@ -160,3 +178,32 @@ def test_a_bare_tolerance_above_one_is_an_error_suggesting_percent(
             [f"*@pytest.mark.perf: tolerance: a bare number is a fraction below 1*'{bare}%'?*"]
         )
         assert result.stdout.str().count("a bare number is a fraction below 1") == 1  # one line
+
+
+def test_an_interrupted_update_keeps_the_finished_tests_and_prunes_nothing(
+    pytester: pytest.Pytester,
+) -> None:
+    """Ctrl-C (a KeyboardInterrupt in the second test) during ``--cudaperf-update --cudaperf-prune``:
+    the first test's recording is written, whole; nothing is pruned; one line says so."""
+    pytester.makepyfile(
+        test_two="""
+        import time
+
+        def test_first(cuda_timer):
+            cuda_timer(lambda: time.sleep(0.001))
+
+        def test_second():
+            raise KeyboardInterrupt
+        """
+    )
+    result = pytester.runpytest_subprocess(*FAST, "--cudaperf-update", "--cudaperf-prune")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: baselines *: 1 added, 0 updated, 0 kept",
+            "cudaperf: the run was interrupted: the baselines keep what the tests that finished "
+            "recorded; nothing was pruned",
+        ]
+    )
+    (path,) = (pytester.path / ".cudaperf").glob("*.json")
+    assert list(json.loads(path.read_text())["entries"]) == ["test_two.py::test_first"]

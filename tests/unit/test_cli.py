@@ -4,9 +4,11 @@ import dataclasses
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -289,7 +291,84 @@ def test_record_without_a_report_stops(tmp_path: Path, capsys: pytest.CaptureFix
         return 4
 
     assert main(["record", "--baseline-dir", str(tmp_path)], no_report) == 4
-    assert "run 1/5: pytest exited 4 without a report" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert (
+        out
+        == "cudaperf record: run 1/5: pytest exited 4 (a usage error); stopped, nothing recorded\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rc", "why"), [(2, "interrupted"), (4, "a usage error"), (5, "no tests collected")]
+)
+def test_record_stops_at_the_first_run_that_failed_for_another_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rc: int, why: str
+) -> None:
+    """A run that ends with a report but exit code 2, 4 or 5 stops the recording there: no more
+    runs, nothing recorded, pytest's code."""
+    fake = FakePytest({"t.py::a": [1.0] * 5})
+    codes = iter([0, rc])
+    first_two = lambda args: (fake(args), next(codes))[1]  # noqa: E731
+    assert main(["record", "--baseline-dir", str(tmp_path / "b")], first_two) == rc
+    assert len(fake.calls) == 2
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"cudaperf record: run 2/5: pytest exited {rc} ({why}); stopped, nothing recorded"
+    )
+    assert not (tmp_path / "b").exists()
+
+
+def test_record_checks_its_baseline_folder_before_the_first_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("a file")
+    fake = FakePytest({"t.py::a": [1.0] * 5})
+    assert main(["record", "--baseline-dir", str(tmp_path / "notes.txt")], fake) == 2
+    assert fake.calls == []
+    assert capsys.readouterr().err == (
+        f"cudaperf: record: --baseline-dir {tmp_path / 'notes.txt'} exists but is not a folder\n"
+    )
+
+
+def test_ctrl_c_in_record_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """SIGINT while a run is under way: the run is stopped, one line says so, no traceback, no
+    baseline, exit 130."""
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n\ndef test_slow(cuda_timer):\n    time.sleep(30)\n"
+    )
+    root = Path(__file__).parents[2]
+    record = subprocess.Popen(
+        [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", "2", "--", "-q",
+         "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env()},
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("test_slow.py")) or not _pytest_started(record.pid):
+        assert time.monotonic() < deadline, "the first run never started"
+        time.sleep(0.2)
+    record.send_signal(signal.SIGINT)
+    out, err = record.communicate(timeout=60)
+    assert record.returncode == 130, out + err
+    assert "Traceback" not in out + err
+    assert err == "cudaperf record: interrupted\n"
+    assert not (tmp_path / ".cudaperf").exists()
+    assert not _pytest_started(record.pid)  # its run was stopped too
+
+
+def _pytest_started(parent: int) -> bool:
+    """Is a child process of ``parent`` running pytest?"""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"pytest\x00" in cmdline:
+            return True
+    return False
 
 
 def _plugins_env() -> dict[str, str]:
