@@ -74,7 +74,8 @@ class Observation:
     peak): ``value`` in ``unit``; ``halfwidth`` the relative CI half-width (``rel_halfwidth``);
     ``instability_noise`` and ``instability`` what the measurement's instability implies and why;
     ``sm_mhz`` the SM clock while sampling (CUDA); ``env`` this run's environment/fingerprint;
-    ``reference_ms`` the host's reference-loop time while sampling (CPU)."""
+    ``reference_ms`` the host's reference-loop time while sampling (CPU); ``traced`` the tracer
+    or profiler it ran under (its verdict is then never a regression or an improvement)."""
 
     value: float
     halfwidth: float = 0.0
@@ -84,6 +85,7 @@ class Observation:
     env: Mapping[str, Any] = field(default_factory=dict)
     unit: str = "ms"
     reference_ms: float | None = None
+    traced: str | None = None
 
     @property
     def noise(self) -> float:
@@ -216,7 +218,20 @@ def _with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str |
 
 
 def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
-    """The verdict for ``obs`` against the baseline series ``entry`` (None: NEW)."""
+    """The verdict for ``obs`` against the baseline series ``entry`` (None: NEW). A measurement
+    taken under a tracer or profiler is INCONCLUSIVE, not judged (its numbers are kept)."""
+    found = _judge(obs, entry, tolerance, device_class)
+    if obs.traced is None or found.kind is Kind.NEW:
+        return found
+    message = found.message.removeprefix("perf regression: ").removeprefix("inconclusive: ")
+    return replace(
+        found,
+        kind=Kind.INCONCLUSIVE,
+        message=f"not judged: measured under {obs.traced}, which slows Python code — {message}",
+    )
+
+
+def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
     if entry is None:
         return Verdict(Kind.NEW, message="no baseline for this device class", tolerance=tolerance)
     unit = obs.unit

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.measure.dynamo import CompileWatch
+from pytest_cudaperf.measure.tracing import active_tracer
 from pytest_cudaperf.units import format_ms
 
 #: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
@@ -104,6 +105,9 @@ class Measurement:
     #: and one at the end; :class:`pytest_cudaperf.measure.cpu.ReferenceProbe`): how fast the
     #: host ran while measuring. The CPU backend on the CPU only; None elsewhere
     reference_ms: float | None = None
+    #: a tracer or profiler that ran while the samples were taken (``coverage's trace
+    #: function``): the measurement is not the code's speed, and is neither judged nor recorded
+    traced: str | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
@@ -332,6 +336,7 @@ def measure(
     (each a fresh sampler, so each warms up and starts from the state the previous left), with
     what the rounds, the warm-up, the pooled samples and torch.compile say about its stability
     added to the backend's own findings."""
+    traced = active_tracer()
     per_round = budget.per_round()
     results: list[AdaptiveResult] = []
     compiles = CompileWatch.if_loaded()
@@ -350,7 +355,12 @@ def measure(
     cost = sum(r.cost_s for r in results)
     samples = [x for r in rounds for x in r]
     medians = tuple(stats.summarize(r).median for r in rounds) if len(rounds) > 1 else ()
+    if traced:
+        warnings.append(
+            f"measured under {traced}, which slows Python code: not judged, not recorded"
+        )
     measured = backend.finish(sampler, fn, Sampled(samples, warnings, cost, name, medians))
+    measured = dataclasses.replace(measured, traced=traced)
     worst_warmup = max((f for f in unsettled if f is not None), key=lambda f: f.noise, default=None)
     return with_findings(
         measured,

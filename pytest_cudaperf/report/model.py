@@ -245,6 +245,11 @@ class JudgedRecord:
         return self.series.startswith("memory:")
 
     @property
+    def traced(self) -> str | None:
+        """The tracer or profiler this time was measured under (not judged, not recorded)."""
+        return self.measurement.traced if self.measurement is not None else None
+
+    @property
     def warnings(self) -> tuple[str, ...]:
         return self.measurement.warnings if self.measurement is not None else ()
 

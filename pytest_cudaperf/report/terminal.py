@@ -125,9 +125,16 @@ def _notes(report: Report, update: bool) -> list[str]:
     lines.extend(
         f"{_short(str(r.key))}: {r.verdict.message}"
         for r in report.records()
-        if r.verdict.kind is Kind.INCONCLUSIVE  # the table cannot say why: this line does
+        if r.verdict.kind is Kind.INCONCLUSIVE and not r.traced  # the table cannot say why
     )
-    new = [r for r in report.records() if r.verdict.kind is Kind.NEW]
+    traced = [r for r in report.records() if r.traced]
+    if traced:  # one line for all: a run under coverage measures every test under it
+        tracers = ", ".join(sorted({str(r.traced) for r in traced}))
+        lines.append(
+            f"cudaperf: {len(traced)} measured under {tracers}, which slows Python code: not "
+            "judged, not recorded; measure without it (coverage: a run of its own)"
+        )
+    new = [r for r in report.records() if r.verdict.kind is Kind.NEW and not r.traced]
     if new and not update:
         lines.append(
             f"NEW (no baseline for this device class): {len(new)}; record them with "

@@ -59,6 +59,7 @@ def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
         m.sm_mhz,
         env,
         reference_ms=m.reference_ms,
+        traced=m.traced,
     )
 
 

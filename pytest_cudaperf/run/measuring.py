@@ -88,7 +88,7 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
     for attempt in range(REMEASURE + 1):
         measurement = run_once(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
         record = judge_time(test, key, measurement, device_class)
-        if record.verdict.kind is not Kind.INCONCLUSIVE:
+        if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
             break
     if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
         record, measurement = confirm_time(test, record, run_once(budget))

@@ -83,12 +83,13 @@ class Results:
         return [self.outcomes[k] for k in sorted(self.outcomes) if self.outcomes[k].body_passed]
 
     def updatable(self) -> dict[str, list[Record]]:
-        """Records of tests whose body passed, by device class."""
+        """Records of tests whose body passed, by device class; none measured under a tracer."""
         by_class: dict[str, list[Record]] = {}
         for outcome in self.outcomes.values():
             if outcome.body_passed:
                 for judged in outcome.records:
-                    by_class.setdefault(judged.device_class, []).append(judged.record)
+                    if not judged.traced:
+                        by_class.setdefault(judged.device_class, []).append(judged.record)
         return by_class
 
     def update_store(self, store: BaselineStore, prune: bool, root: Path, tolerance: float) -> None:
