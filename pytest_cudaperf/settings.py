@@ -50,6 +50,16 @@ def parse_count(text: str) -> int:
     return value
 
 
+def parse_threads(text: str) -> int:
+    """A thread count >= 1, or ``auto`` (0: leave torch's own setting)."""
+    if text.strip().lower() in ("auto", "0"):
+        return 0
+    try:
+        return parse_count(text)
+    except ValueError:
+        raise ValueError(f"expected a whole number >= 1 or auto, got {text!r}") from None
+
+
 def _path(text: str) -> str:
     if not text.strip():
         raise ValueError("expected a path, got an empty string")
@@ -178,6 +188,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="SECONDS",
     ),
     Option(
+        "cpu-threads",
+        "torch's intra-op threads while a CPU callable is measured: N, or auto to leave torch's "
+        "own setting (default: 1, which a busy machine cannot oversubscribe)",
+        parse_threads,
+        1,
+        metavar="N",
+    ),
+    Option(
         "rounds",
         "independent rounds per measurement, pooled; the median's CI covers every round's "
         "median (default: 3)",
@@ -203,6 +221,8 @@ class Settings:
     cache: str = "cold"
     max_time: float = 1.0
     rounds: int = 3
+    #: torch intra-op threads while a CPU callable is measured (0: torch's own setting)
+    cpu_threads: int = 1
     breakdown: str = "auto"
     confirm_process: str = "auto"
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"

@@ -51,6 +51,7 @@ FINGERPRINT_KEYS = (
     "ecc",
     "mig",
     "form_factor",
+    "torch_threads",
 )
 
 

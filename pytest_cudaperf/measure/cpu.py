@@ -19,12 +19,14 @@ loop?").
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import statistics
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pytest_cudaperf.measure import instability
@@ -368,9 +370,33 @@ class CpuSampler:
         return times
 
 
+@contextlib.contextmanager
+def intra_op_threads(threads: int) -> Iterator[int | None]:
+    """torch's intra-op threads set to ``threads`` while inside (0: left as they are), and set
+    back after; yields the count the code inside runs with (None where torch is not imported:
+    this never imports it)."""
+    torch = sys.modules.get("torch")
+    getter = getattr(torch, "get_num_threads", None)
+    if getter is None:
+        yield None
+        return
+    before = int(getter())
+    if threads <= 0 or threads == before:
+        yield before
+        return
+    torch.set_num_threads(threads)  # type: ignore[union-attr]
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)  # type: ignore[union-attr]
+
+
 class CpuBackend:
     """The host-clock backend. With ``sync`` (e.g. ``torch.cuda.synchronize``) it times
-    synchronized wall time of code that runs on a GPU."""
+    synchronized wall time of code that runs on a GPU. A CPU callable is measured with torch's
+    intra-op threads at ``threads`` (0: torch's own setting), so that other processes on a busy
+    machine cannot oversubscribe its cores (why: docs/decisions.md, "Why is a CPU callable
+    measured with one intra-op thread?")."""
 
     def __init__(  # noqa: PLR0913 - the backend's parts, each replaceable in tests
         self,
@@ -380,8 +406,12 @@ class CpuBackend:
         meter: WaitMeter | None = None,
         environ: Mapping[str, str] | None = None,
         probe: ReferenceProbe | None = None,
+        threads: int = 1,
     ) -> None:
         self._sync = sync
+        self._threads = threads
+        #: the intra-op threads the current measurement runs with (set by :meth:`hold`)
+        self._held: int | None = None
         self._metric = metric
         self._device = device
         #: shared by every sampler of one measurement (rounds, compare's two callables)
@@ -390,6 +420,15 @@ class CpuBackend:
         #: the reference loop, timed at each round's start and at the end (see ReferenceProbe)
         self.probe = probe if probe is not None else ReferenceProbe()
         self._finished = False
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """The measurement's thread state, while it measures: a CPU callable's intra-op threads
+        (code that runs on a GPU keeps the process's)."""
+        threads = self._threads if self._device == "cpu" else 0
+        with intra_op_threads(threads) as held:
+            self._held = held
+            yield
 
     def sampler(self, fn: Callable[[], object], graph: bool) -> CpuSampler:
         if self._finished:  # a new measurement (a re-measure): the wait starts from zero
@@ -429,6 +468,7 @@ class CpuBackend:
             instability=reasons,
             instability_noise=noise,
             reference_ms=self.probe.value(),
+            threads=self._held if self._device == "cpu" else None,
         )
 
     def reset(self) -> None:

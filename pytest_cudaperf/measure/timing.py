@@ -10,10 +10,12 @@ The backends live in :mod:`pytest_cudaperf.measure.cuda` and :mod:`pytest_cudape
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -108,6 +110,8 @@ class Measurement:
     #: a tracer or profiler that ran while the samples were taken (``coverage's trace
     #: function``): the measurement is not the code's speed, and is neither judged nor recorded
     traced: str | None = None
+    #: torch's intra-op threads while a CPU callable was measured (None: not set, not known)
+    threads: int | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
@@ -337,6 +341,40 @@ def measure(
     what the rounds, the warm-up, the pooled samples and torch.compile say about its stability
     added to the backend's own findings."""
     traced = active_tracer()
+    with _held(backend):
+        measured, results, rounds, samples = _rounds(backend, fn, budget, graph, name, traced)
+    worst_warmup = max(
+        (f for r in results if (f := instability.warmup_unsettled(r.unsettled)) is not None),
+        key=lambda f: f.noise,
+        default=None,
+    )
+    return with_findings(
+        measured,
+        [
+            instability.rounds_disagree(rounds),
+            worst_warmup,
+            instability.bimodal(samples),
+            instability.recompiled(sum(r.recompiles for r in results)),
+        ],
+        recompiles=sum(r.recompiles for r in results),
+    )
+
+
+def _held(backend: Backend) -> AbstractContextManager[object]:
+    """The state a backend measures in (the CPU backend's intra-op threads), held while it does."""
+    hold = getattr(backend, "hold", None)
+    return hold() if hold is not None else contextlib.nullcontext()
+
+
+def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
+    backend: Backend,
+    fn: Callable[[], object],
+    budget: Budget,
+    graph: bool,
+    name: str | None,
+    traced: str | None,
+) -> tuple[Measurement, list[AdaptiveResult], list[list[float]], list[float]]:
+    """The rounds of one measurement and the backend's measurement of their pooled samples."""
     per_round = budget.per_round()
     results: list[AdaptiveResult] = []
     compiles = CompileWatch.if_loaded()
@@ -350,28 +388,13 @@ def measure(
     rounds = [r.samples for r in results]
     spent = budget_spent(per_round, results)
     warnings = [spent] if spent else []
-    unsettled = [instability.warmup_unsettled(r.unsettled) for r in results]
-    recompiles = sum(r.recompiles for r in results)
+    if traced:
+        warnings.append(f"measured under {traced}: not judged, not recorded")
     cost = sum(r.cost_s for r in results)
     samples = [x for r in rounds for x in r]
     medians = tuple(stats.summarize(r).median for r in rounds) if len(rounds) > 1 else ()
-    if traced:
-        warnings.append(
-            f"measured under {traced}, which slows Python code: not judged, not recorded"
-        )
     measured = backend.finish(sampler, fn, Sampled(samples, warnings, cost, name, medians))
-    measured = dataclasses.replace(measured, traced=traced)
-    worst_warmup = max((f for f in unsettled if f is not None), key=lambda f: f.noise, default=None)
-    return with_findings(
-        measured,
-        [
-            instability.rounds_disagree(rounds),
-            worst_warmup,
-            instability.bimodal(samples),
-            instability.recompiled(recompiles),
-        ],
-        recompiles=recompiles,
-    )
+    return dataclasses.replace(measured, traced=traced), results, rounds, samples
 
 
 def with_findings(
@@ -398,6 +421,18 @@ def compare(  # noqa: PLR0913 - both callables and the cuda_timer.compare option
     name: str | None = None,
 ) -> Comparison:
     """Interleaved same-run measurement of both; speedup = reference / candidate."""
+    with _held(backend):
+        return _compared(backend, candidate, reference, budget, graph, name)
+
+
+def _compared(  # noqa: PLR0913 - compare()'s arguments, passed on
+    backend: Backend,
+    candidate: Callable[[], object],
+    reference: Callable[[], object],
+    budget: Budget,
+    graph: bool,
+    name: str | None,
+) -> Comparison:
     cand_sampler = backend.sampler(candidate, graph)
     ref_sampler = backend.sampler(reference, graph)
     begin = time.perf_counter()

@@ -80,6 +80,8 @@ def judge_time(
     """A time's record and verdict (the measurement's fields kept for the reports)."""
     allowed = tolerance(test.settings, test.perf)
     env = environment(test.run.probe, _device_of(test))
+    if m.threads is not None:  # the threads it was measured with, not the process's
+        env["torch_threads"] = str(m.threads)
     recording = Recording(
         date=str(env["date"]),
         median=m.median_ms,

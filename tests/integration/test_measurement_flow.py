@@ -389,3 +389,33 @@ def test_the_report_counts_tests_that_failed_by_themselves(
     report = json.loads((pytester.path / "out.json").read_text())
     assert report["failed_bodies"] == 1
     assert report["schema"] == 3
+
+
+def test_a_cpu_callable_runs_with_one_intra_op_thread_and_the_series_says_so(
+    pytester: pytest.Pytester,
+) -> None:
+    """``--cudaperf-cpu-threads`` (default 1): the callable runs with that many intra-op
+    threads, the record's environment says so, and ``auto`` leaves torch's own setting."""
+    pytester.makepyfile("""
+        import json, torch
+        from pathlib import Path
+
+        def test_mm(cuda_timer):
+            x = torch.randn(64, 64)
+            seen = set()
+            outside = torch.get_num_threads()
+            cuda_timer(lambda: (seen.add(torch.get_num_threads()), x @ x))
+            Path("threads.json").write_text(json.dumps([sorted(seen), outside, torch.get_num_threads()]))
+    """)
+    pytester.runpytest(*FAST, "--cudaperf-json=one.json").assert_outcomes(passed=1)
+    inside, outside, after = json.loads((pytester.path / "threads.json").read_text())
+    assert inside == [1]
+    assert after == outside
+    (record,) = json.loads((pytester.path / "one.json").read_text())["tests"][0]["records"]
+    assert record["env"]["torch_threads"] == "1"
+    assert record["measurement"]["threads"] == 1
+    pytester.runpytest(*FAST, "--cudaperf-json=auto.json", "--cudaperf-cpu-threads=auto")
+    inside, outside, _ = json.loads((pytester.path / "threads.json").read_text())
+    assert inside == [outside]
+    (record,) = json.loads((pytester.path / "auto.json").read_text())["tests"][0]["records"]
+    assert record["env"]["torch_threads"] == str(outside)

@@ -293,3 +293,46 @@ def test_a_cpu_measurement_carries_the_reference_loops_time_a_gpu_wall_time_does
     gpu_wall = CpuBackend(device="cuda:0", meter=WaitMeter(lambda: None), environ={})
     assert measure(gpu_wall, lambda: None, budget).reference_ms is None
     assert gpu_wall.probe.points_ms == []
+
+
+def test_a_cpu_callable_is_measured_with_the_threads_asked_for_and_they_are_set_back() -> None:
+    """The CPU backend holds torch's intra-op threads at its count while it measures, records
+    the count on the measurement, and sets the process's back; ``0`` (auto) leaves them."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    seen: list[int] = []
+
+    def work() -> None:
+        seen.append(torch.get_num_threads())
+
+    budget = Budget(warmup=0.0, max_time=0.01, min_samples=3, rounds=1)
+    one = measure(CpuBackend(threads=1), work, budget)
+    assert set(seen) == {1}
+    assert one.threads == 1
+    assert torch.get_num_threads() == before
+    seen.clear()
+    auto = measure(CpuBackend(threads=0), work, budget)
+    assert set(seen) == {before}
+    assert auto.threads == before
+    gpu_wall = measure(CpuBackend(threads=1, device="cuda:0", sync=lambda: None), work, budget)
+    assert gpu_wall.threads is None  # code that runs on a GPU keeps the process's threads
+    assert torch.get_num_threads() == before
+
+
+def test_the_threads_are_set_back_when_the_callable_raises() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        measure(CpuBackend(threads=1 if before != 1 else 2), broken, Budget(rounds=1))
+    assert torch.get_num_threads() == before
+
+
+def test_intra_op_threads_never_imports_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    with cpu.intra_op_threads(1) as held:
+        assert held is None
+    assert "torch" not in sys.modules
