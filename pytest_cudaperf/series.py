@@ -122,6 +122,8 @@ MIN_PROCESSES = 3
 SPREAD_FACTOR = 1.5
 #: an update is a change point when it moves the value by more than this many times the noise
 CHANGE_POINT_NOISE_FACTOR = 2.0
+#: a series this noisy cannot fail a slowdown under 2x: it is named whenever it is written
+BLIND_NOISE = 1.0
 
 
 def metric_of(series: str, unit: str = "ms") -> str:
@@ -223,6 +225,16 @@ def noise_origin(parts: NoiseParts, n: int, metric: str, noise: float) -> str:
             f"±{parts.moves:.0%} between processes ({n} recordings)"
         )
     return f"series moves ±{noise:.0%} between processes ({n} recordings)"
+
+
+def blindness(entry: Entry) -> str | None:
+    """Why ``entry`` is too noisy to fail a slowdown under 2x (:data:`BLIND_NOISE`): its noise,
+    where the noise comes from and the slowdown it hides; None for a series that can."""
+    if entry.metric == "bytes" or not entry.noise >= BLIND_NOISE:
+        return None
+    parts = noise_parts(entry.recordings, entry.metric)
+    origin = noise_origin(parts, entry.processes, entry.metric, entry.noise)
+    return f"±{entry.noise:.0%} ({origin}): no slowdown under {1 + entry.noise:.1f}x can fail it"
 
 
 def summarize_recordings(recordings: Sequence[Recording], metric: str) -> tuple[float, float]:

@@ -145,18 +145,26 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     uneven = uneven_host(loops)
     if uneven:
         print(uneven)
-    store = BaselineStore(folder or Path(".cudaperf"))
+    _write(BaselineStore(folder or Path(".cudaperf")), complete)
+    if skipped:
+        print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
+    return worst
+
+
+def _write(store: BaselineStore, complete: dict[Where, list[Record]]) -> None:
+    """Each series of ``complete`` replaced by its recordings, one summary per device class and
+    a line for each series too noisy to fail."""
     by_class: dict[str, list[Record]] = {}
     for (device_class, _, _), records in sorted(complete.items()):
         by_class.setdefault(device_class, []).extend(records)
     try:
         for device_class, records in sorted(by_class.items()):
-            print(store.replace(device_class, records).line())
+            summary = store.replace(device_class, records)
+            print(summary.line())
+            for note in summary.notes():
+                print(note)
     except BaselineError as exc:
         raise CliError(str(exc)) from None
-    if skipped:
-        print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
-    return worst
 
 
 def _check_folder(folder: Path | None, what: str) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytest_cudaperf.cli.sources import load, rows
 from pytest_cudaperf.report.terminal import render_table
-from pytest_cudaperf.series import drift
+from pytest_cudaperf.series import blindness, drift
 from pytest_cudaperf.verdict import format_value
 
 HEADER = ["test", "name", "series", "value", "noise", "processes", "since", "drift", "class"]
@@ -22,7 +22,7 @@ def cmd_show(path: Path, tolerance: float) -> int:
                 key.name,
                 series,
                 format_value(entry.value, entry.unit),
-                f"±{entry.noise:.2%}",
+                f"±{entry.noise:.2%}" + (" BLIND" if blindness(entry) else ""),
                 str(entry.processes),
                 entry.since,
                 moving.text() if moving else "",

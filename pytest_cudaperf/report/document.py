@@ -44,6 +44,7 @@ def _update_to_json(update: UpdateSummary) -> dict[str, Json]:
         "afresh": list(update.afresh),
         "unchanged": update.unchanged,
         "pruned": list(update.pruned),
+        "blind": list(update.blind),
     }
 
 
@@ -56,6 +57,7 @@ def _update_from_json(data: Json, where: str) -> UpdateSummary:
         afresh=list(strings(d, "afresh", where)),
         unchanged=int(d.get("unchanged", 0)),
         pruned=list(strings(d, "pruned", where)),
+        blind=list(strings(d, "blind", where)),
     )
 
 

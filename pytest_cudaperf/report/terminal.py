@@ -147,7 +147,9 @@ def _notes(report: Report, update: bool) -> list[str]:
         )
         lines.extend(f"  {key}" for key in keys)
     lines.extend(f"DRIFT {line}" for line in report.drifting)
-    lines.extend(u.line() for u in report.updates)
+    for written in report.updates:
+        lines.append(written.line())
+        lines.extend(written.notes())
     if report.interrupted and report.updates:
         lines.append(
             "cudaperf: the run was interrupted: the baselines keep what the tests that finished "

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.series import Entry, Record, absorb
+from pytest_cudaperf.series import Entry, Record, absorb, blindness
 from pytest_cudaperf.store.files import locked, remove_stale_tmp, write_atomic, write_error
 from pytest_cudaperf.store.format import BaselineError, Entries, dumps_baseline, to_document
 from pytest_cudaperf.store.schema import parse_document, read_file
@@ -32,6 +32,8 @@ class UpdateSummary:
     afresh: list[str] = field(default_factory=list)
     unchanged: int = 0
     pruned: list[str] = field(default_factory=list)
+    #: series written too noisy to fail a slowdown under 2x: ``label: why``
+    blind: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         updated = f"{len(self.changed)} updated"
@@ -41,6 +43,13 @@ class UpdateSummary:
         if self.pruned:
             parts.append(f"{len(self.pruned)} pruned")
         return f"cudaperf: baselines {self.path}: " + ", ".join(parts)
+
+    def notes(self) -> list[str]:
+        """One line per series written too noisy to fail (never written in silence)."""
+        return [
+            f"BLIND {line}; record it again on a quiet machine (cudaperf record)"
+            for line in self.blind
+        ]
 
 
 def _label(key: SeriesKey, series: str) -> str:
@@ -156,6 +165,9 @@ class BaselineStore:
                     if how == "afresh":
                         summary.afresh.append(label)
                 entries.setdefault(key, {})[series] = entry
+                why = blindness(entry)
+                if why:
+                    summary.blind.append(f"{label}: {why}")
             for key in prune:
                 if entries.pop(key, None) is not None:
                     summary.pruned.append(str(key))

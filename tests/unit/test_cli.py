@@ -484,3 +484,22 @@ def test_compare_prints_the_breakdown_diff_of_a_flagged_series(
     out = capsys.readouterr().out
     assert "t.py::a {time:device/cold}:" in out
     assert "new: exp_kernel (1x per call)" in out
+
+
+def test_record_and_show_name_a_series_too_noisy_to_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / ".cudaperf"
+    fake = FakePytest({"t.py::wild": [1.0, 4.0, 1.0], "t.py::calm": [1.0, 1.01, 0.99]})
+    assert main(["record", "--runs", "3", "--baseline-dir", str(folder)], fake) == 0
+    out = capsys.readouterr().out
+    assert (
+        "BLIND t.py::wild {time:device/cold}: ±300% (series moves ±300% between processes (3 "
+        "recordings)): no slowdown under 4.0x can fail it; record it again on a quiet machine "
+        "(cudaperf record)"
+    ) in out
+    assert "BLIND t.py::calm" not in out
+    assert main(["show", str(folder / "gpu-x.json")]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "±300.00% BLIND" in rows["t.py::wild"]
+    assert "BLIND" not in rows["t.py::calm"]

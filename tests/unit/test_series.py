@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from pytest_cudaperf import series
 from pytest_cudaperf import series as evidence
 from pytest_cudaperf.series import Entry, Recording, entry_of
 
@@ -136,3 +137,20 @@ def test_drift_step_by_step() -> None:
 )
 def test_no_drift(medians: tuple[float, ...]) -> None:
     assert evidence.drift(entry(*medians), 0.05) is None
+
+
+def test_a_series_too_noisy_to_fail_says_why_and_what_it_hides() -> None:
+    wild = entry(1.0, 3.0, 1.0)  # an unchanged process was seen at +200%: its reach
+    assert series.blindness(wild) == (
+        "±200% (series moves ±200% between processes (3 recordings)): no slowdown under 3.0x "
+        "can fail it"
+    )
+    unstable = entry_of([rec(1.0, noise=1.37)], "ms", {}, "wall")  # one process that waited
+    assert series.blindness(unstable) is not None
+    assert "its recordings were unstable themselves (median ±137%)" in str(
+        series.blindness(unstable)
+    )
+    assert series.blindness(entry(1.0, 1.02, 0.99)) is None
+    assert series.blindness(entry_of([rec(1.0, noise=0.9)], "ms", {}, "wall")) is None  # 1.9x fails
+    peak = entry_of([rec(4096, noise=0.0)], "bytes", {}, "bytes")
+    assert series.blindness(peak) is None

@@ -574,3 +574,15 @@ def test_the_reference_loops_time_round_trips_and_older_recordings_lack_it() -> 
     entry = entry_of([older, timed, Recording("2026-11-24", 1.0, 0.01, 20, reference_ms=0.19)],
                      "ms", {}, "wall")  # fmt: skip
     assert entry.reference_ms == pytest.approx(0.18)  # the median of those that have one
+
+
+def test_a_series_written_too_noisy_to_fail_is_named(tmp_path: Path) -> None:
+    store = BaselineStore.load(tmp_path)
+    summary = store.update("CPU X", [record("t.py::a", 1.0, noise=1.37), record("t.py::b", 1.0)])
+    assert summary.blind == [
+        "t.py::a {time:wall}: ±137% (its recordings were unstable themselves (median ±137%)): "
+        "no slowdown under 2.4x can fail it"
+    ]
+    assert summary.notes() == [
+        f"BLIND {summary.blind[0]}; record it again on a quiet machine (cudaperf record)"
+    ]
