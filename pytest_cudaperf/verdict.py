@@ -329,15 +329,16 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
     device_class: str,
     where: str = "",
 ) -> Verdict:
-    """A REGRESSION stands only if ``again`` (a re-measurement) is a regression too and, where
-    both the baseline and ``again`` know their SM clock, also in cycle space (time x clock):
-    ratio x again.sm_mhz / baseline sm_mhz. Anything else is INCONCLUSIVE saying why. Verdicts
-    other than REGRESSION are returned as they are. ``where`` says where ``again`` was taken
-    when not in this process (" in a fresh process"); a regression it confirms says so."""
-    if first.kind is not Kind.REGRESSION or entry is None:
+    """A REGRESSION (or an IMPROVED: the same evidence either way) stands only if ``again`` (a
+    re-measurement) is one too and, where both the baseline and ``again`` know their SM clock,
+    also in cycle space (time x clock): ratio x again.sm_mhz / baseline sm_mhz. Anything else is
+    INCONCLUSIVE saying why. Other verdicts are returned as they are. ``where`` says where
+    ``again`` was taken when not in this process (" in a fresh process"); a verdict it confirms
+    says so."""
+    if first.kind not in (Kind.REGRESSION, Kind.IMPROVED) or entry is None:
         return first
     second = _confirmed(judge(again, entry, tolerance, device_class), where)
-    if second.kind is not Kind.REGRESSION:
+    if second.kind is not first.kind:
         was = format_pct(first.ratio - 1) if first.ratio is not None else "a regression"
         now = format_pct(second.ratio - 1) if second.ratio is not None else second.kind.value
         return Verdict(
@@ -357,10 +358,11 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
     assert cur_mhz is not None
     assert second.threshold is not None
     scale = cur_mhz / base_mhz
-    cycles, low = second.ratio * scale, second.ci[0] * scale
-    if low > 1 + second.threshold:
+    cycles, low, high = second.ratio * scale, second.ci[0] * scale, second.ci[1] * scale
+    slower = first.kind is Kind.REGRESSION
+    if (low > 1 + second.threshold) if slower else (high < 1 / (1 + second.threshold)):
         return Verdict(
-            Kind.REGRESSION,
+            first.kind,
             second.ratio,
             second.ci,
             second.threshold,
@@ -384,8 +386,8 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
 
 
 def _confirmed(verdict: Verdict, where: str) -> Verdict:
-    """A REGRESSION re-measured elsewhere (``where``) ends by saying it was confirmed there."""
-    if not where or verdict.kind is not Kind.REGRESSION:
+    """A REGRESSION or IMPROVED re-measured elsewhere (``where``) says it was confirmed there."""
+    if not where or verdict.kind not in (Kind.REGRESSION, Kind.IMPROVED):
         return verdict
     return replace(verdict, message=f"{verdict.message}; confirmed{where}")
 

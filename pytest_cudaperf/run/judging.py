@@ -102,10 +102,11 @@ def judge_time(
 def confirm_time(
     test: TestContext, first: JudgedRecord, again: Measurement, where: str = ""
 ) -> tuple[JudgedRecord, Measurement]:
-    """A regression stands only if a re-measurement is one too, and in cycle space where both
-    sides know their SM clock (:func:`pytest_cudaperf.verdict.confirm`). The record keeps the
-    re-measurement either way: the verdict's ratio and CI are its (the table's baseline column is
-    the value over that ratio). ``where``: where the re-measurement was taken, when not here."""
+    """A regression (or an improvement) stands only if a re-measurement is one too, and in cycle
+    space where both sides know their SM clock (:func:`pytest_cudaperf.verdict.confirm`). The
+    record keeps the re-measurement either way: the verdict's ratio and CI are its (the table's
+    baseline column is the value over that ratio). ``where``: where the re-measurement was taken,
+    when not here."""
     allowed = tolerance(test.settings, test.perf)
     entry = test.run.store.lookup(first.device_class, first.key, first.series)
     verdict = confirm(
@@ -121,13 +122,15 @@ def confirm_fresh(
     measured: Measurement,
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> tuple[JudgedRecord, Measurement]:
-    """A CPU regression that held in this process stands only if a fresh process measures one too
-    (:class:`pytest_cudaperf.child.FreshProcess`): a slow state of one process is not the code's.
+    """A CPU regression (or improvement) that held in this process stands only if a fresh process
+    measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`): a slow (or fast) state of
+    one process is not the code's.
     The fresh process measures under this process's ``lock`` (the device to itself, as any
     measurement). Where no fresh measurement can be had, the regression stands and a line under
     it says why."""
     fresh = test.run.fresh
-    if fresh is None or first.verdict.kind is not Kind.REGRESSION or measured.device != "cpu":
+    judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
+    if fresh is None or not judged or measured.device != "cpu":
         return first, measured
     with lock():
         found = fresh.measurements(test.nodeid)

@@ -82,7 +82,8 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
     peak: Callable[[], PeakResult | None] | None = None,
 ) -> Measurement:
     """Measure and judge against the baseline; re-measure an inconclusive result (twice the
-    time budget each time, at most REMEASURE times); confirm a regression by measuring again;
+    time budget each time, at most REMEASURE times); confirm a regression or an improvement by
+    measuring again (on the CPU in a fresh process too);
     then attach the breakdown (update) or what it says changed (non-pass verdict). With
     ``peak``, the callable's peak memory is read after and judged as a series of its own."""
     for attempt in range(REMEASURE + 1):
@@ -90,7 +91,7 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
         record = judge_time(test, key, measurement, device_class)
         if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
             break
-    if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
+    if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
         record, measurement = confirm_time(test, record, run_once(budget))
         lock = profiled.lock if profiled is not None else contextlib.nullcontext
         record, measurement = confirm_fresh(test, record, measurement, lock)

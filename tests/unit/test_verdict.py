@@ -295,6 +295,32 @@ def test_a_re_measurement_elsewhere_is_named_either_way() -> None:
     assert "confirmed" not in confirm(first, obs(1.21), STEADY, 0.05, "CPU").message
 
 
+def test_an_improvement_needs_the_same_evidence_as_a_regression() -> None:
+    """IMPROVED is re-measured and confirmed like REGRESSION: one process's fast state (or a
+    baseline recorded in a slow one) is not the code's improvement."""
+    first = judge(obs(0.7), STEADY, 0.05, "CPU")
+    assert first.kind is Kind.IMPROVED
+    refuted = confirm(first, obs(0.99), STEADY, 0.05, "CPU", " in a fresh process")
+    assert refuted.kind is Kind.INCONCLUSIVE
+    assert refuted.message.startswith(
+        "inconclusive: -30.0% not confirmed in a fresh process, re-measured -1.0% (pass)"
+    )
+    held = confirm(first, obs(0.71), STEADY, 0.05, "CPU", " in a fresh process")
+    assert held.kind is Kind.IMPROVED
+    assert held.message.endswith("; confirmed in a fresh process")
+
+
+def test_a_faster_clock_alone_is_no_improvement_in_cycle_space() -> None:
+    clocked = series(1.0, 1.0, 1.0, sm_mhz=1755)
+    first = judge(obs(0.88, sm_mhz=1980), clocked, 0.05, "GPU")
+    assert first.kind is Kind.IMPROVED
+    verdict = confirm(first, obs(0.88, sm_mhz=1980), clocked, 0.05, "GPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert verdict.cycles_ratio == pytest.approx(0.88 * 1980 / 1755)
+    faster = judge(obs(0.5, sm_mhz=1755), clocked, 0.05, "GPU")
+    assert confirm(faster, obs(0.5, sm_mhz=1760), clocked, 0.05, "GPU").kind is Kind.IMPROVED
+
+
 def test_a_clock_dip_alone_is_inconclusive_in_cycle_space() -> None:
     clocked = series(1.0, 1.0, 1.0, sm_mhz=1974)
     first = judge(obs(1.125, sm_mhz=1755), clocked, 0.05, "GPU")
