@@ -157,49 +157,72 @@ def value_uncertainty(entry: Entry) -> float:
 
 
 def _why_and_todo(
-    obs: Observation, entry: Entry, tolerance: float, slow_host: bool
+    obs: Observation, entry: Entry, tolerance: float, slow_host: bool, contended: bool
 ) -> tuple[str, str]:
-    """Why an INCONCLUSIVE verdict could not decide, and what the user can do about it."""
+    """Why an INCONCLUSIVE verdict could not decide, and what the user can do about it: each
+    follows from what held the threshold (``contended``: this run's CPU contention raised it;
+    ``slow_host``: the host-speed finding was made, see :func:`_with_host_speed`), and no advice
+    repeats what the message already says or what cannot help."""
     parts = series.noise_parts(entry.recordings, entry.metric)
-    return _why(obs, entry, tolerance, parts), _todo(obs, entry, tolerance, slow_host, parts)
+    return (
+        _why(obs, entry, tolerance, parts, contended),
+        _todo(obs, entry, tolerance, parts, slow_host, contended),
+    )
 
 
-def _why(obs: Observation, entry: Entry, tolerance: float, parts: series.NoiseParts) -> str:
+def _why(
+    obs: Observation,
+    entry: Entry,
+    tolerance: float,
+    parts: series.NoiseParts,
+    contended: bool,
+) -> str:
     """Which noise keeps the verdict from being honest at ``tolerance``."""
     reasons = []
+    busy = [r for r in obs.instability if instability.is_contention(r)]
+    if contended and busy:
+        reasons.append(f"this run shared the CPU: {busy[0]}")
     if entry.processes < series.MIN_PROCESSES:
-        n = entry.processes
-        reasons.append(f"baseline from {n} process{'es' if n != 1 else ''}")
+        floor = series.SINGLE_PROCESS_FLOOR.get(entry.metric, 0.0)
+        reasons.append(
+            f"a series of fewer than {series.MIN_PROCESSES} processes is taken as ±{floor:.0%} "
+            "at least"
+        )
     elif entry.noise > tolerance:
         reasons.append(series.noise_origin(parts, entry.processes, entry.metric, entry.noise))
-    if obs.instability:
-        reasons.append(f"this measurement was unstable: {obs.instability[0]}")
-    elif obs.noise >= entry.noise or obs.noise > tolerance:
+    others = [r for r in obs.instability if r not in busy]
+    if others:
+        reasons.append(f"this measurement was unstable: {others[0]}")
+    elif not busy and (obs.noise >= entry.noise or obs.noise > tolerance):
         reasons.append(f"this measurement's CI is ±{obs.noise:.1%}")
     return "; ".join(reasons) or "the CI straddles the tolerance"
 
 
-def _todo(
+def _todo(  # noqa: PLR0913 - what held the threshold, each part of it
     obs: Observation,
     entry: Entry,
     tolerance: float,
-    slow_host: bool,
     parts: series.NoiseParts,
+    slow_host: bool,
+    contended: bool,
 ) -> str:
-    """What the user can do about it, most useful first (``slow_host``: the host-speed finding
-    was made, see :func:`_with_host_speed`)."""
+    """What the user can do about it, most useful first."""
     steps = []
-    floored = entry.processes >= series.MIN_PROCESSES and parts.floor >= entry.noise
-    if entry.processes < series.MIN_PROCESSES or (entry.noise > tolerance and not floored):
-        steps.append("record more: cudaperf record")
+    if contended:
+        steps.append("run it where other processes leave the CPU alone (fewer xdist workers)")
     if slow_host:
         steps.append("run again when the machine is as fast as when it was recorded")
-    elif obs.instability and entry.metric == "device":
+    if entry.processes < series.MIN_PROCESSES:
+        steps.append(f"record {series.MIN_PROCESSES} processes or more: cudaperf record")
+    elif entry.noise > tolerance and parts.floor < entry.noise:
+        steps.append("record it again on a quiet machine: cudaperf record")
+    if obs.instability and entry.metric == "device":
         steps.append('cache="hot" or graph=True')
     elif not obs.instability and obs.noise >= entry.noise:
         steps.append("a longer --cudaperf-max-time")
-    needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
-    steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
+    if not contended:  # contention's threshold is the measurement's: no tolerance helps
+        needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
+        steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
     return ", ".join(steps)
 
 
@@ -283,13 +306,13 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         body += f"; {host}, counted in the CI" if host else ""
     elif t > tolerance and 1 + tolerance < ratio <= 1 + t:
         kind = Kind.INCONCLUSIVE
-        why, todo = _why_and_todo(obs, entry, tolerance, host is not None)
+        why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; the series cannot support the tolerance {tolerance:.1%} ({why}): {todo}"
     elif 1 / (1 + t) <= ratio <= 1 + t:
         kind = Kind.PASS
     else:
         kind = Kind.INCONCLUSIVE
-        why, todo = _why_and_todo(obs, entry, tolerance, host is not None)
+        why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; {why}: {todo}"
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
     return Verdict(kind, ratio, (low, high), t, prefix.get(kind, "") + body, tolerance, diffs)

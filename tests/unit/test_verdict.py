@@ -102,7 +102,7 @@ def test_noisy_series_cannot_support_the_tolerance_never_regression() -> None:
     assert "raised to 19.5% by the series' noise" in verdict.message
     assert "cannot support the tolerance 5.0%" in verdict.message
     assert "series moves ±19% between processes (3 recordings)" in verdict.message
-    assert "record more: cudaperf record" in verdict.message
+    assert "record it again on a quiet machine: cudaperf record" in verdict.message
     # far beyond even the raised threshold: a regression
     assert judge(obs(1.6), noisy, 0.05, "GPU").kind is Kind.REGRESSION
     # within the tolerance asked for: pass
@@ -192,8 +192,26 @@ def test_single_process_baseline_says_so() -> None:
     assert one.noise == 0.03
     verdict = judge(obs(1.045, halfwidth=0.03), one, 0.03, "GPU")
     assert verdict.kind is Kind.INCONCLUSIVE
-    assert "baseline from 1 process" in verdict.message
-    assert "record more: cudaperf record" in verdict.message
+    assert "baseline since 2026-11-01 from 1 process;" in verdict.message
+    assert "a series of fewer than 3 processes is taken as ±3% at least" in verdict.message
+    assert "record 3 processes or more: cudaperf record" in verdict.message
+    assert verdict.message.count("1 process") == 1  # no phrase said twice
+
+
+def test_contention_advice_follows_from_the_contention() -> None:
+    """A threshold raised by this run's CPU contention: the advice is a quieter machine, never
+    'record more' (the series is not what holds it) and no tolerance (it cannot help)."""
+    recorded = series(1.0, 1.0, 1.01, metric="wall")
+    busy = "other processes used 63% of the machine's CPU time"
+    verdict = judge(obs(1.5, instability=(busy,), instability_noise=0.63), recorded, 0.05, "CPU")
+    assert verdict.kind is Kind.INCONCLUSIVE
+    assert "raised to 100.0% by this run's CPU contention" in verdict.message
+    assert f"this run shared the CPU: {busy}" in verdict.message
+    assert verdict.message.endswith(
+        "run it where other processes leave the CPU alone (fewer xdist workers)"
+    )
+    assert "cudaperf record" not in verdict.message
+    assert "tolerance above" not in verdict.message
 
 
 def test_fingerprint_difference_is_named_and_makes_a_marginal_regression_inconclusive() -> None:
