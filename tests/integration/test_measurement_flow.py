@@ -419,3 +419,27 @@ def test_a_cpu_callable_runs_with_one_intra_op_thread_and_the_series_says_so(
     assert inside == [outside]
     (record,) = json.loads((pytester.path / "auto.json").read_text())["tests"][0]["records"]
     assert record["env"]["torch_threads"] == str(outside)
+
+
+def test_a_failing_callable_shows_a_traceback_that_starts_in_user_code(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("""
+        def broken():
+            return 1 / 0
+
+        def test_timer(cuda_timer):
+            cuda_timer(broken)
+
+        def test_guard(memory_guard):
+            memory_guard.check(broken)
+
+        def test_compare(cuda_timer):
+            cuda_timer.compare(broken, lambda: None)
+    """)
+    result = pytester.runpytest(*FAST)
+    result.assert_outcomes(failed=3)
+    text = result.stdout.str()
+    failures = text.split("= FAILURES =")[1].split("short test summary")[0]
+    assert "pytest_cudaperf/" not in failures  # no frame of the plugin's files
+    assert text.count(">       return 1 / 0") == 3
