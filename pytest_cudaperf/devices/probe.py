@@ -190,6 +190,26 @@ def device_class(device: torch.device | str, probe: Probe) -> str:
     return f"CPU {probe.cpu}"
 
 
+#: the torch releases the plugin is tested with (oldest and newest, major.minor): pyproject.toml
+SUPPORTED_TORCH = ((2, 4), (2, 13))
+
+
+def torch_support(version: str) -> str | None:
+    """One line when ``version`` (``2.14.0+cu130``) is outside :data:`SUPPORTED_TORCH`."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if match is None:
+        return None
+    release = (int(match.group(1)), int(match.group(2)))
+    (low, high) = SUPPORTED_TORCH
+    if low <= release <= high:
+        return None
+    return (
+        f"cudaperf: torch {version} is outside the releases this plugin is tested with "
+        f"({low[0]}.{low[1]}–{high[0]}.{high[1]}); its private calls are feature-detected, but "
+        "measurements and checks may differ"
+    )
+
+
 def header_lines(probe: Probe, mode: str) -> list[str]:
     lines = [
         f"cudaperf: torch {probe.torch_version}, CUDA runtime {probe.cuda_version or 'none'}, "
@@ -202,6 +222,9 @@ def header_lines(probe: Probe, mode: str) -> list[str]:
         )
     if not probe.gpus:
         lines.append(f"cudaperf: no usable GPU ({probe.unavailable_reason()}); CPU: {probe.cpu}")
+    support = torch_support(probe.torch_version)
+    if support:
+        lines.append(support)
     return lines
 
 

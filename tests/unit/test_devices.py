@@ -7,7 +7,7 @@ from pytest_cudaperf.devices.placement import (
     gpu_skip_reason,
     worker_index,
 )
-from pytest_cudaperf.devices.probe import GpuFacts, Probe, header_lines
+from pytest_cudaperf.devices.probe import GpuFacts, Probe, header_lines, torch_support
 from pytest_cudaperf.markers import GpuRequirement
 
 GIB = 2**30
@@ -74,3 +74,18 @@ def test_sticky_errors_and_fault_state() -> None:
     faults.record("t.py::a", "device-side assert triggered")
     faults.record("t.py::b", "later")
     assert faults.message() == ("CUDA context unusable since t.py::a: device-side assert triggered")
+
+
+def test_a_torch_outside_the_tested_releases_is_one_header_line() -> None:
+    assert torch_support("2.13.0+cpu") is None
+    assert torch_support("2.4.1") is None
+    assert torch_support("2.14.0.dev20261201+cu130") == (
+        "cudaperf: torch 2.14.0.dev20261201+cu130 is outside the releases this plugin is tested "
+        "with (2.4–2.13); its private calls are feature-detected, but measurements and checks may "
+        "differ"
+    )
+    assert torch_support("2.3.1") is not None
+    assert torch_support("nightly") is None  # not a version to judge
+    old = Probe("2.3.1", None, False, cpu="Xeon")
+    assert header_lines(old, "auto")[-1].startswith("cudaperf: torch 2.3.1 is outside")
+    assert not any("outside" in line for line in header_lines(TWO, "auto"))
