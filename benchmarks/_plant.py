@@ -6,6 +6,7 @@ the callable three times instead. The reference median is read from CUDAPERF_PLA
 object ``{nodeid: median_ms}``, written by bench_suite.py from the unchanged runs) or, without
 it, from the baseline files. The realised change is read from the medians afterwards, never
 assumed from the planted amount (a launch-bound kernel gains more than the sleep's length).
+CUDAPERF_PLANT_TESTS (comma-separated substrings of test ids) plants only in the tests it names.
 """
 
 from __future__ import annotations
@@ -160,6 +161,9 @@ def planted(call: Callable[[], Any], delay_ms: float, factor: int, cuda: bool) -
 def plant_timer(timer: Any, request: pytest.FixtureRequest, device: Any) -> Any:
     """Wrap the plugin's cuda_timer so that every timed callable carries the plant (if any)."""
     fraction, factor = parse_plant(os.environ.get("CUDAPERF_PLANT", ""))
+    only = [t for t in os.environ.get("CUDAPERF_PLANT_TESTS", "").split(",") if t]
+    if only and not any(t in request.node.nodeid for t in only):
+        return timer
     if fraction == 0.0 and factor == 1:
         return timer
 

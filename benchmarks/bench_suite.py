@@ -210,6 +210,8 @@ class Driver:
         cmd = [sys.executable, "-m", "pytest", *self.pytest_args(mode)]
         cmd += [f"--cudaperf-json={report}", f"--junitxml={junit}"]
         extra = {"CUDAPERF_PLANT": plant} if plant else {}
+        if plant and self.args.plant_tests:
+            extra["CUDAPERF_PLANT_TESTS"] = self.args.plant_tests
         if plant and (ref := self.reference(mode)):
             extra["CUDAPERF_PLANT_REF"] = str(ref)
         rc, wall = self.call(cmd, extra, self.out / f"{tag}.log")
@@ -392,7 +394,7 @@ class Table:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", choices=["gpu", "cpu"], required=True)
+    parser.add_argument("--suite", choices=["gpu", "cpu", "ops"], required=True)
     parser.add_argument("--record-runs", type=int, default=3, help="K recording processes")
     parser.add_argument(
         "--record-with-updates",
@@ -406,6 +408,11 @@ def main() -> None:
         help="plant levels: fractions (0.10 adds 10%%) or factors (3x)",
     )
     parser.add_argument("--plant-runs", type=int, default=3, help="runs per plant level")
+    parser.add_argument(
+        "--plant-tests",
+        default="",
+        help="plant only in tests whose id contains one of these (comma-separated substrings)",
+    )
     parser.add_argument(
         "--xdist", default="", help="also run steps 2-3 under -n X for each X of a list: 4 or 2,8"
     )
