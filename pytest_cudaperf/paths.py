@@ -24,7 +24,7 @@ def unwritable(path: Path, folder: bool = False) -> str | None:
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        return f"{parent} is a file, not a folder"
+        return f"cannot be created: {parent} is a file, not a folder"
     if not os.access(parent, os.W_OK | os.X_OK):
-        return f"cannot create it: the folder {parent} is not writable"
+        return f"cannot be created: the folder {parent} is not writable"
     return None

@@ -69,14 +69,14 @@ def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
         ),
         (
             ["--cudaperf-html=notes.txt/report.html"],
-            "ERROR: --cudaperf-html: */notes.txt/report.html */notes.txt is a file, not a "
-            "folder; point --cudaperf-html at a writable file",
+            "ERROR: --cudaperf-html: */notes.txt/report.html cannot be created: */notes.txt is a "
+            "file, not a folder; point --cudaperf-html at a writable file",
         ),
         (
             ["--cudaperf-update", "--cudaperf-baseline-dir=notes.txt/base"],
-            "ERROR: --cudaperf-update: the baseline folder */notes.txt/base */notes.txt is a "
-            "file, not a folder; make it a writable folder, or choose another with "
-            "--cudaperf-baseline-dir",
+            "ERROR: --cudaperf-update: the baseline folder */notes.txt/base cannot be created: "
+            "*/notes.txt is a file, not a folder; make it a writable folder, or choose another "
+            "with --cudaperf-baseline-dir",
         ),
     ],
     ids=["json-folder", "html-under-a-file", "baselines-under-a-file"],
