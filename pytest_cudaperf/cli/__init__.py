@@ -5,6 +5,8 @@
     cudaperf show FILE                     a table of a baseline file or a --cudaperf-json report
     cudaperf merge OUT A.json B.json ...   merge shard reports (or baseline files of one class)
     cudaperf compare BASE CURRENT          judge CURRENT against BASE; exit 1 on a regression
+    cudaperf ab --base REV [--head REV] [--] PYTEST_ARGS...
+                                           is head slower than base, here and now? (paired)
 
 Exit codes: 0 fine, 1 a regression (compare) or a failed test body (record), 2 a file or
 argument that cannot be used (one line on stderr), 130 interrupted (Ctrl-C: one line). ``record``
@@ -20,15 +22,45 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_cudaperf.ab.paired import MIN_EFFECT
+from pytest_cudaperf.cli.ab import Request, cmd_ab, run_side
+from pytest_cudaperf.cli.ab import Runner as AbRunner
 from pytest_cudaperf.cli.compare import cmd_compare
 from pytest_cudaperf.cli.merge import cmd_merge
 from pytest_cudaperf.cli.record import Runner, cmd_record, run_pytest
 from pytest_cudaperf.cli.show import cmd_show
 from pytest_cudaperf.cli.sources import CliError
-from pytest_cudaperf.units import parse_fraction
+from pytest_cudaperf.units import parse_fraction, parse_seconds
 
 
-def main(argv: Sequence[str] | None = None, runner: Runner = run_pytest) -> int:
+def _ab_request(args: argparse.Namespace) -> Request:
+    try:
+        max_time = parse_seconds(args.max_time)
+    except ValueError as exc:
+        raise CliError(f"ab: --max-time: {exc}") from None
+    try:
+        min_effect = parse_fraction(args.min_effect)
+    except ValueError as exc:
+        raise CliError(f"ab: --min-effect: {exc}") from None
+    return Request(
+        base=args.base,
+        head=args.head,
+        base_python=args.base_python,
+        head_python=args.head_python,
+        setup=args.setup,
+        pairs=args.pairs,
+        max_time=max_time,
+        min_effect=min_effect,
+        json=args.json,
+        pytest_args=[a for a in args.pytest_args if a != "--"],
+    )
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    runner: Runner = run_pytest,
+    ab_runner: AbRunner = run_side,
+) -> int:
     parser = argparse.ArgumentParser(prog="cudaperf", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     record = sub.add_parser("record", help="record fresh baselines from K pytest processes")
@@ -45,6 +77,21 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_pytest) -> int:
     compare.add_argument("base", type=Path)
     compare.add_argument("current", type=Path)
     compare.add_argument("--tolerance", default="5%", help="as 0.05 or 5%% (default: 5%%)")
+    ab = sub.add_parser(
+        "ab", help="compare two revisions (or Pythons) in alternating fresh processes"
+    )
+    ab.add_argument("--base", default=None, help="the revision to compare against")
+    ab.add_argument("--head", default=None, help="default: the working tree as it is")
+    ab.add_argument("--base-python", default=None, help="the base side's Python")
+    ab.add_argument("--head-python", default=None, help="the head side's Python")
+    ab.add_argument("--setup", default=None, help="a shell command run once in each side's folder")
+    ab.add_argument("--pairs", type=int, default=6, help="pairs of processes at most (default: 6)")
+    ab.add_argument("--max-time", default="30m", help="time budget in all (default: 30m)")
+    ab.add_argument(
+        "--min-effect", default=f"{MIN_EFFECT:.0%}", help="the smallest change called slower"
+    )
+    ab.add_argument("--json", type=Path, default=None, help="write the comparison as JSON")
+    ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
     args = parser.parse_args(argv)
     try:
         if args.command == "record":
@@ -53,6 +100,8 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run_pytest) -> int:
             return cmd_record(args.runs, args.baseline_dir, args.pytest_args, runner)
         if args.command == "merge":
             return cmd_merge(args.out, args.inputs)
+        if args.command == "ab":
+            return cmd_ab(_ab_request(args), ab_runner)
         try:
             tolerance = parse_fraction(args.tolerance)
         except ValueError as exc:

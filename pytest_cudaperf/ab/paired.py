@@ -1,0 +1,158 @@
+"""The paired comparison of two sides measured in alternating fresh processes: per series, the ratio
+head / base of each pair of processes, their 95% interval, and a verdict against the smallest
+effect worth a word. Pure functions over the processes' medians.
+
+Pairs are what make it sharp: the two processes of a pair ran one after the other on the same
+machine, so whatever moved the machine between pairs moves both sides of a pair alike. The
+interval is Student's t on the log ratios (the pairs are few), and a series with fewer than
+:data:`MIN_PAIRS` pairs is UNDECIDED whatever its ratios say.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+#: pairs below which nothing is decided (two pairs give a t interval with one degree of freedom)
+MIN_PAIRS = 3
+#: the smallest change called SLOWER or FASTER by default (why: docs/decisions.md, "Why does
+#: cudaperf ab call 2% a change?")
+MIN_EFFECT = 0.02
+#: peak memory is exact: a change beyond this is LARGER or SMALLER
+MEMORY_TOLERANCE = 0.01
+
+#: Student's t, two-sided 95%, by degrees of freedom (1..30); above, the normal's 1.96
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        return math.inf
+    return _T95[df - 1] if df <= len(_T95) else 1.96
+
+
+class Call(str, Enum):
+    """What a paired comparison says of one series."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    SAME = "same"
+    UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A series' paired ratios (head / base, one per pair) and what they say."""
+
+    ratios: tuple[float, ...]
+    ratio: float
+    ci: tuple[float, float]
+    call: Call
+    #: the ratios were taken in cycle space (time x SM clock): the clocks differed
+    cycles: bool = False
+
+    @property
+    def pairs(self) -> int:
+        return len(self.ratios)
+
+
+def interval(ratios: Sequence[float]) -> tuple[float, tuple[float, float]]:
+    """The geometric mean of ``ratios`` and its 95% interval (Student's t on their logs); an
+    infinite interval below two ratios."""
+    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+    if not logs:
+        return math.nan, (0.0, math.inf)
+    centre = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(centre), (0.0, math.inf)
+    half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(centre), (math.exp(centre - half), math.exp(centre + half))
+
+
+def decide(ci: tuple[float, float], pairs: int, min_effect: float) -> Call:
+    """SLOWER when the whole interval lies above ``1 + min_effect``, FASTER below
+    ``1 / (1 + min_effect)``, SAME inside the band between them, UNDECIDED otherwise (and below
+    :data:`MIN_PAIRS` pairs)."""
+    if pairs < MIN_PAIRS:
+        return Call.UNDECIDED
+    low, high = ci
+    if low > 1 + min_effect:
+        return Call.SLOWER
+    if high < 1 / (1 + min_effect):
+        return Call.FASTER
+    if low >= 1 / (1 + min_effect) and high <= 1 + min_effect:
+        return Call.SAME
+    return Call.UNDECIDED
+
+
+def pair_ratios(
+    base: Sequence[float | None],
+    head: Sequence[float | None],
+    base_mhz: Sequence[float | None] = (),
+    head_mhz: Sequence[float | None] = (),
+) -> tuple[tuple[float, ...], bool]:
+    """head / base of each pair (``base[i]``, ``head[i]`` measured one after the other), in cycle
+    space (time x clock) when every pair knows both SM clocks and they differ by more than 1%
+    somewhere; pairs missing a value are left out."""
+    mhz = list(zip(base_mhz, head_mhz, strict=False))
+    clocked = len(mhz) == len(base) and all(b and h for b, h in mhz)
+    differ = clocked and any(abs(h / b - 1) > 0.01 for b, h in mhz if b and h)
+    ratios = []
+    for i, (b, h) in enumerate(zip(base, head, strict=False)):
+        if not (b and h and b > 0 and h > 0):
+            continue
+        ratio = h / b
+        if differ:
+            clock_b, clock_h = mhz[i]
+            assert clock_b is not None
+            assert clock_h is not None
+            ratio *= clock_h / clock_b
+        ratios.append(ratio)
+    return tuple(ratios), differ
+
+
+def compare_times(
+    base: Sequence[float | None],
+    head: Sequence[float | None],
+    min_effect: float,
+    base_mhz: Sequence[float | None] = (),
+    head_mhz: Sequence[float | None] = (),
+) -> Paired:
+    """A time series' paired comparison (see :func:`pair_ratios`, :func:`decide`)."""
+    ratios, cycles = pair_ratios(base, head, base_mhz, head_mhz)
+    ratio, ci = interval(ratios)
+    return Paired(ratios, ratio, ci, decide(ci, len(ratios), min_effect), cycles)
+
+
+def compare_peaks(base: Sequence[float | None], head: Sequence[float | None]) -> Paired:
+    """Peak memory: exact readings, so the medians of each side against :data:`MEMORY_TOLERANCE`
+    (SLOWER reads 'more memory')."""
+    b = [x for x in base if x]
+    h = [x for x in head if x]
+    if not b or not h:
+        return Paired((), math.nan, (0.0, math.inf), Call.UNDECIDED)
+    ratio = statistics.median(h) / statistics.median(b)
+    if ratio > 1 + MEMORY_TOLERANCE:
+        call = Call.SLOWER
+    elif ratio < 1 / (1 + MEMORY_TOLERANCE):
+        call = Call.FASTER
+    else:
+        call = Call.SAME
+    return Paired((ratio,), ratio, (ratio, ratio), call)
+
+
+def abba(pairs: int) -> list[str]:
+    """The order of ``pairs`` pairs of processes, balanced: ``A B B A A B B A …`` (each side goes
+    first in half the pairs, so a drift of the machine falls on both alike)."""
+    order: list[str] = []
+    for i in range(pairs):
+        order += ["base", "head"] if i % 2 == 0 else ["head", "base"]
+    return order

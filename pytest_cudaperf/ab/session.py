@@ -1,0 +1,229 @@
+"""One ``cudaperf ab`` comparison: fresh pytest processes of the two sides in balanced order (ABBA),
+pairs added until every series is decided or the budget is spent, then one profiling process per
+side for the kernels, and the paired verdicts (:class:`~pytest_cudaperf.ab.result.AbResult`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_cudaperf.ab.paired import Call, abba, compare_peaks, compare_times
+from pytest_cudaperf.ab.result import AbResult, Compared, Process
+from pytest_cudaperf.ab.sides import Side
+from pytest_cudaperf.breakdown.diff import diff
+from pytest_cudaperf.breakdown.model import Breakdown
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.report.document import Report, read_report
+from pytest_cudaperf.report.fields import ReportError
+from pytest_cudaperf.series import Record
+
+#: (key, series) of a measured series
+Ident = tuple[SeriesKey, str]
+#: runs one pytest process of a side: (side, pytest arguments) -> (exit code, its output's end)
+Runner = Callable[[Side, Sequence[str]], tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How many pairs at most, and how long in all (seconds)."""
+
+    pairs: int = 6
+    seconds: float = 1800.0
+
+
+def _records(report: Report) -> tuple[dict[Ident, Record], list[str]]:
+    """The series a process measured (tests whose body passed) and the tests that failed."""
+    found: dict[Ident, Record] = {}
+    failed = []
+    for test in report.tests:
+        if not test.body_passed:
+            failed.append(test.nodeid)
+            continue
+        for judged in test.records:
+            found[(judged.key, judged.series)] = judged.record
+    return found, failed
+
+
+class Comparison:
+    """The state of one comparison as its processes run."""
+
+    def __init__(  # noqa: PLR0913 - the comparison's parts, each given by the command
+        self,
+        result: AbResult,
+        sides: Mapping[str, Side],
+        pytest_args: Sequence[str],
+        scratch: Path,
+        runner: Runner,
+        say: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.result = result
+        self.sides = sides
+        self.args = list(pytest_args)
+        self.scratch = scratch
+        self.runner = runner
+        self.say = say
+        self.clock = clock
+        self.began = clock()
+        #: per side, per pair: what that process measured
+        self.measured: dict[str, list[dict[Ident, Record]]] = {"base": [], "head": []}
+        self.failed: dict[str, set[str]] = {"base": set(), "head": set()}
+
+    def _process(self, side: str, pair: int, extra: Sequence[str]) -> Report | None:
+        """One pytest process of ``side``; its report, or None when the side failed."""
+        report = self.scratch / f"{side}-{pair}.json"
+        args = [
+            *self.args,
+            f"--cudaperf-json={report}",
+            f"--cudaperf-baseline-dir={self.scratch / f'baselines-{side}-{pair}'}",
+            "--cudaperf-confirm-process=off",
+            "-p",
+            "no:cacheprovider",
+            *extra,
+        ]
+        began = self.clock()
+        rc, output = self.runner(self.sides[side], args)
+        wall = self.clock() - began
+        document = None
+        if rc in (0, 1) and report.exists():
+            try:
+                document = read_report(report)
+            except ReportError as exc:
+                output = f"{output}\n{exc}".strip()
+        self.result.processes.append(Process(side, pair, rc, wall, "" if document else output))
+        if document is None:
+            self.result.failed_side = side
+            self.say(
+                f"cudaperf ab: {side} ({self.sides[side].label}) failed: pytest exited {rc}"
+                + (f"; its output ends:\n{_indent(output)}" if output else "")
+            )
+        return document
+
+    def measure(self, budget: Budget) -> None:
+        """Pairs in ABBA order until every time series is decided, or the budget is spent."""
+        order = abba(budget.pairs)
+        for pair in range(1, budget.pairs + 1):
+            for side in order[2 * (pair - 1) : 2 * pair]:
+                document = self._process(side, pair, ["--cudaperf-breakdown=off"])
+                if document is None:
+                    return
+                found, failed = _records(document)
+                self.measured[side].append(found)
+                self.failed[side].update(failed)
+                self._progress(side, pair, budget)
+            if not self._compare() and not self.result.compared:
+                self.result.stopped = "no series was measured on both sides"
+                return
+            if pair >= 3 and not self.result.calls(Call.UNDECIDED):
+                return
+            per_pair = (self.clock() - self.began) / pair
+            if pair < budget.pairs and self.clock() - self.began + per_pair > budget.seconds:
+                self.result.stopped = (
+                    f"stopped after {pair} pairs: another would pass --max-time "
+                    f"{budget.seconds:g} s"
+                )
+                return
+        if self.result.calls(Call.UNDECIDED):
+            self.result.stopped = f"stopped after {budget.pairs} pairs (--pairs)"
+
+    def _progress(self, side: str, pair: int, budget: Budget) -> None:
+        done = self.result.processes[-1]
+        elapsed = self.clock() - self.began
+        left = (
+            elapsed / len(self.result.processes) * (2 * budget.pairs - len(self.result.processes))
+        )
+        left = min(left, max(0.0, budget.seconds - elapsed))
+        self.say(
+            f"cudaperf ab: pair {pair} of at most {budget.pairs}, {side} "
+            f"({self.sides[side].label}): pytest exited {done.rc} in {done.wall_s:.0f} s; "
+            f"{elapsed:.0f} s elapsed, at most {left:.0f} s left"
+        )
+
+    def _compare(self) -> bool:
+        """The paired verdict of every series measured on both sides so far; False when none."""
+        pairs = min(len(self.measured["base"]), len(self.measured["head"]))
+        base, head = self.measured["base"][:pairs], self.measured["head"][:pairs]
+        on_base = {i for found in base for i in found}
+        on_head = {i for found in head for i in found}
+        failed = self.failed["base"] | self.failed["head"]
+        compared = []
+        for ident in sorted(on_base & on_head):
+            if ident[0].nodeid in failed:
+                continue
+            b = tuple(found.get(ident) for found in base)
+            h = tuple(found.get(ident) for found in head)
+            unit = next(r.unit for r in (*b, *h) if r is not None)
+            compared.append(self._paired(ident, unit, b, h))
+        self.result.compared = compared
+        self.result.only_base = [_label(i) for i in sorted(on_base - on_head)]
+        self.result.only_head = [_label(i) for i in sorted(on_head - on_base)]
+        self.result.failed_tests = {
+            side: sorted(tests) for side, tests in self.failed.items() if tests
+        }
+        return bool(compared)
+
+    def _paired(
+        self,
+        ident: Ident,
+        unit: str,
+        b: tuple[Record | None, ...],
+        h: tuple[Record | None, ...],
+    ) -> Compared:
+        base = [r.recording.median if r else None for r in b]
+        head = [r.recording.median if r else None for r in h]
+        if unit == "bytes":
+            paired = compare_peaks(base, head)
+        else:
+            clocks = ([r.recording.sm_mhz if r else None for r in s] for s in (b, h))
+            paired = compare_times(base, head, self.result.min_effect, *clocks)
+        return Compared(ident[0], ident[1], unit, tuple(r.recording if r else None for r in b),
+                        tuple(r.recording if r else None for r in h), paired)  # fmt: skip
+
+    def profile(self) -> None:
+        """One more process per side, profiling only (its timings dropped): whether both sides
+        launched the same kernels, and what differs for a SLOWER series."""
+        breakdowns: dict[str, dict[Ident, Breakdown]] = {}
+        for side in ("base", "head"):
+            document = self._process(side, 0, ["--cudaperf-update", "--cudaperf-breakdown=auto"])
+            if document is None:
+                return
+            found, _ = _records(document)
+            breakdowns[side] = {}
+            for ident, record in found.items():
+                if record.breakdown is not None:
+                    try:
+                        breakdowns[side][ident] = Breakdown.from_json(record.breakdown)
+                    except ValueError:
+                        continue
+        updated = []
+        for c in self.result.compared:
+            b = breakdowns["base"].get((c.key, c.series))
+            h = breakdowns["head"].get((c.key, c.series))
+            if b is None or h is None or b.backend != h.backend:
+                updated.append(c)
+                continue
+            same = _launches(b) == _launches(h)
+            lines = tuple(diff(b, h).lines(8)) if c.paired.call is Call.SLOWER else ()
+            words = f"same {b.unit}" if same else f"{b.unit} differ"
+            updated.append(
+                Compared(c.key, c.series, c.unit, c.base, c.head, c.paired, words, lines)
+            )
+        self.result.compared = updated
+
+
+def _launches(b: Breakdown) -> dict[str, float]:
+    """The kernels (ops) a breakdown names and how often each ran per call."""
+    found = {e.key: round(e.launches, 2) for e in b.entries}
+    found.update(dict.fromkeys(b.other.keys, 0.0))
+    return found
+
+
+def _label(ident: Ident) -> str:
+    key, series = ident
+    return f"{key} {{{series}}}"
+
+
+def _indent(text: str, lines: int = 15) -> str:
+    return "\n".join(f"    {line}" for line in text.strip().splitlines()[-lines:])

@@ -1,0 +1,196 @@
+"""``cudaperf ab`` end to end on the CPU: a temporary git repository with two commits, one of
+which makes one function 3x slower, measured in real alternating pytest processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+ROOT = Path(__file__).parents[2]
+#: a short budget: ab's verdicts rest on the pairs, each process needs few samples
+FAST = ["-q", "--cudaperf-max-time=0.1", "--cudaperf-rounds=1", "-p", "no:randomly"]
+
+WORK = """
+def busy(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def light():
+    return busy({light})
+
+
+def steady():
+    return busy(20000)
+"""
+
+TESTS = """
+import pytest
+from {package}.work import light, steady
+
+
+@pytest.mark.perf
+def test_light():
+    light()
+
+
+@pytest.mark.perf
+def test_steady():
+    steady()
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def _project(tmp_path: Path, src_layout: bool = False) -> Path:
+    """A repository with two commits: the second makes ``light`` three times slower."""
+    repo = tmp_path / "project"
+    package = repo / ("src/abdemo" if src_layout else "abdemo")
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "work.py").write_text(WORK.format(light=20000))
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_work.py").write_text(TESTS.format(package="abdemo"))
+    (repo / "pytest.ini").write_text("[pytest]\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "fast")
+    (package / "work.py").write_text(WORK.format(light=60000))
+    _git(repo, "commit", "-q", "-am", "three times the work in light()")
+    return repo
+
+
+def _ab(
+    repo: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_cudaperf.cli", "ab", *args, "--", *FAST],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=base,
+        timeout=600,
+        check=False,
+    )
+
+
+def _worktrees(repo: Path) -> list[str]:
+    return [line for line in _git(repo, "worktree", "list").splitlines() if line]
+
+
+def test_exactly_the_slowed_test_is_slower(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    done = _ab(repo, "--base", "HEAD~1", "--json", str(tmp_path / "ab.json"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if "::" in line}
+    assert "SLOWER" in rows["tests/test_work.py::test_light"], done.stdout
+    assert "SLOWER" not in rows["tests/test_work.py::test_steady"], done.stdout
+    assert "cudaperf ab: base: HEAD~1 (" in done.stdout  # where each side imported from
+    document = json.loads((tmp_path / "ab.json").read_text())
+    calls = {s["nodeid"].split("::")[1]: s["call"] for s in document["series"]}
+    assert calls["test_light"] == "slower"
+    assert calls["test_steady"] in ("same", "undecided")
+    assert document["order"][:4] == ["base", "head", "head", "base"]
+    ratio = next(s["ratio"] for s in document["series"] if s["nodeid"].endswith("test_light"))
+    assert 2.0 < ratio < 4.5
+    assert _worktrees(repo) == _worktrees(repo)[:1]  # only the main checkout is left
+
+
+def test_the_same_revision_on_both_sides_is_an_a_a(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    done = _ab(repo, "--base", "HEAD", "--head", "HEAD", "--pairs", "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "an A/A" in done.stdout
+    assert "SLOWER" not in done.stdout.split("cudaperf ab: 2 compared")[0]
+    assert len(_worktrees(repo)) == 1
+
+
+def test_a_src_layout_installed_elsewhere_is_measured_from_each_sides_own_code(
+    tmp_path: Path,
+) -> None:
+    """The package is importable from the main checkout (as an editable install makes it, at the
+    end of sys.path): each side still measures its own code, and says where it came from."""
+    repo = _project(tmp_path, src_layout=True)
+    installed = tmp_path / "site"
+    installed.mkdir()
+    (installed / "editable.pth").write_text(str(repo / "src") + "\n")
+    (installed / "sitecustomize.py").write_text(
+        f"import site\nsite.addsitedir({str(installed)!r})\n"
+    )
+    # the main checkout is at the slow commit: a side that imported it would measure slow twice
+    done = _ab(repo, "--base", "HEAD~1", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{installed}"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    base_line = next(
+        line for line in done.stdout.splitlines() if line.startswith("cudaperf ab: base:")
+    )
+    assert "imports abdemo from /" in base_line
+    assert str(repo / "src") not in base_line  # its worktree's src, not the main checkout's
+    assert "/src/abdemo" in base_line
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    unknown = _ab(repo, "--base", "no-such-branch")
+    assert unknown.returncode == 2
+    assert unknown.stderr == f"cudaperf: ab: unknown revision 'no-such-branch' in {repo}\n"
+    (repo / "abdemo" / "work.py").write_text("# changed\n")
+    dirty = _ab(repo, "--base", "HEAD~1", "--head", "HEAD")
+    assert dirty.returncode == 2
+    assert "the working tree has uncommitted changes (abdemo/work.py)" in dirty.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    outside = _ab(plain, "--base", "HEAD")
+    assert outside.returncode == 2
+    assert "is not in a git repository" in outside.stderr
+    _git(repo, "checkout", "--", ".")
+    setup = _ab(repo, "--base", "HEAD~1", "--setup", "echo building; exit 7")
+    assert setup.returncode == 2
+    assert "--setup failed on base" in setup.stderr
+    assert "building" in setup.stderr
+
+
+def test_an_interrupted_comparison_leaves_no_worktree(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    (repo / "tests" / "test_slow.py").write_text(
+        "import time\n\ndef test_slow():\n    time.sleep(60)\n"
+    )
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "a slow test")
+    running = subprocess.Popen(
+        [sys.executable, "-m", "pytest_cudaperf.cli", "ab", "--base", "HEAD~1", "--", *FAST],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    deadline = time.monotonic() + 60
+    while len(_worktrees(repo)) < 3:
+        assert time.monotonic() < deadline, "the worktrees never appeared"
+        time.sleep(0.2)
+    time.sleep(1)
+    running.send_signal(signal.SIGINT)
+    out, err = running.communicate(timeout=60)
+    assert running.returncode == 130, out + err
+    assert err == "cudaperf ab: interrupted\n"
+    assert len(_worktrees(repo)) == 1

@@ -1,0 +1,119 @@
+"""cudaperf ab's paired statistics and its checks of the arguments (the processes themselves:
+tests/integration/test_ab.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from pytest_cudaperf.ab.paired import (
+    Call,
+    abba,
+    compare_peaks,
+    compare_times,
+    decide,
+    interval,
+    pair_ratios,
+    t95,
+)
+from pytest_cudaperf.cli.ab import Request, check
+from pytest_cudaperf.cli.sources import CliError
+
+
+def test_the_order_is_balanced() -> None:
+    assert abba(4) == ["base", "head", "head", "base", "base", "head", "head", "base"]
+
+
+def test_the_interval_is_students_t_on_the_logs() -> None:
+    ratio, (_, high) = interval([1.0, 1.02, 0.98])
+    assert ratio == pytest.approx(1.0, abs=1e-3)
+    logs = [math.log(r) for r in (1.0, 1.02, 0.98)]
+    sd = (sum((x - sum(logs) / 3) ** 2 for x in logs) / 2) ** 0.5
+    assert math.log(high) == pytest.approx(sum(logs) / 3 + 4.303 * sd / 3**0.5)
+    assert interval([1.1])[1] == (0.0, math.inf)  # one pair: no interval
+    assert t95(1) == 12.706
+    assert t95(100) == 1.96
+
+
+@pytest.mark.parametrize(
+    ("ci", "pairs", "call"),
+    [
+        ((1.03, 1.05), 3, Call.SLOWER),
+        ((0.95, 0.97), 4, Call.FASTER),
+        ((0.99, 1.01), 3, Call.SAME),
+        ((1.01, 1.05), 6, Call.UNDECIDED),  # straddles the 2% edge
+        ((1.10, 1.20), 2, Call.UNDECIDED),  # too few pairs
+    ],
+)
+def test_a_call_against_the_smallest_effect(
+    ci: tuple[float, float], pairs: int, call: Call
+) -> None:
+    assert decide(ci, pairs, 0.02) is call
+
+
+def test_pairs_in_cycle_space_when_the_clocks_differ() -> None:
+    same_clock = pair_ratios([1.0, 1.0], [1.1, 1.1], [1980, 1980], [1980, 1985])
+    assert same_clock == ((1.1, 1.1), False)  # within 1%: time
+    ratios, cycles = pair_ratios([1.0, 1.0], [1.1, 1.1], [1980, 1980], [1755, 1755])
+    assert cycles
+    assert ratios[0] == pytest.approx(1.1 * 1755 / 1980)
+    assert pair_ratios([1.0, None, 1.0], [1.1, 1.2, None]) == ((1.1,), False)
+
+
+def test_a_slowdown_every_pair_sees_is_slower_and_noise_is_not() -> None:
+    slower = compare_times([1.0, 1.01, 0.99, 1.0], [1.1, 1.11, 1.09, 1.1], 0.02)
+    assert slower.call is Call.SLOWER
+    assert slower.ratio == pytest.approx(1.1, rel=1e-3)
+    noisy = compare_times([1.0, 1.3, 0.8], [1.2, 1.0, 1.05], 0.02)
+    assert noisy.call is Call.UNDECIDED
+
+
+def test_peaks_are_exact() -> None:
+    assert compare_peaks([1000, 1000], [1000, 1000]).call is Call.SAME
+    assert compare_peaks([1000, 1000], [1100, 1100]).call is Call.SLOWER
+    assert compare_peaks([], [1000]).call is Call.UNDECIDED
+
+
+def _request(**given: object) -> Request:
+    fields: dict[str, object] = {
+        "base": "main",
+        "head": None,
+        "base_python": None,
+        "head_python": None,
+        "setup": None,
+        "pairs": 6,
+        "max_time": 60.0,
+        "min_effect": 0.02,
+        "json": None,
+        "pytest_args": [],
+    }
+    return Request(**{**fields, **given})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"base": None}, "ab: give --base REV (a revision to compare against) or --base-python"),
+        ({"pairs": 2}, "ab: --pairs must be at least 3, got 2"),
+        ({"max_time": 0.0}, "ab: --max-time must be positive, got 0"),
+        (
+            {"pytest_args": ["--cudaperf-json=x.json"]},
+            "ab: leave --cudaperf-json out of the pytest arguments (ab sets it)",
+        ),
+        ({"base_python": "/no/such/python"}, "ab: --base-python: no such Python: /no/such/python"),
+    ],
+)
+def test_bad_arguments_are_one_line_before_anything_runs(
+    given: dict[str, object], said: str
+) -> None:
+    with pytest.raises(CliError) as excinfo:
+        check(_request(**given))
+    assert str(excinfo.value) == said
+
+
+def test_a_json_target_that_cannot_be_written_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("a file")
+    with pytest.raises(CliError, match=r"ab: --json: .*notes\.txt/ab\.json cannot be created"):
+        check(_request(json=tmp_path / "notes.txt" / "ab.json"))
