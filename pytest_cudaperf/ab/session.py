@@ -206,7 +206,8 @@ class Comparison:
                 continue
             same = _launches(b) == _launches(h)
             lines = tuple(diff(b, h).lines(8)) if c.paired.call is Call.SLOWER else ()
-            words = f"same {b.unit}" if same else f"{b.unit} differ"
+            named = bool(b.entries or h.entries)  # pure Python code launches no op at all
+            words = "" if not named else f"same {b.unit}" if same else f"{b.unit} differ"
             updated.append(
                 Compared(c.key, c.series, c.unit, c.base, c.head, c.paired, words, lines)
             )

@@ -83,9 +83,8 @@ def resolve(repo: Path, rev: str) -> str:
 
 
 def dirty(repo: Path) -> list[str]:
-    """Tracked files with uncommitted changes (``git status --porcelain``, untracked left out)."""
-    lines = git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()
-    return [line[3:] for line in lines if line.strip()]
+    """Tracked files with uncommitted changes, staged or not (untracked files left out)."""
+    return [line for line in git(repo, "diff", "--name-only", "HEAD").splitlines() if line]
 
 
 def own_paths(root: Path) -> list[Path]:

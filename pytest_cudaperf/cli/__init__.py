@@ -86,7 +86,7 @@ def main(
     ab.add_argument("--head-python", default=None, help="the head side's Python")
     ab.add_argument("--setup", default=None, help="a shell command run once in each side's folder")
     ab.add_argument("--pairs", type=int, default=6, help="pairs of processes at most (default: 6)")
-    ab.add_argument("--max-time", default="30m", help="time budget in all (default: 30m)")
+    ab.add_argument("--max-time", default="30min", help="time budget in all (default: 30min)")
     ab.add_argument(
         "--min-effect", default=f"{MIN_EFFECT:.0%}", help="the smallest change called slower"
     )

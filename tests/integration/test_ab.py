@@ -75,7 +75,11 @@ def _project(tmp_path: Path, src_layout: bool = False) -> Path:
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "fast")
     (package / "work.py").write_text(WORK.format(light=60000))
-    _git(repo, "commit", "-q", "-am", "three times the work in light()")
+    (repo / "tests" / "test_new.py").write_text(
+        "import pytest\n\n@pytest.mark.perf\ndef test_new():\n    pass\n"
+    )
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "three times the work in light(), and a new test")
     return repo
 
 
@@ -100,9 +104,13 @@ def _worktrees(repo: Path) -> list[str]:
 
 def test_exactly_the_slowed_test_is_slower(tmp_path: Path) -> None:
     repo = _project(tmp_path)
-    done = _ab(repo, "--base", "HEAD~1", "--json", str(tmp_path / "ab.json"))
+    done = _ab(repo, "--base", "HEAD~1", "--pairs", "4", "--json", str(tmp_path / "ab.json"))
     assert done.returncode == 1, done.stdout + done.stderr
-    rows = {line.split()[0]: line for line in done.stdout.splitlines() if "::" in line}
+    assert "only on head (not judged): tests/test_new.py::test_new {time:wall}" in done.stdout
+    rows: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        if "::" in line:
+            rows.setdefault(line.split()[0], line)  # the table's row comes first
     assert "SLOWER" in rows["tests/test_work.py::test_light"], done.stdout
     assert "SLOWER" not in rows["tests/test_work.py::test_steady"], done.stdout
     assert "cudaperf ab: base: HEAD~1 (" in done.stdout  # where each side imported from
@@ -118,10 +126,23 @@ def test_exactly_the_slowed_test_is_slower(tmp_path: Path) -> None:
 
 def test_the_same_revision_on_both_sides_is_an_a_a(tmp_path: Path) -> None:
     repo = _project(tmp_path)
-    done = _ab(repo, "--base", "HEAD", "--head", "HEAD", "--pairs", "3")
+    done = _ab(
+        repo,
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--pairs",
+        "3",
+        "--json",
+        str(tmp_path / "aa.json"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "an A/A" in done.stdout
-    assert "SLOWER" not in done.stdout.split("cudaperf ab: 2 compared")[0]
+    assert "both sides are the same code: an A/A" in done.stdout
+    document = json.loads((tmp_path / "aa.json").read_text())
+    assert document["same_revision"] is True
+    assert len(document["series"]) == 3
+    assert "slower" not in {s["call"] for s in document["series"]}
     assert len(_worktrees(repo)) == 1
 
 
@@ -138,7 +159,8 @@ def test_a_src_layout_installed_elsewhere_is_measured_from_each_sides_own_code(
         f"import site\nsite.addsitedir({str(installed)!r})\n"
     )
     # the main checkout is at the slow commit: a side that imported it would measure slow twice
-    done = _ab(repo, "--base", "HEAD~1", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{installed}"})
+    paths = {"PYTHONPATH": f"{ROOT}{os.pathsep}{installed}"}
+    done = _ab(repo, "--base", "HEAD~1", "--pairs", "4", env=paths)
     assert done.returncode == 1, done.stdout + done.stderr
     base_line = next(
         line for line in done.stdout.splitlines() if line.startswith("cudaperf ab: base:")
@@ -169,6 +191,20 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert "building" in setup.stderr
 
 
+def test_a_side_that_fails_is_named_with_its_output(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    (repo / "abdemo" / "work.py").write_text("def light(:\n")
+    _git(repo, "commit", "-q", "-am", "a syntax error")
+    done = _ab(repo, "--base", "HEAD~1", "--pairs", "3")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert (
+        "cudaperf ab: head (the working tree) failed: pytest exited 2; its output ends:"
+        in done.stdout
+    )
+    assert "SyntaxError" in done.stdout
+    assert len(_worktrees(repo)) == 1
+
+
 def test_an_interrupted_comparison_leaves_no_worktree(tmp_path: Path) -> None:
     repo = _project(tmp_path)
     (repo / "tests" / "test_slow.py").write_text(
@@ -185,10 +221,10 @@ def test_an_interrupted_comparison_leaves_no_worktree(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     deadline = time.monotonic() + 60
-    while len(_worktrees(repo)) < 3:
+    while len(_worktrees(repo)) < 2:  # the main checkout and base's
         assert time.monotonic() < deadline, "the worktrees never appeared"
         time.sleep(0.2)
-    time.sleep(1)
+    time.sleep(3)  # base's first run is under way
     running.send_signal(signal.SIGINT)
     out, err = running.communicate(timeout=60)
     assert running.returncode == 130, out + err
