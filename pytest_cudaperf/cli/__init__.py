@@ -53,6 +53,7 @@ def _ab_request(args: argparse.Namespace) -> Request:
         min_effect=min_effect,
         json=args.json,
         pytest_args=[a for a in args.pytest_args if a != "--"],
+        kernels=not args.no_kernels,
     )
 
 
@@ -91,6 +92,11 @@ def main(
         "--min-effect", default=f"{MIN_EFFECT:.0%}", help="the smallest change called slower"
     )
     ab.add_argument("--json", type=Path, default=None, help="write the comparison as JSON")
+    ab.add_argument(
+        "--no-kernels",
+        action="store_true",
+        help="skip the profiling process of each side (kernels same or not, a SLOWER's diff)",
+    )
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
     args = parser.parse_args(argv)
     try:

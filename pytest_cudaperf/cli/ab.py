@@ -79,6 +79,8 @@ class Request:
     min_effect: float
     json: Path | None
     pytest_args: Sequence[str]
+    #: profile each side once more for its kernels (same kernels, the diff of a SLOWER series)
+    kernels: bool = True
 
 
 def check(request: Request) -> None:
@@ -164,9 +166,8 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
                 run_setup(side, request.setup, env)
             imports[name] = check_imports(side, env)
             say(f"cudaperf ab: {imports[name]}")
-        same = (
-            commits.get("base") == commits.get("head") if len(commits) == 2 else False
-        ) and request.base_python == request.head_python
+        same_code = not commits or (len(commits) == 2 and commits["base"] == commits["head"])
+        same = same_code and request.base_python == request.head_python
         result = AbResult(
             _info(sides["base"], imports["base"]),
             _info(sides["head"], imports["head"]),
@@ -178,7 +179,7 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaperf-ab-runs-")))
         comparison = Comparison(result, sides, request.pytest_args, scratch, runner, say)
         comparison.measure(Budget(request.pairs, request.max_time))
-        if result.failed_side is None and result.compared:
+        if request.kernels and result.failed_side is None and result.compared:
             comparison.profile()
     return _finish(result, request, say)
 

@@ -1,0 +1,154 @@
+"""``cudaperf ab`` on a suite: A/A comparisons (both sides the same code), comparisons with a
+slowdown planted in the head side, and one plain suite run to set an ``ab`` run's wall time
+against. Both sides are the working tree here (``--base-python``/``--head-python``); the planted
+side's Python is a wrapper that sets CUDAPERF_PLANT (see _plant.py), so no git history is needed.
+
+    python benchmarks/bench_ab.py --suite gpu --aa 4 --planted 1 --plant 0.03 --pairs 3 \\
+        --out out/ab [--pytest-arg=--cudaperf-max-time=0.2] [--resume]
+
+Writes each comparison's JSON (``aa-N.json``, ``planted-N.json``), ``plain.json``,
+``plant-ref.json`` and ``table.md`` into --out; ``--resume`` keeps what is there and adds runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str]) -> tuple[int, float]:
+    began = time.monotonic()
+    with log.open("w") as out:
+        rc = subprocess.call(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return rc, time.monotonic() - began
+
+
+def medians(report: Path) -> dict[str, float]:
+    """nodeid -> the median of its own time series, from a --cudaperf-json report."""
+    found: dict[str, float] = {}
+    for test in json.loads(report.read_text())["tests"]:
+        for record in test["records"]:
+            if record["name"] == "" and record["unit"] == "ms":
+                found[test["nodeid"]] = record["recording"]["median"]
+    return found
+
+
+def ab(args: argparse.Namespace, suite: Path, out: Path, name: str, head: str) -> None:
+    target = out / f"{name}.json"
+    if args.resume and target.exists():
+        return
+    cmd = [sys.executable, "-m", "pytest_cudaperf.cli", "ab", "--base-python", sys.executable]
+    cmd += ["--head-python", head, "--pairs", str(args.pairs), "--no-kernels"]
+    cmd += ["--json", str(target), "--", *args.pytest_arg]
+    rc, wall = run(cmd, suite, out / f"{name}.log", dict(os.environ))
+    document = json.loads(target.read_text()) if target.exists() else {}
+    document["wall_s"] = round(wall, 1)
+    document["rc"] = rc
+    target.write_text(json.dumps(document, indent=1))
+    print(f"{name}: exit {rc}, {wall:.0f} s, {document.get('summary')}", flush=True)
+    if rc not in (0, 1):
+        print((out / f"{name}.log").read_text()[-2000:], flush=True)
+
+
+def _pairs(doc: dict[str, Any]) -> int:
+    return max((len(s["ratios"]) for s in doc.get("series", [])), default=0)
+
+
+def _summary_row(name: str, doc: dict[str, Any]) -> str:
+    counts = doc.get("summary", {})
+    cells = [name, f"{doc.get('wall_s')} s", str(_pairs(doc))]
+    cells += [str(counts.get(call, 0)) for call in ("slower", "faster", "same", "undecided")]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _planted_rows(out: Path, base_ms: dict[str, float]) -> list[str]:
+    """Per test: its median, the realised change, how often the planted side read SLOWER."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(out.glob("planted-*.json")):
+        for s in json.loads(path.read_text()).get("series", []):
+            if s["unit"] == "ms" and s["name"] == "" and s["ratio"]:
+                found.setdefault(s["nodeid"], []).append(s)
+    lines = ["| test | median | realised | SLOWER |", "|---|---|---|---|"]
+    big = [0, 0]
+    small = [0, 0]
+    for nodeid, series in sorted(found.items()):
+        realised = statistics.median(s["ratio"] for s in series) - 1
+        caught = sum(s["call"] == "slower" for s in series)
+        ms = base_ms.get(nodeid)
+        size = f"{ms:.4g} ms" if ms else "—"
+        lines.append(f"| `{nodeid}` | {size} | {realised:+.1%} | {caught}/{len(series)} |")
+        tally = big if (ms or 0.0) >= 0.020 else small
+        tally[0] += caught
+        tally[1] += len(series)
+    lines.append("")
+    lines.append(f"tests of 20 µs or more: {big[0]}/{big[1]} SLOWER")
+    lines.append(f"smaller tests: {small[0]}/{small[1]} SLOWER")
+    return lines
+
+
+def table(out: Path, plant: str) -> str:
+    plain = json.loads((out / "plain.json").read_text())
+    lines = ["# bench_ab", "", f"plain suite run: {plain.get('wall_s', '?')} s", ""]
+    lines += ["| comparison | wall | pairs | slower | faster | same | undecided |"]
+    lines += ["|---|---|---|---|---|---|---|"]
+    for path in sorted(out.glob("aa-*.json")) + sorted(out.glob("planted-*.json")):
+        lines.append(_summary_row(path.stem, json.loads(path.read_text())))
+    if any(out.glob("planted-*.json")):
+        lines += ["", f"## Planted {plant}: per test", ""]
+        lines += _planted_rows(out, medians(out / "plain.json"))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=["gpu", "cpu", "ops"], required=True)
+    parser.add_argument("--aa", type=int, default=2, help="A/A comparisons")
+    parser.add_argument("--planted", type=int, default=1, help="comparisons with a planted head")
+    parser.add_argument("--plant", default="0.03", help="CUDAPERF_PLANT of the head side")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--pytest-arg", action="append", default=[])
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    suite = HERE / f"suite_{args.suite}"
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if not (args.resume and (out / "plain.json").exists()):
+        cmd = [sys.executable, "-m", "pytest", *args.pytest_arg, "-p", "no:cacheprovider"]
+        cmd += [f"--cudaperf-json={out / 'plain.json'}"]
+        cmd += [f"--cudaperf-baseline-dir={out / 'scratch'}"]
+        rc, wall = run(cmd, suite, out / "plain.log", dict(os.environ))
+        document = json.loads((out / "plain.json").read_text())
+        document["wall_s"] = round(wall, 1)
+        (out / "plain.json").write_text(json.dumps(document))
+        print(f"plain: exit {rc}, {wall:.0f} s", flush=True)
+    (out / "plant-ref.json").write_text(json.dumps(medians(out / "plain.json")))
+    wrapper = out / "planted-python"
+    wrapper.write_text(
+        f"#!/bin/sh\nCUDAPERF_PLANT={args.plant} CUDAPERF_PLANT_REF={out / 'plant-ref.json'} "
+        f'exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    done_aa = len(list(out.glob("aa-*.json"))) if args.resume else 0
+    for i in range(done_aa, done_aa + args.aa):
+        ab(args, suite, out, f"aa-{i}", sys.executable)
+    done_planted = len(list(out.glob("planted-*.json"))) if args.resume else 0
+    for i in range(done_planted, done_planted + args.planted):
+        ab(args, suite, out, f"planted-{i}", str(wrapper))
+    text = table(out, args.plant)
+    (out / "table.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
