@@ -21,6 +21,9 @@ MIN_PAIRS = 3
 #: the smallest change called SLOWER or FASTER by default (why: docs/decisions.md, "Why does
 #: cudaperf ab call 2% a change?")
 MIN_EFFECT = 0.02
+#: fresh pairs, of the SLOWER tests only, that confirm (or withdraw) a SLOWER (see
+#: :mod:`pytest_cudaperf.ab.session`)
+CONFIRM_PAIRS = 3
 #: peak memory is exact: a change beyond this is LARGER or SMALLER
 MEMORY_TOLERANCE = 0.01
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_cudaperf.ab.paired import Call, Paired
+from pytest_cudaperf.ab.paired import CONFIRM_PAIRS, Call, Paired
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.terminal import render_table
 from pytest_cudaperf.series import Recording
@@ -129,6 +129,8 @@ class AbResult:
     #: a side whose run failed or crashed (exit code other than 0 and 1): its name
     failed_side: str | None = None
     stopped: str = ""
+    #: series called SLOWER that the confirming pairs withdrew (now UNDECIDED)
+    unconfirmed: list[str] = field(default_factory=list)
 
     def calls(self, call: Call) -> list[Compared]:
         return [c for c in self.compared if c.paired.call is call]
@@ -149,6 +151,7 @@ class AbResult:
             "failed_tests": self.failed_tests,
             "failed_side": self.failed_side,
             "stopped": self.stopped,
+            "unconfirmed": self.unconfirmed,
             "summary": {call.value: len(self.calls(call)) for call in Call},
         }
 
@@ -220,6 +223,11 @@ def lines(result: AbResult) -> list[str]:
         out.append(f"failed on {side} (not judged): {', '.join(tests)}")
     if result.stopped:
         out.append(f"cudaperf ab: {result.stopped}")
+    if result.unconfirmed:
+        out.append(
+            f"SLOWER not confirmed by {CONFIRM_PAIRS} fresh pairs (now UNDECIDED): "
+            + ", ".join(result.unconfirmed)
+        )
     out.append(summary_line(result))
     return out
 

@@ -1,6 +1,12 @@
 """One ``cudaperf ab`` comparison: fresh pytest processes of the two sides in balanced order (ABBA),
-pairs added until every series is decided or the budget is spent, then one profiling process per
-side for the kernels, and the paired verdicts (:class:`~pytest_cudaperf.ab.result.AbResult`)."""
+pairs added until every series is decided or the budget is spent, fresh pairs of just the SLOWER
+tests to confirm them, then one profiling process per side for the kernels, and the paired
+verdicts (:class:`~pytest_cudaperf.ab.result.AbResult`).
+
+A SLOWER stands only when it survives :data:`CONFIRM_PAIRS` fresh pairs of its own tests: all the
+pairs together still say SLOWER, and the fresh pairs alone show at least half the minimum effect.
+Three pairs whose ratios agree by chance make a narrow interval; with many series in a suite one
+of them does (why: docs/decisions.md, "Why is a SLOWER from cudaperf ab confirmed?")."""
 
 from __future__ import annotations
 
@@ -9,7 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_cudaperf.ab.paired import Call, abba, compare_peaks, compare_times
+from pytest_cudaperf.ab.paired import (
+    CONFIRM_PAIRS,
+    Call,
+    Paired,
+    abba,
+    compare_peaks,
+    compare_times,
+)
 from pytest_cudaperf.ab.result import AbResult, Compared, Process
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.breakdown.diff import diff
@@ -140,6 +153,59 @@ class Comparison:
             f"({self.sides[side].label}): pytest exited {done.rc} in {done.wall_s:.0f} s; "
             f"{elapsed:.0f} s elapsed, at most {left:.0f} s left"
         )
+
+    def confirm(self) -> None:
+        """:data:`CONFIRM_PAIRS` fresh pairs of the tests with a SLOWER time series, every other
+        test deselected; a SLOWER that does not hold on them becomes UNDECIDED and is listed in
+        :attr:`AbResult.unconfirmed`. It runs even when ``--max-time`` is spent: a regression
+        is worth its few processes, and a SLOWER is never left unconfirmed."""
+        suspects = {(c.key, c.series): c for c in self.result.calls(Call.SLOWER) if c.unit == "ms"}
+        if not suspects:
+            return
+        tests = {key.nodeid for key, _ in suspects}
+        seen = {i[0].nodeid for side in self.measured.values() for found in side for i in found}
+        seen |= self.failed["base"] | self.failed["head"]
+        extra = ["--cudaperf-breakdown=off", *(f"--deselect={n}" for n in sorted(seen - tests))]
+        first = min(len(self.measured["base"]), len(self.measured["head"]))
+        order = abba(CONFIRM_PAIRS)
+        for k in range(CONFIRM_PAIRS):
+            for side in order[2 * k : 2 * k + 2]:
+                document = self._process(side, first + k + 1, extra)
+                if document is None:
+                    return
+                found, failed = _records(document)
+                self.measured[side].append(found)
+                self.failed[side].update(failed)
+                self.say(
+                    f"cudaperf ab: confirming {len(suspects)} SLOWER, pair {k + 1} of "
+                    f"{CONFIRM_PAIRS}, {side}: pytest exited {self.result.processes[-1].rc}"
+                )
+        self._compare()
+        fresh = range(first, first + CONFIRM_PAIRS)
+        kept = []
+        for c in self.result.compared:
+            slower = c.paired.call is Call.SLOWER
+            holds = slower and (c.unit != "ms" or self._confirmed(c, fresh))
+            if (c.key, c.series) in suspects and not holds:
+                self.result.unconfirmed.append(_label((c.key, c.series)))
+            if slower and not holds:
+                p = c.paired
+                withdrawn = Paired(p.ratios, p.ratio, p.ci, Call.UNDECIDED, p.cycles)
+                c = Compared(c.key, c.series, c.unit, c.base, c.head, withdrawn)  # noqa: PLW2901
+            kept.append(c)
+        self.result.compared = kept
+
+    def _confirmed(self, c: Compared, fresh: range) -> bool:
+        """The fresh pairs alone show at least half the minimum effect."""
+        b, h = c.base[fresh.start : fresh.stop], c.head[fresh.start : fresh.stop]
+        alone = compare_times(
+            [r.median if r else None for r in b],
+            [r.median if r else None for r in h],
+            self.result.min_effect,
+            [r.sm_mhz if r else None for r in b],
+            [r.sm_mhz if r else None for r in h],
+        )
+        return alone.pairs == len(fresh) and alone.ratio > 1 + self.result.min_effect / 2
 
     def _compare(self) -> bool:
         """The paired verdict of every series measured on both sides so far; False when none."""

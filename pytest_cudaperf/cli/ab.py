@@ -179,6 +179,8 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaperf-ab-runs-")))
         comparison = Comparison(result, sides, request.pytest_args, scratch, runner, say)
         comparison.measure(Budget(request.pairs, request.max_time))
+        if result.failed_side is None:
+            comparison.confirm()
         if request.kernels and result.failed_side is None and result.compared:
             comparison.profile()
     return _finish(result, request, say)

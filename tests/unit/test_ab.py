@@ -1,14 +1,16 @@
-"""cudaperf ab's paired statistics and its checks of the arguments (the processes themselves:
-tests/integration/test_ab.py)."""
+"""cudaperf ab's paired statistics, its checks of the arguments, and the confirmation of a SLOWER
+with scripted processes (real processes: tests/integration/test_ab_cli.py)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from pytest_cudaperf.ab.paired import (
+    CONFIRM_PAIRS,
     Call,
     abba,
     compare_peaks,
@@ -18,8 +20,16 @@ from pytest_cudaperf.ab.paired import (
     pair_ratios,
     t95,
 )
+from pytest_cudaperf.ab.result import AbResult, SideInfo, lines
+from pytest_cudaperf.ab.session import Budget, Comparison
+from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.cli.ab import Request, check
 from pytest_cudaperf.cli.sources import CliError
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.report.document import Report, write_report
+from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
+from pytest_cudaperf.series import Record, Recording
+from pytest_cudaperf.verdict import Kind, Verdict
 
 
 def test_the_order_is_balanced() -> None:
@@ -117,3 +127,90 @@ def test_a_json_target_that_cannot_be_written_is_refused(tmp_path: Path) -> None
     (tmp_path / "notes.txt").write_text("a file")
     with pytest.raises(CliError, match=r"ab: --json: .*notes\.txt/ab\.json cannot be created"):
         check(_request(json=tmp_path / "notes.txt" / "ab.json"))
+
+
+class ScriptedSides:
+    """Stands in for the pytest processes: the n-th process of a side measures each test not
+    deselected at ``medians[test][side][n]`` ms, and writes the report ab asked for."""
+
+    def __init__(self, medians: dict[str, dict[str, Sequence[float]]]) -> None:
+        self.medians = medians
+        self.calls: dict[str, int] = {"base": 0, "head": 0}
+        self.deselected: list[list[str]] = []
+
+    def __call__(self, side: Side, args: Sequence[str]) -> tuple[int, str]:
+        target = next(a.split("=", 1)[1] for a in args if a.startswith("--cudaperf-json="))
+        skip = [a.split("=", 1)[1] for a in args if a.startswith("--deselect=")]
+        self.deselected.append(skip)
+        n = self.calls[side.name]
+        self.calls[side.name] += 1
+        tests = []
+        for nodeid, by_side in self.medians.items():
+            if nodeid in skip:
+                continue
+            ms = by_side[side.name][n]
+            record = Record(
+                SeriesKey(nodeid, ""), "time:wall", "cpu-x", "ms",
+                Recording("2026-11-25", ms, 0.001, 20), {},
+            )  # fmt: skip
+            tests.append(TestOutcome(nodeid, records=(JudgedRecord(record, Verdict(Kind.NEW)),)))
+        write_report(Path(target), Report(tests=tuple(tests)))
+        return 0, ""
+
+
+def _comparison(tmp_path: Path, runner: ScriptedSides) -> Comparison:
+    sides = {name: Side(name, name, tmp_path, tmp_path) for name in ("base", "head")}
+    result = AbResult(SideInfo("base", "base", None, "python"),
+                      SideInfo("head", "head", None, "python"), 0.02)  # fmt: skip
+    return Comparison(result, sides, ["tests"], tmp_path, runner, say=lambda _: None)
+
+
+def test_a_slower_that_fresh_pairs_do_not_repeat_is_withdrawn(tmp_path: Path) -> None:
+    """Three pairs that agree by chance call SLOWER; the confirming pairs, of that test alone,
+    show no change: UNDECIDED, and named."""
+    steady = [1.0] * 6
+    runner = ScriptedSides(
+        {
+            "t.py::lucky": {"base": steady, "head": [1.06, 1.08, 1.05, 1.0, 0.99, 1.01]},
+            "t.py::steady": {"base": steady, "head": steady},
+        }
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(Budget(pairs=3, seconds=600))
+    assert [c.key.nodeid for c in comparison.result.calls(Call.SLOWER)] == ["t.py::lucky"]
+    comparison.confirm()
+    result = comparison.result
+    assert result.calls(Call.SLOWER) == []
+    assert result.unconfirmed == ["t.py::lucky {time:wall}"]
+    assert runner.calls == {"base": 3 + CONFIRM_PAIRS, "head": 3 + CONFIRM_PAIRS}
+    assert runner.deselected[-1] == ["t.py::steady"]  # only the suspect ran again
+    lucky = next(c for c in result.compared if c.key.nodeid == "t.py::lucky")
+    assert lucky.paired.call is Call.UNDECIDED
+    assert lucky.paired.pairs == 6
+    assert "SLOWER not confirmed by 3 fresh pairs (now UNDECIDED): t.py::lucky {time:wall}" in (
+        lines(result)
+    )
+
+
+def test_a_real_slowdown_survives_its_confirmation(tmp_path: Path) -> None:
+    runner = ScriptedSides(
+        {
+            "t.py::slowed": {"base": [1.0] * 6, "head": [1.5, 1.52, 1.49, 1.5, 1.51, 1.5]},
+            "t.py::steady": {"base": [1.0] * 6, "head": [1.0] * 6},
+        }
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(Budget(pairs=3, seconds=600))
+    comparison.confirm()
+    assert [c.key.nodeid for c in comparison.result.calls(Call.SLOWER)] == ["t.py::slowed"]
+    assert comparison.result.unconfirmed == []
+    assert comparison.result.to_json()["unconfirmed"] == []
+
+
+def test_nothing_slower_runs_no_confirmation(tmp_path: Path) -> None:
+    runner = ScriptedSides({"t.py::steady": {"base": [1.0] * 3, "head": [1.0] * 3}})
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(Budget(pairs=3, seconds=600))
+    comparison.confirm()
+    assert runner.calls == {"base": 3, "head": 3}
+    assert [c.paired.call for c in comparison.result.compared] == [Call.SAME]
