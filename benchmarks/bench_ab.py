@@ -7,7 +7,9 @@ side's Python is a wrapper that sets CUDAPERF_PLANT (see _plant.py), so no git h
         --out out/ab [--pytest-arg=--cudaperf-max-time=0.2] [--resume]
 
 Writes each comparison's JSON (``aa-N.json``, ``planted-N.json``), ``plain.json``,
-``plant-ref.json`` and ``table.md`` into --out; ``--resume`` keeps what is there and adds runs.
+``plant-ref.json`` and ``table.md`` into --out; comparisons already there are kept (``--resume``
+also keeps the plain run), so a long evidence run can be split over several calls with
+``--max-seconds``.
 """
 
 from __future__ import annotations
@@ -45,8 +47,6 @@ def medians(report: Path) -> dict[str, float]:
 
 def ab(args: argparse.Namespace, suite: Path, out: Path, name: str, head: str) -> None:
     target = out / f"{name}.json"
-    if args.resume and target.exists():
-        return
     cmd = [sys.executable, "-m", "pytest_cudaperf.cli", "ab", "--base-python", sys.executable]
     cmd += ["--head-python", head, "--pairs", str(args.pairs), "--no-kernels"]
     cmd += ["--json", str(target), "--", *args.pytest_arg]
@@ -118,6 +118,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--pytest-arg", action="append", default=[])
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--max-seconds", type=float, default=0.0, help="start no comparison that would end past it"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     suite = HERE / f"suite_{args.suite}"
@@ -139,12 +142,19 @@ def main() -> None:
         f'exec {sys.executable} "$@"\n'
     )
     wrapper.chmod(0o755)
-    done_aa = len(list(out.glob("aa-*.json"))) if args.resume else 0
-    for i in range(done_aa, done_aa + args.aa):
-        ab(args, suite, out, f"aa-{i}", sys.executable)
-    done_planted = len(list(out.glob("planted-*.json"))) if args.resume else 0
-    for i in range(done_planted, done_planted + args.planted):
-        ab(args, suite, out, f"planted-{i}", str(wrapper))
+    began = time.monotonic()
+    longest = 0.0
+    runs = [(f"aa-{i}", sys.executable) for i in range(args.aa)]
+    runs += [(f"planted-{i}", str(wrapper)) for i in range(args.planted)]
+    for name, python in runs:
+        if (out / f"{name}.json").exists():
+            continue
+        elapsed = time.monotonic() - began
+        if args.max_seconds and elapsed + longest > args.max_seconds:
+            print(f"stopping before {name}: --max-seconds {args.max_seconds:g}", flush=True)
+            break
+        ab(args, suite, out, name, python)
+        longest = max(longest, time.monotonic() - began - elapsed)
     text = table(out, args.plant)
     (out / "table.md").write_text(text)
     print(text)
