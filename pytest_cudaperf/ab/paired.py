@@ -104,14 +104,19 @@ def pair_ratios(
 ) -> tuple[tuple[float, ...], bool]:
     """head / base of each pair (``base[i]``, ``head[i]`` measured one after the other), in cycle
     space (time x clock) when every pair knows both SM clocks and they differ by more than 1%
-    somewhere; pairs missing a value are left out."""
+    somewhere; pairs missing a value (a process that did not run the test) are left out first,
+    so they neither count nor decide the space."""
+    present = [
+        i for i, (b, h) in enumerate(zip(base, head, strict=False)) if b and h and b > 0 and h > 0
+    ]
     mhz = list(zip(base_mhz, head_mhz, strict=False))
-    clocked = len(mhz) == len(base) and all(b and h for b, h in mhz)
-    differ = clocked and any(abs(h / b - 1) > 0.01 for b, h in mhz if b and h)
+    clocked = len(mhz) == len(base) and all(mhz[i][0] and mhz[i][1] for i in present)
+    differ = clocked and any(abs((mhz[i][1] or 0) / (mhz[i][0] or 1) - 1) > 0.01 for i in present)
     ratios = []
-    for i, (b, h) in enumerate(zip(base, head, strict=False)):
-        if not (b and h and b > 0 and h > 0):
-            continue
+    for i in present:
+        b, h = base[i], head[i]
+        assert b is not None
+        assert h is not None
         ratio = h / b
         if differ:
             clock_b, clock_h = mhz[i]

@@ -72,6 +72,15 @@ def test_pairs_in_cycle_space_when_the_clocks_differ() -> None:
     assert pair_ratios([1.0, None, 1.0], [1.1, 1.2, None]) == ((1.1,), False)
 
 
+def test_a_pair_the_test_did_not_run_in_neither_counts_nor_decides_the_space() -> None:
+    """Confirming pairs run only the SLOWER tests: every other series has no value (and no clock)
+    there, and keeps its ratios and its space."""
+    clocks = ([1900.0, 1900.0, None], [1950.0, 1950.0, None])
+    ratios, cycles = pair_ratios([1.0, 1.0, None], [1.1, 1.1, None], *clocks)
+    assert cycles
+    assert ratios == pytest.approx((1.1 * 1950 / 1900,) * 2)
+
+
 def test_a_slowdown_every_pair_sees_is_slower_and_noise_is_not() -> None:
     slower = compare_times([1.0, 1.01, 0.99, 1.0], [1.1, 1.11, 1.09, 1.1], 0.02)
     assert slower.call is Call.SLOWER
