@@ -129,7 +129,8 @@ class AbResult:
     #: a side whose run failed or crashed (exit code other than 0 and 1): its name
     failed_side: str | None = None
     stopped: str = ""
-    #: series called SLOWER that the confirming pairs withdrew (now UNDECIDED)
+    #: series called SLOWER or FASTER that the confirming pairs withdrew (now UNDECIDED), each
+    #: with the call it had
     unconfirmed: list[str] = field(default_factory=list)
 
     def calls(self, call: Call) -> list[Compared]:
@@ -225,7 +226,7 @@ def lines(result: AbResult) -> list[str]:
         out.append(f"cudaperf ab: {result.stopped}")
     if result.unconfirmed:
         out.append(
-            f"SLOWER not confirmed by {CONFIRM_PAIRS} fresh pairs (now UNDECIDED): "
+            f"not confirmed by {CONFIRM_PAIRS} fresh pairs (now UNDECIDED): "
             + ", ".join(result.unconfirmed)
         )
     out.append(summary_line(result))

@@ -1,12 +1,13 @@
 """One ``cudaperf ab`` comparison: fresh pytest processes of the two sides in balanced order (ABBA),
 pairs added until every series is decided or the budget is spent, fresh pairs of just the SLOWER
-tests to confirm them, then one profiling process per side for the kernels, and the paired
-verdicts (:class:`~pytest_cudaperf.ab.result.AbResult`).
+and FASTER tests to confirm them, then one profiling process per side for the kernels, and the
+paired verdicts (:class:`~pytest_cudaperf.ab.result.AbResult`).
 
-A SLOWER stands only when it survives :data:`CONFIRM_PAIRS` fresh pairs of its own tests: all the
-pairs together still say SLOWER, and the fresh pairs alone show at least half the minimum effect.
-Three pairs whose ratios agree by chance make a narrow interval; with many series in a suite one
-of them does (why: docs/decisions.md, "Why is a SLOWER from cudaperf ab confirmed?")."""
+A SLOWER (or FASTER) stands only when it survives :data:`CONFIRM_PAIRS` fresh pairs of its own
+tests: all the pairs together still say so, and the fresh pairs alone show at least half the
+minimum effect in the same direction. Three pairs whose ratios agree by chance make a narrow
+interval; with many series in a suite one of them does (why: docs/decisions.md, "Why is a SLOWER
+from cudaperf ab confirmed?")."""
 
 from __future__ import annotations
 
@@ -155,11 +156,15 @@ class Comparison:
         )
 
     def confirm(self) -> None:
-        """:data:`CONFIRM_PAIRS` fresh pairs of the tests with a SLOWER time series, every other
-        test deselected; a SLOWER that does not hold on them becomes UNDECIDED and is listed in
-        :attr:`AbResult.unconfirmed`. It runs even when ``--max-time`` is spent: a regression
-        is worth its few processes, and a SLOWER is never left unconfirmed."""
-        suspects = {(c.key, c.series): c for c in self.result.calls(Call.SLOWER) if c.unit == "ms"}
+        """:data:`CONFIRM_PAIRS` fresh pairs of the tests with a SLOWER or FASTER time series,
+        every other test deselected; a call that does not hold on them becomes UNDECIDED and is
+        listed in :attr:`AbResult.unconfirmed`. It runs even when ``--max-time`` is spent: a
+        regression is worth its few processes, and no call is left unconfirmed."""
+        suspects = {
+            (c.key, c.series): c.paired.call
+            for c in self.result.compared
+            if c.unit == "ms" and c.paired.call in (Call.SLOWER, Call.FASTER)
+        }
         if not suspects:
             return
         tests = {key.nodeid for key, _ in suspects}
@@ -177,18 +182,20 @@ class Comparison:
                 self.measured[side].append(found)
                 self.failed[side].update(failed)
                 self.say(
-                    f"cudaperf ab: confirming {len(suspects)} SLOWER, pair {k + 1} of "
+                    f"cudaperf ab: confirming {len(suspects)} series, pair {k + 1} of "
                     f"{CONFIRM_PAIRS}, {side}: pytest exited {self.result.processes[-1].rc}"
                 )
         self._compare()
         fresh = range(first, first + CONFIRM_PAIRS)
         kept = []
         for c in self.result.compared:
-            slower = c.paired.call is Call.SLOWER
-            holds = slower and (c.unit != "ms" or self._confirmed(c, fresh))
-            if (c.key, c.series) in suspects and not holds:
-                self.result.unconfirmed.append(_label((c.key, c.series)))
-            if slower and not holds:
+            call = c.paired.call
+            decided = call in (Call.SLOWER, Call.FASTER)
+            holds = decided and (c.unit != "ms" or self._confirmed(c, fresh))
+            was = suspects.get((c.key, c.series))
+            if was is not None and not (holds and call is was):
+                self.result.unconfirmed.append(f"{_label((c.key, c.series))} ({was.name})")
+            if decided and not holds:
                 p = c.paired
                 withdrawn = Paired(p.ratios, p.ratio, p.ci, Call.UNDECIDED, p.cycles)
                 c = Compared(c.key, c.series, c.unit, c.base, c.head, withdrawn)  # noqa: PLW2901
@@ -196,7 +203,7 @@ class Comparison:
         self.result.compared = kept
 
     def _confirmed(self, c: Compared, fresh: range) -> bool:
-        """The fresh pairs alone show at least half the minimum effect."""
+        """The fresh pairs alone show at least half the minimum effect, in the call's direction."""
         b, h = c.base[fresh.start : fresh.stop], c.head[fresh.start : fresh.stop]
         alone = compare_times(
             [r.median if r else None for r in b],
@@ -205,7 +212,10 @@ class Comparison:
             [r.sm_mhz if r else None for r in b],
             [r.sm_mhz if r else None for r in h],
         )
-        return alone.pairs == len(fresh) and alone.ratio > 1 + self.result.min_effect / 2
+        if alone.pairs != len(fresh):
+            return False
+        edge = 1 + self.result.min_effect / 2
+        return alone.ratio > edge if c.paired.call is Call.SLOWER else alone.ratio < 1 / edge
 
     def _compare(self) -> bool:
         """The paired verdict of every series measured on both sides so far; False when none."""

@@ -190,13 +190,13 @@ def test_a_slower_that_fresh_pairs_do_not_repeat_is_withdrawn(tmp_path: Path) ->
     comparison.confirm()
     result = comparison.result
     assert result.calls(Call.SLOWER) == []
-    assert result.unconfirmed == ["t.py::lucky {time:wall}"]
+    assert result.unconfirmed == ["t.py::lucky {time:wall} (SLOWER)"]
     assert runner.calls == {"base": 3 + CONFIRM_PAIRS, "head": 3 + CONFIRM_PAIRS}
     assert runner.deselected[-1] == ["t.py::steady"]  # only the suspect ran again
     lucky = next(c for c in result.compared if c.key.nodeid == "t.py::lucky")
     assert lucky.paired.call is Call.UNDECIDED
     assert lucky.paired.pairs == 6
-    assert "SLOWER not confirmed by 3 fresh pairs (now UNDECIDED): t.py::lucky {time:wall}" in (
+    assert "not confirmed by 3 fresh pairs (now UNDECIDED): t.py::lucky {time:wall} (SLOWER)" in (
         lines(result)
     )
 
@@ -214,6 +214,23 @@ def test_a_real_slowdown_survives_its_confirmation(tmp_path: Path) -> None:
     assert [c.key.nodeid for c in comparison.result.calls(Call.SLOWER)] == ["t.py::slowed"]
     assert comparison.result.unconfirmed == []
     assert comparison.result.to_json()["unconfirmed"] == []
+
+
+def test_a_faster_is_confirmed_too(tmp_path: Path) -> None:
+    """A false FASTER fails nothing, but reads as an improvement: it is confirmed the same way;
+    a real one stands."""
+    runner = ScriptedSides(
+        {
+            "t.py::lucky": {"base": [1.0] * 6, "head": [0.95, 0.96, 0.955, 1.0, 1.01, 0.99]},
+            "t.py::sped_up": {"base": [1.0] * 6, "head": [0.5, 0.51, 0.5, 0.5, 0.49, 0.5]},
+        }
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(Budget(pairs=3, seconds=600))
+    assert len(comparison.result.calls(Call.FASTER)) == 2
+    comparison.confirm()
+    assert [c.key.nodeid for c in comparison.result.calls(Call.FASTER)] == ["t.py::sped_up"]
+    assert comparison.result.unconfirmed == ["t.py::lucky {time:wall} (FASTER)"]
 
 
 def test_nothing_slower_runs_no_confirmation(tmp_path: Path) -> None:
