@@ -301,3 +301,69 @@ def test_an_unconfirmed_regression_keeps_the_numbers_of_its_re_measurement(tmp_p
     assert kept.median_ms == pytest.approx(1.0)
     assert record.value == pytest.approx(1.0)  # the table's value and baseline agree with the CI
     assert record.baseline_value == pytest.approx(1.0, rel=1e-3)
+
+
+class FreshStub:
+    """Stands in for :class:`FreshProcess`: the fresh process measures ``median`` ms."""
+
+    def __init__(self, median: float, **fields: object) -> None:
+        self.median = median
+        self.fields = fields
+        self.asked: list[str] = []
+
+    def measurements(self, nodeid: str) -> dict[tuple[str, str], Measurement]:
+        self.asked.append(nodeid)
+        again = Measurement.from_samples(
+            [self.median * (1 + 0.001 * i) for i in range(-10, 11)],
+            **{"metric": "device", "cache": "cold", **self.fields},  # type: ignore[arg-type]
+        )
+        return {(str(A), f"time:{again.mode}"): again}
+
+
+@pytest.mark.parametrize(
+    ("fields", "host_dominated"),
+    [
+        ({"device": "cpu", "metric": "wall"}, True),
+        ({"device": "cuda:0", "metric": "wall"}, True),  # a synchronized wall time
+        ({"device": "cuda:0", "metric": "region"}, True),
+        ({"device": "cuda:0", "metric": "device", "blocking": "none"}, True),  # syncs inside
+        ({"device": "cuda:0", "metric": "device", "blocking": "spin"}, False),
+        ({"device": "cuda:0", "metric": "graph", "blocking": "none", "graph": True}, False),
+    ],
+)
+def test_which_measurements_the_host_dominates(
+    fields: dict[str, object], host_dominated: bool
+) -> None:
+    m = Measurement.from_samples([1.0, 1.1, 0.9], **fields)  # type: ignore[arg-type]
+    assert m.host_dominated is host_dominated
+
+
+@pytest.mark.parametrize(
+    ("blocking", "fresh_median", "kind", "asked"),
+    [
+        ("none", 1.0, Kind.INCONCLUSIVE, True),  # syncs inside: a slow state of one process
+        ("none", 1.5, Kind.REGRESSION, True),  # the fresh process is slow too: it stands
+        ("spin", 1.0, Kind.REGRESSION, False),  # behind the blocker: the GPU's time, not asked
+    ],
+)
+def test_a_regression_of_gpu_code_that_synchronizes_inside_is_confirmed_in_a_fresh_process(
+    tmp_path: Path, blocking: str, fresh_median: float, kind: Kind, asked: bool
+) -> None:
+    run = run_context(tmp_path)
+    first = new_test(run)
+    judged(first, 1.0)
+    run.store.update("GPU X", stored(first))
+    fresh = FreshStub(fresh_median, device="cuda:0", blocking=blocking)
+    run.fresh = fresh  # type: ignore[assignment]
+    test = new_test(run)
+    slow = Measurement.from_samples(
+        [1.5 * (1 + 0.001 * i) for i in range(-10, 11)],
+        metric="device", cache="cold", device="cuda:0", blocking=blocking,
+    )  # fmt: skip
+    first_verdict = judging.judge_time(test, A, slow, "GPU X")
+    assert first_verdict.verdict.kind is Kind.REGRESSION
+    record, _ = judging.confirm_fresh(test, first_verdict, slow)
+    assert record.verdict.kind is kind
+    assert fresh.asked == (["t.py::a"] if asked else [])
+    if asked and kind is Kind.REGRESSION:
+        assert "in a fresh process" in record.verdict.message

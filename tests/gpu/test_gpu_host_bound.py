@@ -1,0 +1,71 @@
+"""GPU code that synchronizes inside (host-bound: parameters drawn in Python, a ``.item()`` per
+call): a regression that one process shows and a fresh process does not is not failed; one that a
+fresh process shows too fails and says where it was confirmed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+FAST = ["--cudaperf-max-time=0.3", "--cudaperf-tolerance=20%", "-p", "no:cacheprovider"]
+
+# slow-once: the first process to run the test is slow in every call; slow-always: every process
+AUGMENT = """
+import pathlib, random, time
+import pytest
+import torch
+
+_slow = None
+
+def slow():
+    global _slow
+    if _slow is None:
+        once = pathlib.Path(__file__).with_name("slow-once")
+        _slow = once.exists() or pathlib.Path(__file__).with_name("slow-always").exists()
+        once.unlink(missing_ok=True)
+    return _slow
+
+@pytest.mark.perf
+def test_random_crop(cuda_timer, cuda_device):
+    images = torch.rand(5, 3, 128, 128, device=cuda_device)
+
+    def crop():
+        top, left = random.randint(0, 32), random.randint(0, 32)
+        out = images[:, :, top:top + 96, left:left + 96].flip(-1) * 0.5
+        if slow():
+            time.sleep(0.002)
+        return out.mean().item()  # synchronizes inside
+
+    cuda_timer(crop)
+"""
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pytester.makepyfile(test_augment=AUGMENT)
+    pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=1)
+    return pytester
+
+
+def test_a_slow_state_of_one_process_is_not_a_regression(recorded: pytest.Pytester) -> None:
+    (recorded.path / "slow-once").touch()
+    result = recorded.runpytest(*FAST, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*not confirmed in a fresh process*"])
+    (test,) = json.loads((recorded.path / "out.json").read_text())["tests"]
+    (record,) = [r for r in test["records"] if r["series"].startswith("time:")]
+    assert record["verdict"]["kind"] == "inconclusive"
+    assert record["measurement"]["blocking"] == "none"  # it synchronizes inside
+
+
+def test_a_slowdown_every_process_shows_fails(recorded: pytest.Pytester) -> None:
+    (recorded.path / "slow-always").touch()
+    result = recorded.runpytest(*FAST)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["perf regression: median * confirmed in a fresh process*"])
