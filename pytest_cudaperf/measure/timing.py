@@ -160,16 +160,6 @@ class Measurement:
         instability, not the sum?")."""
         return max(self.rel_halfwidth, self.instability_noise)
 
-    @property
-    def host_dominated(self) -> bool:
-        """Whether the host's state can move this measurement between processes: a CPU
-        measurement, a synchronized wall (or region) time, or device time whose launch latency
-        could not be hidden because the callable synchronizes inside. Device time behind the
-        stream blocker, and graph replays, time the GPU alone."""
-        if self.device == "cpu" or self.metric in ("wall", "region"):
-            return True
-        return self.metric == "device" and self.blocking == "none"
-
     def how(self) -> str:
         """``device time, 40 samples, cold L2``."""
         what = {

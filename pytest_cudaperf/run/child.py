@@ -7,8 +7,7 @@ settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select ex
 (:func:`item_args`).
 
 A process can sit in a slow state of its own for every round of a measurement and for its
-re-measurement, so the second opinion on a regression of host-dominated code (the CPU's, or GPU
-code that synchronizes inside) comes from another process (why:
+re-measurement, so the second opinion on a CPU regression comes from another process (why:
 docs/decisions.md, "Why is a CPU regression confirmed in a fresh process?").
 """
 

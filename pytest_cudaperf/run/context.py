@@ -67,8 +67,7 @@ class RunContext:
     faults: FaultState = field(default_factory=FaultState)
     #: this process is one rank of a ``@distributed`` test (None: it is not)
     rank: RankEnv | None = None
-    #: re-measures a host-dominated regression in a fresh process (None: off, in a rank, in such
-    #: a process)
+    #: re-measures a CPU regression in a fresh process (None: off, in a rank, in such a process)
     fresh: FreshProcess | None = None
     _probe: Probe | None = None
 

@@ -122,16 +122,15 @@ def confirm_fresh(
     measured: Measurement,
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> tuple[JudgedRecord, Measurement]:
-    """A regression (or improvement) of a host-dominated measurement (the CPU's, or GPU code that
-    synchronizes inside: :attr:`Measurement.host_dominated`) that held in this process stands only
-    if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`): a slow
-    (or fast) state of one process is not the code's.
+    """A CPU regression (or improvement) that held in this process stands only if a fresh process
+    measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`): a slow (or fast) state of
+    one process is not the code's.
     The fresh process measures under this process's ``lock`` (the device to itself, as any
     measurement). Where no fresh measurement can be had, the regression stands and a line under
     it says why."""
     fresh = test.run.fresh
     judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
-    if fresh is None or not judged or not measured.host_dominated:
+    if fresh is None or not judged or measured.device != "cpu":
         return first, measured
     with lock():
         found = fresh.measurements(test.nodeid)
