@@ -21,7 +21,7 @@ MIN_PAIRS = 3
 #: the smallest change called SLOWER or FASTER by default (why: docs/decisions.md, "Why does
 #: cudaperf ab call 2% a change?")
 MIN_EFFECT = 0.02
-#: fresh pairs, of the SLOWER tests only, that confirm (or withdraw) a SLOWER (see
+#: fresh pairs, of the SLOWER and FASTER tests only, that confirm (or withdraw) their calls (see
 #: :mod:`pytest_cudaperf.ab.session`)
 CONFIRM_PAIRS = 3
 #: peak memory is exact: a change beyond this is LARGER or SMALLER

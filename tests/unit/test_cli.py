@@ -24,6 +24,15 @@ from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, Verdict
 
+#: ``python -m pytest_cudaperf.cli`` with Ctrl-C delivered as a terminal delivers it, even when this
+#: run was started in the background of a shell, which starts its jobs with SIGINT ignored (and an
+#: ignored signal stays ignored across exec)
+INTERRUPTIBLE = [
+    "-c",
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('pytest_cudaperf.cli', run_name='__main__', alter_sys=True)",
+]
+
 
 def _record(nodeid: str, value: float, cls: str = "GPU X", name: str = "") -> Record:
     return Record(
@@ -337,7 +346,7 @@ def test_ctrl_c_in_record_is_one_line_and_writes_nothing(tmp_path: Path) -> None
     )
     root = Path(__file__).parents[2]
     record = subprocess.Popen(
-        [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", "2", "--", "-q",
+        [sys.executable, *INTERRUPTIBLE, "record", "--runs", "2", "--", "-q",
          "-p", "no:cacheprovider"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
