@@ -1,0 +1,1 @@
+"""Every run kept: the history of series across commits, and where they changed."""
