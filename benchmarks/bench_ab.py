@@ -2,6 +2,7 @@
 slowdown planted in the head side, and one plain suite run to set an ``ab`` run's wall time
 against. Both sides are the working tree here (``--base-python``/``--head-python``); the planted
 side's Python is a wrapper that sets CUDAPERF_PLANT (see _plant.py), so no git history is needed.
+The plugin is loaded from this checkout as ``bench_suite.py`` loads it (``plugin_env``).
 
     python benchmarks/bench_ab.py --suite gpu --aa 4 --planted 1 --plant 0.03 --pairs 3 \\
         --out out/ab [--pytest-arg=--cudaperf-max-time=0.2] [--resume]
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,8 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _table import publish
+from bench_suite import plugin_env, read_report
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 
 def run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str]) -> tuple[int, float]:
@@ -36,13 +38,8 @@ def run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str]) -> tuple[int,
 
 
 def medians(report: Path) -> dict[str, float]:
-    """nodeid -> the median of its own time series, from a --cudaperf-json report."""
-    found: dict[str, float] = {}
-    for test in json.loads(report.read_text())["tests"]:
-        for record in test["records"]:
-            if record["name"] == "" and record["unit"] == "ms":
-                found[test["nodeid"]] = record["recording"]["median"]
-    return found
+    """nodeid -> the median of its first time series, from a --cudaperf-json report."""
+    return {nodeid: r.median_ms for nodeid, r in read_report(report).items() if r.median_ms}
 
 
 def ab(args: argparse.Namespace, suite: Path, out: Path, name: str, head: str) -> None:
@@ -50,7 +47,7 @@ def ab(args: argparse.Namespace, suite: Path, out: Path, name: str, head: str) -
     cmd = [sys.executable, "-m", "pytest_cudaperf.cli", "ab", "--base-python", sys.executable]
     cmd += ["--head-python", head, "--pairs", str(args.pairs), "--no-kernels"]
     cmd += ["--json", str(target), "--", *args.pytest_arg]
-    rc, wall = run(cmd, suite, out / f"{name}.log", dict(os.environ))
+    rc, wall = run(cmd, suite, out / f"{name}.log", plugin_env())
     document = json.loads(target.read_text()) if target.exists() else {}
     document["wall_s"] = round(wall, 1)
     document["rc"] = rc
@@ -96,7 +93,7 @@ def _planted_rows(out: Path, base_ms: dict[str, float]) -> list[str]:
     return lines
 
 
-def table(out: Path, plant: str) -> str:
+def table(out: Path, plant: str) -> list[str]:
     plain = json.loads((out / "plain.json").read_text())
     lines = ["# bench_ab", "", f"plain suite run: {plain.get('wall_s', '?')} s", ""]
     lines += ["| comparison | wall | pairs | slower | faster | same | undecided |"]
@@ -106,7 +103,7 @@ def table(out: Path, plant: str) -> str:
     if any(out.glob("planted-*.json")):
         lines += ["", f"## Planted {plant}: per test", ""]
         lines += _planted_rows(out, medians(out / "plain.json"))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> None:
@@ -130,7 +127,7 @@ def main() -> None:
         cmd = [sys.executable, "-m", "pytest", *args.pytest_arg, "-p", "no:cacheprovider"]
         cmd += [f"--cudaperf-json={out / 'plain.json'}"]
         cmd += [f"--cudaperf-baseline-dir={out / 'scratch'}"]
-        rc, wall = run(cmd, suite, out / "plain.log", dict(os.environ))
+        rc, wall = run(cmd, suite, out / "plain.log", plugin_env())
         document = json.loads((out / "plain.json").read_text())
         document["wall_s"] = round(wall, 1)
         (out / "plain.json").write_text(json.dumps(document))
@@ -155,9 +152,7 @@ def main() -> None:
             break
         ab(args, suite, out, name, python)
         longest = max(longest, time.monotonic() - began - elapsed)
-    text = table(out, args.plant)
-    (out / "table.md").write_text(text)
-    print(text)
+    publish(table(out, args.plant), out, "table.md")
 
 
 if __name__ == "__main__":

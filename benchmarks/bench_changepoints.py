@@ -24,6 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from _table import publish  # noqa: E402
+
 from pytest_cudaperf.history.changepoints import change_points  # noqa: E402
 
 Method = Callable[[Sequence[float]], list[int]]
@@ -127,12 +129,8 @@ def main() -> None:
         seconds = time.perf_counter() - began
         lines.append(f"| {name} | {' | '.join(cells)} | {per_thousand:.2f} | {seconds:.1f} |")
         print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text(text)
     print(f"{len(tests)} noise pools from {args.noise}; {args.trials} series per cell")
-    print(text)
+    publish(lines, args.out, "table.md")
 
 
 if __name__ == "__main__":
