@@ -106,25 +106,20 @@ def pair_ratios(
     space (time x clock) when every pair knows both SM clocks and they differ by more than 1%
     somewhere; pairs missing a value (a process that did not run the test) are left out first,
     so they neither count nor decide the space."""
+    clocks = list(zip(base_mhz, head_mhz, strict=False))
+    if len(clocks) != len(base):
+        clocks = [(None, None)] * len(base)
     present = [
-        i for i, (b, h) in enumerate(zip(base, head, strict=False)) if b and h and b > 0 and h > 0
+        (b, h, cb, ch)
+        for b, h, (cb, ch) in zip(base, head, clocks, strict=False)
+        if b and h and b > 0 and h > 0
     ]
-    mhz = list(zip(base_mhz, head_mhz, strict=False))
-    clocked = len(mhz) == len(base) and all(mhz[i][0] and mhz[i][1] for i in present)
-    differ = clocked and any(abs((mhz[i][1] or 0) / (mhz[i][0] or 1) - 1) > 0.01 for i in present)
-    ratios = []
-    for i in present:
-        b, h = base[i], head[i]
-        assert b is not None
-        assert h is not None
-        ratio = h / b
-        if differ:
-            clock_b, clock_h = mhz[i]
-            assert clock_b is not None
-            assert clock_h is not None
-            ratio *= clock_h / clock_b
-        ratios.append(ratio)
-    return tuple(ratios), differ
+    known = [(cb, ch) for _, _, cb, ch in present if cb and ch]
+    differ = len(known) == len(present) and any(abs(ch / cb - 1) > 0.01 for cb, ch in known)
+    if not differ:
+        return tuple(h / b for b, h, _, _ in present), False
+    cycles = (h / b * ch / cb for (b, h, _, _), (cb, ch) in zip(present, known, strict=True))
+    return tuple(cycles), True
 
 
 def compare_times(

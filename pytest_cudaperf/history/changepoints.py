@@ -11,7 +11,6 @@ functions of the values; no I/O.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -78,8 +77,8 @@ def _described(indexes: list[int], logs: np.ndarray) -> list[ChangePoint]:
         points.append(
             ChangePoint(
                 at,
-                math.exp(statistics.median(left.tolist())),
-                math.exp(statistics.median(right.tolist())),
+                math.exp(float(np.median(left))),
+                math.exp(float(np.median(right))),
                 welch_p(left, right),
             )
         )
