@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 #: how the integration tests run the inner pytest: without xdist, with -n0 and with -n2
@@ -19,3 +21,16 @@ def _no_fresh_process(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     regression would add seconds to each); test_fresh_process.py tests the fresh process."""
     if request.node.path.name != "test_fresh_process.py":
         monkeypatch.setenv("PYTEST_CUDAPERF_CONFIRM_PROCESS", "off")
+
+
+@pytest.fixture
+def interruptible_cudaperf() -> list[str]:
+    """The command line of ``python -m pytest_cudaperf.cli`` with Ctrl-C delivered as a terminal
+    delivers it, even when this run was started in the background of a shell, which starts its
+    jobs with SIGINT ignored (and an ignored signal stays ignored across exec)."""
+    return [
+        sys.executable,
+        "-c",
+        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('pytest_cudaperf.cli', run_name='__main__', alter_sys=True)",
+    ]

@@ -16,14 +16,6 @@ import pytest
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
-#: ``python -m pytest_cudaperf.cli`` with Ctrl-C delivered as a terminal delivers it, even when this
-#: run was started in the background of a shell, which starts its jobs with SIGINT ignored (and an
-#: ignored signal stays ignored across exec)
-INTERRUPTIBLE = [
-    "-c",
-    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "runpy.run_module('pytest_cudaperf.cli', run_name='__main__', alter_sys=True)",
-]
 
 ROOT = Path(__file__).parents[2]
 #: a short budget: ab's verdicts rest on the pairs, each process needs few samples
@@ -214,7 +206,9 @@ def test_a_side_that_fails_is_named_with_its_output(tmp_path: Path) -> None:
     assert len(_worktrees(repo)) == 1
 
 
-def test_an_interrupted_comparison_leaves_no_worktree(tmp_path: Path) -> None:
+def test_an_interrupted_comparison_leaves_no_worktree(
+    tmp_path: Path, interruptible_cudaperf: list[str]
+) -> None:
     repo = _project(tmp_path)
     (repo / "tests" / "test_slow.py").write_text(
         "import time\n\ndef test_slow():\n    time.sleep(60)\n"
@@ -222,7 +216,7 @@ def test_an_interrupted_comparison_leaves_no_worktree(tmp_path: Path) -> None:
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "a slow test")
     running = subprocess.Popen(
-        [sys.executable, *INTERRUPTIBLE, "ab", "--base", "HEAD~1", "--", *FAST],
+        [*interruptible_cudaperf, "ab", "--base", "HEAD~1", "--", *FAST],
         cwd=repo,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -24,15 +24,6 @@ from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, Verdict
 
-#: ``python -m pytest_cudaperf.cli`` with Ctrl-C delivered as a terminal delivers it, even when this
-#: run was started in the background of a shell, which starts its jobs with SIGINT ignored (and an
-#: ignored signal stays ignored across exec)
-INTERRUPTIBLE = [
-    "-c",
-    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "runpy.run_module('pytest_cudaperf.cli', run_name='__main__', alter_sys=True)",
-]
-
 
 def _record(nodeid: str, value: float, cls: str = "GPU X", name: str = "") -> Record:
     return Record(
@@ -338,7 +329,9 @@ def test_record_checks_its_baseline_folder_before_the_first_run(
     )
 
 
-def test_ctrl_c_in_record_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+def test_ctrl_c_in_record_is_one_line_and_writes_nothing(
+    tmp_path: Path, interruptible_cudaperf: list[str]
+) -> None:
     """SIGINT while a run is under way: the run is stopped, one line says so, no traceback, no
     baseline, exit 130."""
     (tmp_path / "test_slow.py").write_text(
@@ -346,7 +339,7 @@ def test_ctrl_c_in_record_is_one_line_and_writes_nothing(tmp_path: Path) -> None
     )
     root = Path(__file__).parents[2]
     record = subprocess.Popen(
-        [sys.executable, *INTERRUPTIBLE, "record", "--runs", "2", "--", "-q",
+        [*interruptible_cudaperf, "record", "--runs", "2", "--", "-q",
          "-p", "no:cacheprovider"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
