@@ -394,7 +394,7 @@ class Table:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", choices=["gpu", "cpu", "ops"], required=True)
+    parser.add_argument("--suite", choices=["gpu", "cpu", "ops", "host"], required=True)
     parser.add_argument("--record-runs", type=int, default=3, help="K recording processes")
     parser.add_argument(
         "--record-with-updates",

@@ -123,6 +123,8 @@ def format_value(value: float, unit: str) -> str:
         return format_size(value)
     if unit == "ms":
         return format_ms(value)
+    if unit == "loops":  # a host-bound time: per call, in reference loops timed beside it
+        return f"{value:.3g} reference loops"
     return f"{value:.4g} {unit}"
 
 

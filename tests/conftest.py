@@ -18,8 +18,9 @@ def mode(request: pytest.FixtureRequest) -> list[str]:
 @pytest.fixture(autouse=True)
 def _no_fresh_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner runs judge regressions in their own process only (a fresh process per planted
-    regression would add seconds to each); test_fresh_process.py tests the fresh process."""
-    if request.node.path.name != "test_fresh_process.py":
+    regression would add seconds to each); test_fresh_process.py and the host-bound GPU tests
+    test the fresh process."""
+    if request.node.path.name not in ("test_fresh_process.py", "test_gpu_host_bound.py"):
         monkeypatch.setenv("PYTEST_CUDAPERF_CONFIRM_PROCESS", "off")
 
 

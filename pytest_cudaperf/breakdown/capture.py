@@ -161,20 +161,88 @@ def raw_events(function_events: Iterable[Any], device_index: int | None) -> list
         name = str(ev.name)
         span = float(ev.time_range.end - ev.time_range.start)
         if dtype != "CPU":
-            kind = getattr(ev, "activity_type", None)
-            if isinstance(kind, str) and kind:
-                if kind not in DEVICE_KINDS:
-                    continue
-            elif name in annotations or _NOT_WORK.search(name):
-                continue
-            index = getattr(ev, "device_index", None)
-            if device_index is None or index is None or index == device_index:
+            if _device_work(ev, annotations, device_index):
                 out.append(RawEvent(name, span, "kernel"))
         elif name.startswith(("cudaGraphLaunch", "hipGraphLaunch")):
             out.append(RawEvent(name, span, "graph_launch"))
         elif _is_op(ev) and _top_level(ev):
             out.append(RawEvent(name, float(ev.cpu_time_total), "op"))
     return out
+
+
+def _device_work(ev: Any, annotations: set[str], device_index: int | None) -> bool:
+    """Whether a device-side event is work on ``device_index``: a kernel, memcpy or memset, not
+    a synchronisation nor the GPU-side mirror of a ``record_function`` range."""
+    name = str(ev.name)
+    kind = getattr(ev, "activity_type", None)
+    if isinstance(kind, str) and kind:
+        if kind not in DEVICE_KINDS:
+            return False
+    elif name in annotations or _NOT_WORK.search(name):
+        return False
+    index = getattr(ev, "device_index", None)
+    return device_index is None or index is None or index == device_index
+
+
+#: the ``record_function`` range around each call :func:`kernel_times` profiles
+CALL_RANGE = "cudaperf:call"
+
+
+def per_call_device_us(function_events: Iterable[Any], device_index: int | None) -> list[float]:
+    """The device work (µs) that ran inside each ``CALL_RANGE`` range, in call order: each
+    kernel counts for the range its start falls in (a call that synchronizes at its end holds
+    its kernels inside its range)."""
+    events = list(function_events)
+    annotations = {str(ev.name) for ev in events if getattr(ev, "is_user_annotation", False)}
+    ranges = sorted(
+        (float(ev.time_range.start), float(ev.time_range.end))
+        for ev in events
+        if str(ev.name) == CALL_RANGE
+        and str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1] == "CPU"
+    )
+    totals = [0.0] * len(ranges)
+    for ev in events:
+        dtype = str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
+        if dtype == "CPU" or not _device_work(ev, annotations, device_index):
+            continue
+        start = float(ev.time_range.start)
+        for i, (low, high) in enumerate(ranges):
+            if low <= start <= high:
+                totals[i] += float(ev.time_range.end - ev.time_range.start)
+                break
+    return totals
+
+
+def kernel_times(
+    fn: Callable[[], object], device: str, calls: int = 10, budget_s: float = 0.25
+) -> list[float]:
+    """The device time (ms) of the work each of up to ``calls`` calls of ``fn`` ran on
+    ``device`` (a CUDA device), each call in its own profiler range and synchronized at its
+    end: the kernels of GPU code that synchronizes inside, apart from its host time. Fewer
+    calls (down to 3) when ``calls`` of them would take longer than ``budget_s``. Raises
+    BreakdownUnavailable when the profiler cannot run here."""
+    import torch
+
+    dev = torch.device(device)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    if _profiler_active(torch):
+        raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
+    began = time.perf_counter()
+    fn()
+    torch.cuda.synchronize(index)
+    each = time.perf_counter() - began
+    calls = max(3, min(calls, int(budget_s / max(each, 1e-9))))
+    try:
+        with _profiler(torch, True) as prof:
+            for _ in range(calls):
+                with torch.autograd.profiler.record_function(CALL_RANGE):
+                    fn()
+                    torch.cuda.synchronize(index)
+        events = prof.function_events
+    except (RuntimeError, AssertionError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
+    return [us / 1e3 for us in per_call_device_us(events or [], index)]
 
 
 def _profiler(torch: Any, is_cuda: bool) -> Any:

@@ -9,7 +9,10 @@ sample's launches behind a blocker (a full launch queue would stall the host tha
 it). One synchronize per batch of samples. In ``cold`` mode a read-only pass over twice
 the L2 size precedes every sample (reads leave no dirty lines to write back inside the timed
 region). A callable that synchronizes inside cannot be queued behind a blocker: a dry run detects
-it and the measurement falls back to unblocked events, saying so.
+it and the measurement becomes a host-bound one (:class:`HostSampler`): each call is timed on the
+host with a synchronize after it, beside the CPU backend's reference loop timed right before it,
+and judged in reference loops (the host's speed moves within a process and between processes,
+the loop beside each call moves with it); the kernels' own time is judged apart from it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf import _torch_compat
+from pytest_cudaperf.measure.cpu import reference_work
 from pytest_cudaperf.measure.nvml import ClockWatch
 from pytest_cudaperf.measure.timing import (
     HOST_BOUND_RATIO,
     Measurement,
     Sampled,
     SynchronizesInside,
+    in_loops,
 )
 from pytest_cudaperf.units import format_ms
 
@@ -246,6 +251,52 @@ class CudaEventSampler:
         return times
 
 
+#: a host-bound batch aims at this much time (calls of a few ms: a few calls per batch)
+HOST_BATCH_TARGET_MS = 20.0
+MAX_HOST_BATCH = 32
+
+
+class HostSampler:
+    """GPU code that synchronizes inside (it cannot wait behind a blocker): each sample is one
+    call timed on the host up to a synchronize after it, and the reference loop
+    (:func:`pytest_cudaperf.measure.cpu.reference_work`) timed right before it, kept in
+    :attr:`references` (every batch's, warm-up included: the samples are the last ones)."""
+
+    graph = False
+    blocker = None
+
+    def __init__(
+        self,
+        run: Callable[[], object],
+        synchronize: Callable[[], object],
+        reference: Callable[[], object] = reference_work,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.run = run
+        self._synchronize = synchronize
+        self._reference = reference
+        self._clock = clock
+        self._size = 4
+        #: the reference loop's time (ms) before each sample taken so far
+        self.references: list[float] = []
+
+    def batch(self) -> list[float]:
+        run, sync, reference, clock = self.run, self._synchronize, self._reference, self._clock
+        times = []
+        for _ in range(self._size):
+            began = clock()
+            reference()
+            called = clock()
+            run()
+            sync()
+            done = clock()
+            self.references.append((called - began) / 1e6)
+            times.append((done - called) / 1e6)
+        per_sample = max(sum(times) / len(times), 1e-3)
+        self._size = max(2, min(MAX_HOST_BATCH, int(HOST_BATCH_TARGET_MS / per_sample)))
+        return times
+
+
 def event_pairs(torch_mod: Any) -> list[tuple[Any, Any]]:
     """:data:`MAX_BATCH` (start, stop) timing events (created in the driver at first record)."""
     return [
@@ -355,7 +406,7 @@ class CudaBackend:
         self._synchronizing.append((fn, answer))
         return answer
 
-    def sampler(self, fn: Callable[[], object], graph: bool) -> CudaEventSampler:
+    def sampler(self, fn: Callable[[], object], graph: bool) -> CudaEventSampler | HostSampler:
         torch = self._torch
         fn()  # first call outside the blocker: JIT, handles, allocator growth
         torch.cuda.synchronize()
@@ -373,15 +424,18 @@ class CudaBackend:
                     f"{str(exc).splitlines()[0]}); measured eagerly"
                 )
                 run, calls = fn, 1
-        blocker: SpinBlocker | SleepBlocker | None = self.blocker
         if not captured and self.synchronizes(fn):
-            self.warnings.append("callable synchronizes inside: launch latency is not hidden")
-            blocker = None
+            self.warnings.append(
+                "callable synchronizes inside: timed on the host in reference loops, its "
+                "kernels apart"
+            )
+            return HostSampler(fn, torch.cuda.synchronize)
+        blocker: SpinBlocker | SleepBlocker | None = self.blocker
         return CudaEventSampler(
             torch, run, calls, blocker, self.flush, self.clocks, captured, self._events
         )
 
-    def recover(self, sampler: CudaEventSampler) -> None:
+    def recover(self, sampler: CudaEventSampler | HostSampler) -> None:
         """After :class:`SynchronizesInside`: sample without the blocker from now on."""
         self.warnings.append(
             "callable synchronized while the stream was blocked: launch latency is not hidden"
@@ -391,10 +445,12 @@ class CudaBackend:
             self._synchronizing.append((sampler.run, True))
 
     def finish(
-        self, sampler: CudaEventSampler, fn: Callable[[], object], sampled: Sampled
+        self, sampler: CudaEventSampler | HostSampler, fn: Callable[[], object], sampled: Sampled
     ) -> Measurement:
         # the callables end with the measurement: the cache must not keep their tensors alive
         self._synchronizing.clear()
+        if isinstance(sampler, HostSampler):
+            return self._finish_host(sampled)
         samples = sampled.samples
         device_ms = float(sorted(samples)[len(samples) // 2])
         host = host_ms_per_call(self._torch, fn, device_ms)
@@ -425,6 +481,28 @@ class CudaBackend:
             name=sampled.name,
             round_medians_ms=sampled.round_medians_ms,
             sm_mhz=float(spin["median"]) if spin else None,
+        )
+
+    def _finish_host(self, sampled: Sampled) -> Measurement:
+        """A host-bound measurement: the time per call (ms) and, what its verdict compares, the
+        time in reference loops (:func:`pytest_cudaperf.measure.timing.in_loops`)."""
+        loops = in_loops(sampled)
+        references = [r for round_refs in sampled.references for r in round_refs]
+        median_ms = float(sorted(sampled.samples)[len(sampled.samples) // 2])
+        return Measurement.from_samples(
+            sampled.samples,
+            # a round that found out late (the blocker timed out) took no references: its
+            # time is the host's, judged as it is
+            metric="host" if loops else "device",
+            host_ms_per_call=median_ms,
+            device=str(self.device),
+            warnings=tuple(dict.fromkeys(self.lasting + self.warnings + sampled.warnings)),
+            cost_s=sampled.cost_s,
+            name=sampled.name,
+            round_medians_ms=sampled.round_medians_ms,
+            reference_ms=sorted(references)[len(references) // 2] if references else None,
+            in_loops=loops[0] if loops else None,
+            in_loops_ci=loops[1] if loops else None,
         )
 
     def reset(self) -> None:

@@ -28,6 +28,11 @@ from pytest_cudaperf.units import format_ms
 MAX_KEPT_SAMPLES = 2000
 #: host time per call above this multiple of the device time is flagged ``host-bound``
 HOST_BOUND_RATIO = 1.5
+#: the share of the time budget a host-bound measurement (GPU code that synchronizes inside)
+#: takes: its verdict is judged at the host's between-process noise, a few percent, not at a
+#: tenth of the tolerance, and its kernels are timed apart after it (why: docs/decisions.md,
+#: "How is GPU code that synchronizes inside judged?")
+HOST_TIME_SHARE = 0.4
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,11 @@ class Measurement:
     traced: str | None = None
     #: torch's intra-op threads while a CPU callable was measured (None: not set, not known)
     threads: int | None = None
+    #: ``metric == "host"`` (GPU code that synchronizes inside): the per-call time in reference
+    #: loops timed right beside each call (median, and its CI widened to every round's median),
+    #: the quantity its verdict compares; None for any other metric
+    in_loops: float | None = None
+    in_loops_ci: tuple[float, float] | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
@@ -160,6 +170,16 @@ class Measurement:
         instability, not the sum?")."""
         return max(self.rel_halfwidth, self.instability_noise)
 
+    @property
+    def host_dominated(self) -> bool:
+        """Whether the host's state can move this measurement between processes: a CPU
+        measurement, a synchronized wall (or region) time, the time of GPU code that synchronizes
+        inside (``host``) or device time whose launch latency could not be hidden. Device time
+        behind the stream blocker, graph replays and the kernels' time time the GPU alone."""
+        if self.device == "cpu" or self.metric in ("wall", "region", "host"):
+            return True
+        return self.metric == "device" and self.blocking == "none"
+
     def how(self) -> str:
         """``device time, 40 samples, cold L2``."""
         what = {
@@ -167,6 +187,8 @@ class Measurement:
             "graph": "graph throughput",
             "wall": "wall time",
             "region": "region time",
+            "host": "host-bound time in reference loops",
+            "kernels": "kernels' device time",
         }.get(self.metric, self.metric)
         cache = f", {self.cache} L2" if self.cache in ("cold", "hot") else ""
         return f"{what}, {self.n} samples{cache}"
@@ -183,6 +205,8 @@ class Measurement:
         data["clocks"] = dict(self.clocks)
         data["round_medians_ms"] = list(self.round_medians_ms)
         data["instability"] = list(self.instability)
+        if self.in_loops_ci is not None:
+            data["in_loops_ci"] = list(self.in_loops_ci)
         return data
 
     @classmethod
@@ -194,6 +218,9 @@ class Measurement:
         values["warnings"] = tuple(values.get("warnings", ()))
         values["round_medians_ms"] = tuple(values.get("round_medians_ms", ()))
         values["instability"] = tuple(values.get("instability", ()))
+        if values.get("in_loops_ci") is not None:
+            low, high = values["in_loops_ci"]
+            values["in_loops_ci"] = (float(low), float(high))
         return cls(**values)
 
 
@@ -315,6 +342,39 @@ class Sampled:
     cost_s: float
     name: str | None
     round_medians_ms: tuple[float, ...] = ()
+    #: the reference loop's time (ms) taken right before each sample, in the samples' order,
+    #: where the sampler takes one (``references``: GPU code that synchronizes inside); the
+    #: references of each round, beside its samples
+    references: tuple[tuple[float, ...], ...] = ()
+
+
+def in_loops(sampled: Sampled) -> tuple[float, tuple[float, float]] | None:
+    """The per-call time in reference loops: each sample over the reference loop timed right
+    before it, their median and its CI widened to every round's median (as
+    :meth:`Measurement.from_samples` widens the time's). None without references. The host's
+    speed moves within and between processes; a loop beside each call moves with it (why:
+    docs/decisions.md, "How is GPU code that synchronizes inside judged?")."""
+    flat = [r for round_refs in sampled.references for r in round_refs]
+    if not flat or len(flat) != len(sampled.samples):
+        return None
+    ratios = [t / r for t, r in zip(sampled.samples, flat, strict=True) if r > 0]
+    if not ratios:
+        return None
+    summary = stats.summarize(ratios)
+    low, high = summary.ci
+    start, medians = 0, []
+    for round_refs in sampled.references:
+        part = [
+            t / r
+            for t, r in zip(
+                sampled.samples[start : start + len(round_refs)], round_refs, strict=True
+            )
+            if r > 0
+        ]
+        start += len(round_refs)
+        if part and len(sampled.references) > 1:
+            medians.append(stats.summarize(part).median)
+    return summary.median, (min([low, *medians]), max([high, *medians]))
 
 
 class Backend(Protocol):
@@ -378,22 +438,35 @@ def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
     per_round = budget.per_round()
     results: list[AdaptiveResult] = []
     compiles = CompileWatch.if_loaded()
+    references: list[tuple[float, ...]] = []
     for _ in range(max(1, budget.rounds)):
         sampler = backend.sampler(fn, graph)
+        beside = getattr(sampler, "references", None)
+        this_round = per_round
+        if beside is not None:
+            this_round = dataclasses.replace(
+                per_round, max_time=per_round.max_time * HOST_TIME_SHARE
+            )
         try:
-            results.append(run_adaptive(sampler, per_round, compiles=compiles))
+            results.append(run_adaptive(sampler, this_round, compiles=compiles))
         except SynchronizesInside:
             backend.recover(sampler)
-            results.append(run_adaptive(sampler, per_round, compiles=compiles))
+            results.append(run_adaptive(sampler, this_round, compiles=compiles))
+        beside = getattr(sampler, "references", None)
+        if beside is not None:  # the samples are the last batches the sampler took
+            references.append(tuple(beside[len(beside) - len(results[-1].samples) :]))
+    if len(references) != len(results):  # a round that found out late: no loops to compare
+        references = []
     rounds = [r.samples for r in results]
-    spent = budget_spent(per_round, results)
+    spent = budget_spent(this_round, results)
     warnings = [spent] if spent else []
     if traced:
         warnings.append(f"measured under {traced}: not judged, not recorded")
     cost = sum(r.cost_s for r in results)
     samples = [x for r in rounds for x in r]
     medians = tuple(stats.summarize(r).median for r in rounds) if len(rounds) > 1 else ()
-    measured = backend.finish(sampler, fn, Sampled(samples, warnings, cost, name, medians))
+    sampled = Sampled(samples, warnings, cost, name, medians, tuple(references))
+    measured = backend.finish(sampler, fn, sampled)
     return dataclasses.replace(measured, traced=traced), results, rounds, samples
 
 

@@ -7,7 +7,8 @@ settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select ex
 (:func:`item_args`).
 
 A process can sit in a slow state of its own for every round of a measurement and for its
-re-measurement, so the second opinion on a CPU regression comes from another process (why:
+re-measurement, so the second opinion on a regression of host-dominated code (the CPU's, or GPU
+code that synchronizes inside) comes from another process (why:
 docs/decisions.md, "Why is a CPU regression confirmed in a fresh process?").
 """
 
@@ -126,15 +127,20 @@ class FreshProcess:
     timeout_s: float = FRESH_TIMEOUT_S
     _done: dict[str, dict[tuple[str, str], Measurement] | str] = field(default_factory=dict)
 
-    def measurements(self, nodeid: str) -> dict[tuple[str, str], Measurement] | str:
-        """The test's time measurements in a fresh process, or why there are none."""
+    def measurements(
+        self, nodeid: str, env: Mapping[str, str] | None = None
+    ) -> dict[tuple[str, str], Measurement] | str:
+        """The test's time measurements in a fresh process (``env`` added to its environment:
+        the GPU it must measure on), or why there are none."""
         if nodeid not in self._done:
             if len(self._done) >= self.limit:
                 return f"{self.limit} tests were already re-measured in fresh processes in this one"
-            self._done[nodeid] = self._run(nodeid)
+            self._done[nodeid] = self._run(nodeid, env or {})
         return self._done[nodeid]
 
-    def _run(self, nodeid: str) -> dict[tuple[str, str], Measurement] | str:
+    def _run(
+        self, nodeid: str, extra: Mapping[str, str]
+    ) -> dict[tuple[str, str], Measurement] | str:
         with tempfile.TemporaryDirectory(prefix="cudaperf-fresh-") as tmp:
             report = Path(tmp, "fresh.json")
             path = self.root / nodeid.split("::", 1)[0]
@@ -143,6 +149,7 @@ class FreshProcess:
             args += [*self.plugins, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
             env = {k: v for k, v in os.environ.items() if not k.startswith(CHILD_DROPS)}
             env.update(self.env)
+            env.update(extra)
             env[FRESH_ENV] = str(Path(tmp, "locks"))
             try:
                 done = subprocess.run(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 #: default tolerance for peak memory: the requested-bytes peak is bit-identical across runs
 MEMORY_TOLERANCE = 0.01
+#: the unit of a host-bound series: the time per call in reference loops
+LOOPS = "loops"
 
 
 def tolerance(settings: Settings, perf: PerfOptions | None) -> float:
@@ -50,7 +53,12 @@ def _device_of(test: TestContext) -> str:
 def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
     """The current side of a time's verdict: the median, its CI half-width, the noise the
     measurement's instability implies (the verdict takes the larger of the two) and why, the
-    SM clock while it sampled, and the host's reference-loop time (CPU)."""
+    SM clock while it sampled, and the host's reference-loop time (CPU). A host-bound GPU
+    measurement is compared in reference loops: its time over the loop beside each call, with
+    that ratio's CI; the host's speed is in it already."""
+    if m.metric == "host" and m.in_loops is not None and m.in_loops_ci is not None:
+        halfwidth = (m.in_loops_ci[1] - m.in_loops_ci[0]) / 2 / m.in_loops
+        return Observation(m.in_loops, halfwidth, env=env, unit=LOOPS, traced=m.traced)
     return Observation(
         m.median_ms,
         m.rel_halfwidth,
@@ -82,20 +90,28 @@ def judge_time(
     env = environment(test.run.probe, _device_of(test))
     if m.threads is not None:  # the threads it was measured with, not the process's
         env["torch_threads"] = str(m.threads)
-    recording = Recording(
-        date=str(env["date"]),
-        median=m.median_ms,
-        noise=m.noise,
-        n=m.n,
-        rounds=m.round_medians_ms,
-        sm_mhz=m.sm_mhz,
-        unstable=m.instability,
-        ci=m.ci_ms,
-        reference_ms=m.reference_ms,
-    )
+    obs = observation(m, env)
+    if obs.unit == LOOPS:
+        assert m.in_loops_ci is not None  # what made the observation one in loops
+        recording = Recording(
+            date=str(env["date"]), median=obs.value, noise=obs.noise, n=m.n, ci=m.in_loops_ci
+        )
+    else:
+        recording = Recording(
+            date=str(env["date"]),
+            median=m.median_ms,
+            noise=m.noise,
+            n=m.n,
+            rounds=m.round_medians_ms,
+            sm_mhz=m.sm_mhz,
+            unstable=m.instability,
+            ci=m.ci_ms,
+            reference_ms=m.reference_ms,
+        )
     perf_tolerance = test.perf.tolerance if test.perf else None
-    record = Record(key, f"time:{m.mode}", device_class, "ms", recording, env, None, perf_tolerance)
-    judged = _judge(test, record, observation(m, env), allowed)
+    series = f"time:{m.mode}"
+    record = Record(key, series, device_class, obs.unit, recording, env, None, perf_tolerance)
+    judged = _judge(test, record, obs, allowed)
     return dataclasses.replace(judged, measurement=m)
 
 
@@ -122,24 +138,37 @@ def confirm_fresh(
     measured: Measurement,
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> tuple[JudgedRecord, Measurement]:
-    """A CPU regression (or improvement) that held in this process stands only if a fresh process
-    measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`): a slow (or fast) state of
-    one process is not the code's.
+    """A regression (or improvement) of a host-dominated measurement (the CPU's, or GPU code that
+    synchronizes inside: :attr:`Measurement.host_dominated`) that held in this process stands only
+    if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`), on the
+    same GPU: a slow (or fast) state of one process is not the code's.
     The fresh process measures under this process's ``lock`` (the device to itself, as any
     measurement). Where no fresh measurement can be had, the regression stands and a line under
     it says why."""
     fresh = test.run.fresh
     judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
-    if fresh is None or not judged or measured.device != "cpu":
+    if fresh is None or not judged or not measured.host_dominated:
         return first, measured
     with lock():
-        found = fresh.measurements(test.nodeid)
+        found = fresh.measurements(test.nodeid, visible_device(measured.device))
     again = None if isinstance(found, str) else found.get((str(first.key), first.series))
     if again is None:
         why = found if isinstance(found, str) else "it took no such measurement"
         test.state.details.append(f"{first.key.label()}not re-measured in a fresh process: {why}")
         return first, measured
     return confirm_time(test, first, again, " in a fresh process")
+
+
+def visible_device(device: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment that shows a fresh process this process's GPU as its only one (an xdist
+    worker measures on GPU *i mod n*; a child without xdist would take GPU 0): ``cuda:N`` ->
+    ``CUDA_VISIBLE_DEVICES`` = the N-th visible device. Nothing for the CPU."""
+    if not device.startswith("cuda"):
+        return {}
+    index = int(device.partition(":")[2] or 0)
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    listed = [v.strip() for v in visible.split(",")] if visible else []
+    return {"CUDA_VISIBLE_DEVICES": listed[index] if index < len(listed) else str(index)}
 
 
 def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:

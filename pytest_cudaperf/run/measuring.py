@@ -97,12 +97,67 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
         record, measurement = confirm_fresh(test, record, measurement, lock)
     if profiled is not None and _may_profile(test):
         record = _with_breakdown(test, record, profiled)
+    kernels = None
+    if measurement.metric == "host" and profiled is not None and test.run.rank is None:
+        kernels = kernels_judged(test, key, profiled, device_class)
+        if kernels is not None:
+            record = _with_kernels(record, kernels[0])
     add_time(test, record, measurement)
+    if kernels is not None:
+        add_time(test, *kernels)
     found = peak() if peak is not None else None
     if found is not None:
         perf = test.perf
         add_peak(test, key, found, device_class, perf.max_peak if perf is not None else None)
     return measurement
+
+
+def kernels_judged(
+    test: TestContext, key: SeriesKey, profiled: Profiled, device_class: str
+) -> tuple[JudgedRecord, Measurement] | None:
+    """The kernels of GPU code that synchronizes inside, judged as a series of their own
+    (``time:kernels``): the device time each profiled call ran, precise where the host time
+    around it is not; a regression confirmed by profiling again. None (and a line saying why)
+    where the profiler cannot run."""
+    from pytest_cudaperf.breakdown.model import BreakdownUnavailable
+
+    def once() -> Measurement | str:
+        from pytest_cudaperf.breakdown.capture import kernel_times
+        from pytest_cudaperf.measure.timing import Measurement
+
+        try:
+            with profiled.lock():
+                times = kernel_times(profiled.fn, profiled.device)
+        except BreakdownUnavailable as exc:
+            return str(exc)
+        if not times:
+            return "the profiler saw no call"
+        return Measurement.from_samples(times, metric="kernels", device=profiled.device)
+
+    found = once()
+    if isinstance(found, str):
+        test.state.details.append(f"{key.label()}kernels not timed apart: {found}")
+        return None
+    record = judge_time(test, key, found, device_class)
+    if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
+        again = once()
+        if not isinstance(again, str):
+            return confirm_time(test, record, again)
+    return record, found
+
+
+def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:
+    """A host-bound verdict that is not a pass says what the kernels did meanwhile: that they
+    are unchanged (the host time moved), or how far they moved."""
+    verdict, theirs = record.verdict, kernels.verdict
+    if verdict.kind in (Kind.PASS, Kind.NEW) or theirs.ratio is None:
+        return record
+    from pytest_cudaperf.units import format_pct
+
+    moved = format_pct(theirs.ratio - 1)
+    said = "unchanged" if theirs.kind is Kind.PASS else theirs.kind.value
+    message = f"{verdict.message}; kernels {said} ({moved} per call)"
+    return dataclasses.replace(record, verdict=dataclasses.replace(verdict, message=message))
 
 
 def compare_judged(

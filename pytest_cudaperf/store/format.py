@@ -19,7 +19,7 @@ from pytest_cudaperf.series import Entry, Recording, metric_of
 
 SCHEMA = 2
 #: units a series may have
-UNITS = frozenset({"ms", "bytes", "GB/s", "TFLOP/s"})
+UNITS = frozenset({"ms", "loops", "bytes", "GB/s", "TFLOP/s"})
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 #: a file's series by key and series name

@@ -632,3 +632,21 @@ def test_short_name_never_fails_on_odd_names(odd: str) -> None:
     name = naming.short_name(odd)
     assert name
     assert len(name) <= 120
+
+
+def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> None:
+    from pytest_cudaperf.breakdown.capture import CALL_RANGE, per_call_device_us
+
+    cuda = "DeviceType.CUDA"
+    events = [
+        FakeEvent(CALL_RANGE, 0, 100, is_user_annotation=True),
+        FakeEvent(CALL_RANGE, 100, 200, is_user_annotation=True),
+        FakeEvent(CALL_RANGE, 10, 90, device_type=cuda, is_user_annotation=True),  # its mirror
+        FakeEvent("k1", 10, 30, device_type=cuda),
+        FakeEvent("k2", 40, 45, device_type=cuda),
+        FakeEvent("k1", 110, 132, device_type=cuda),
+        FakeEvent("on another GPU", 110, 190, device_type=cuda, device_index=1),
+        FakeEvent("Context Sync", 50, 99, device_type=cuda, activity_type="cuda_sync"),
+        FakeEvent("after every call", 250, 260, device_type=cuda),
+    ]
+    assert per_call_device_us(events, 0) == [25.0, 22.0]

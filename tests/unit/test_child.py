@@ -3,6 +3,7 @@ re-measurement's bookkeeping (its real runs are in tests/integration/test_fresh_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,7 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
     fresh = FreshProcess(tmp_path, None, {}, limit=2)
     ran: list[str] = []
 
-    def run(nodeid: str) -> dict[tuple[str, str], Measurement]:
+    def run(nodeid: str, env: Mapping[str, str]) -> dict[tuple[str, str], Measurement]:
         ran.append(nodeid)
         return {}
 

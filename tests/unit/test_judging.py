@@ -301,3 +301,159 @@ def test_an_unconfirmed_regression_keeps_the_numbers_of_its_re_measurement(tmp_p
     assert kept.median_ms == pytest.approx(1.0)
     assert record.value == pytest.approx(1.0)  # the table's value and baseline agree with the CI
     assert record.baseline_value == pytest.approx(1.0, rel=1e-3)
+
+
+class FreshStub:
+    """Stands in for :class:`FreshProcess`: the fresh process measures ``make()``."""
+
+    def __init__(self, make: object) -> None:
+        self.make = make
+        self.asked: list[tuple[str, dict[str, str]]] = []
+
+    def measurements(
+        self, nodeid: str, env: dict[str, str] | None = None
+    ) -> dict[tuple[str, str], Measurement]:
+        self.asked.append((nodeid, dict(env or {})))
+        again: Measurement = self.make()  # type: ignore[operator]
+        return {(str(A), f"time:{again.mode}"): again}
+
+
+@pytest.mark.parametrize(
+    ("fields", "host_dominated"),
+    [
+        ({"device": "cpu", "metric": "wall"}, True),
+        ({"device": "cuda:0", "metric": "wall"}, True),  # a synchronized wall time
+        ({"device": "cuda:0", "metric": "region"}, True),
+        ({"device": "cuda:0", "metric": "host"}, True),  # synchronizes inside
+        ({"device": "cuda:0", "metric": "device", "blocking": "none"}, True),
+        ({"device": "cuda:0", "metric": "device", "blocking": "spin"}, False),
+        ({"device": "cuda:0", "metric": "kernels"}, False),
+        ({"device": "cuda:0", "metric": "graph", "blocking": "none", "graph": True}, False),
+    ],
+)
+def test_which_measurements_the_host_dominates(
+    fields: dict[str, object], host_dominated: bool
+) -> None:
+    m = Measurement.from_samples([1.0, 1.1, 0.9], **fields)  # type: ignore[arg-type]
+    assert m.host_dominated is host_dominated
+
+
+def host_bound(loops: float, ms: float = 2.0, device: str = "cuda:1") -> Measurement:
+    """A host-bound measurement of ``ms`` per call that read ``loops`` reference loops."""
+    return Measurement.from_samples(
+        [ms * (1 + 0.001 * i) for i in range(-10, 11)],
+        metric="host",
+        device=device,
+        reference_ms=ms / loops,
+        in_loops=loops,
+        in_loops_ci=(loops * 0.99, loops * 1.01),
+    )
+
+
+def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    first = new_test(run)
+    m = host_bound(4.0, ms=2.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    (record,) = stored(first)
+    assert (record.series, record.unit, record.value) == ("time:host", "loops", 4.0)
+    assert record.recording.reference_ms is None  # the host's speed is in the loops already
+    run.store.update("GPU X", stored(first))
+    # the host ran 1.5x slower (3 ms per call) and the loop with it: the same 4 loops, a pass
+    slow_host = judging.judge_time(new_test(run), A, host_bound(4.0, ms=3.0), "GPU X")
+    assert slow_host.verdict.kind is Kind.PASS
+    slower_code = judging.judge_time(new_test(run), A, host_bound(6.0, ms=3.0), "GPU X")
+    assert slower_code.verdict.kind is Kind.REGRESSION
+    assert "6 reference loops vs baseline 4 reference loops" in slower_code.verdict.message
+
+
+@pytest.mark.parametrize(
+    ("fresh_loops", "kind"),
+    [
+        (4.0, Kind.INCONCLUSIVE),  # a slow state of one process: not confirmed, not failed
+        (6.0, Kind.REGRESSION),  # the fresh process shows it too: it stands
+    ],
+)
+def test_a_host_bound_regression_is_confirmed_in_a_fresh_process_on_the_same_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_loops: float, kind: Kind
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    run = run_context(tmp_path)
+    first = new_test(run)
+    m = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    fresh = FreshStub(lambda: host_bound(fresh_loops))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = new_test(run)
+    slow = host_bound(6.0)
+    found = judging.judge_time(test, A, slow, "GPU X")
+    assert found.verdict.kind is Kind.REGRESSION
+    record, _ = judging.confirm_fresh(test, found, slow)
+    assert record.verdict.kind is kind
+    # the worker measured on cuda:1, the second visible GPU: the fresh process sees only it
+    assert fresh.asked == [("t.py::a", {"CUDA_VISIBLE_DEVICES": "5"})]
+    if kind is Kind.REGRESSION:
+        assert "in a fresh process" in record.verdict.message
+
+
+def test_device_time_behind_the_blocker_is_not_confirmed_in_a_fresh_process(
+    tmp_path: Path,
+) -> None:
+    run = run_context(tmp_path)
+    first = new_test(run)
+    judged(first, 1.0)
+    run.store.update("GPU X", stored(first))
+    fresh = FreshStub(lambda: measured(1.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = new_test(run)
+    slow = Measurement.from_samples(
+        [1.5 * (1 + 0.001 * i) for i in range(-10, 11)],
+        metric="device", cache="cold", device="cuda:0", blocking="spin",
+    )  # fmt: skip
+    found = judging.judge_time(test, A, slow, "GPU X")
+    record, _ = judging.confirm_fresh(test, found, slow)
+    assert record.verdict.kind is Kind.REGRESSION
+    assert fresh.asked == []
+
+
+@pytest.mark.parametrize(
+    ("device", "visible", "env"),
+    [
+        ("cpu", None, {}),
+        ("cuda:2", None, {"CUDA_VISIBLE_DEVICES": "2"}),
+        ("cuda:1", "3,7", {"CUDA_VISIBLE_DEVICES": "7"}),
+        ("cuda", "GPU-abc", {"CUDA_VISIBLE_DEVICES": "GPU-abc"}),
+    ],
+)
+def test_a_fresh_process_is_shown_the_gpu_this_one_measured_on(
+    device: str, visible: str | None, env: dict[str, str]
+) -> None:
+    environ = {"CUDA_VISIBLE_DEVICES": visible} if visible else {}
+    assert judging.visible_device(device, environ) == env
+
+
+def test_a_host_bound_failure_says_what_the_kernels_did(tmp_path: Path) -> None:
+    import dataclasses
+
+    from pytest_cudaperf.run.measuring import _with_kernels
+    from pytest_cudaperf.series import metric_of
+    from pytest_cudaperf.verdict import Verdict
+
+    assert metric_of("time:host") == "host"
+    assert metric_of("time:kernels") == "device"
+    test = new_test(run_context(tmp_path))
+    m = host_bound(6.0)
+    host = judging.judge_time(test, A, m, "GPU X")
+    kernels = judging.judge_time(test, A, measured(0.1), "GPU X")
+
+    def verdict(record: object, kind: Kind, ratio: float | None, message: str = "x") -> object:
+        return dataclasses.replace(record, verdict=Verdict(kind, ratio, message=message))  # type: ignore[type-var]
+
+    failed = verdict(host, Kind.REGRESSION, 1.5, "perf regression: median 6 reference loops")
+    same = _with_kernels(failed, verdict(kernels, Kind.PASS, 1.003))  # type: ignore[arg-type]
+    assert same.verdict.message.endswith("; kernels unchanged (+0.3% per call)")
+    slower = _with_kernels(failed, verdict(kernels, Kind.REGRESSION, 1.12))  # type: ignore[arg-type]
+    assert slower.verdict.message.endswith("; kernels regression (+12.0% per call)")
+    passed = verdict(host, Kind.PASS, 1.01)
+    assert _with_kernels(passed, verdict(kernels, Kind.PASS, 1.0)) is passed  # type: ignore[arg-type]

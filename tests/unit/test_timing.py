@@ -375,3 +375,98 @@ def test_torch_compile_warms_up_and_counts_recompiles_while_sampling() -> None:
     )
     assert quiet.recompiles == 0  # its first compile fell in the warm-up
     assert not any(r.startswith("recompiled") for r in quiet.instability)
+
+
+class Ticks:
+    """A nanosecond clock that moves only when told: ``step`` per reading, or what ``then``
+    says for the reading's index."""
+
+    def __init__(self, steps: list[int]) -> None:
+        self.steps = steps
+        self.now = 0
+        self.read = 0
+
+    def __call__(self) -> int:
+        self.now += self.steps[self.read % len(self.steps)]
+        self.read += 1
+        return self.now
+
+
+def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
+    from pytest_cudaperf.measure.cuda import HostSampler
+
+    calls: list[str] = []
+    # per sample three readings: before the loop, between loop and call, after the sync
+    clock = Ticks([0, 500_000, 2_000_000])  # the loop 0.5 ms, call + sync 2 ms
+    sampler = HostSampler(
+        lambda: calls.append("call"),
+        lambda: calls.append("sync"),
+        reference=lambda: calls.append("loop"),
+        clock=clock,
+    )
+    assert sampler.batch() == pytest.approx([2.0] * 4)
+    assert calls[:3] == ["loop", "call", "sync"]
+    assert sampler.references == pytest.approx([0.5] * 4)
+    assert len(sampler.batch()) == 10  # the next batch aims at 20 ms: 10 calls of 2 ms
+
+
+class LoopBackend:
+    """Samplers that take references: each round's host runs at its own speed (the loop and
+    the calls alike), the code's time in loops is 4 throughout."""
+
+    def __init__(self, speeds: tuple[float, ...]) -> None:
+        self.speeds = speeds
+        self.made = 0
+        self.sampled: Sampled | None = None
+
+    def sampler(self, fn: object, graph: bool) -> object:
+        speed = self.speeds[self.made % len(self.speeds)]
+        self.made += 1
+
+        class Sampler:
+            def __init__(self) -> None:
+                self.references: list[float] = []
+
+            def batch(self) -> list[float]:
+                self.references = [*self.references, *([0.5 * speed] * 8)]
+                return [2.0 * speed] * 8
+
+        return Sampler()
+
+    def recover(self, sampler: object) -> None:
+        pass
+
+    def finish(self, sampler: object, fn: object, sampled: Sampled) -> Measurement:
+        self.sampled = sampled
+        return Measurement.from_samples(sampled.samples, round_medians_ms=sampled.round_medians_ms)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_rounds_hand_each_sample_its_reference_and_loops_undo_the_hosts_speed() -> None:
+    from pytest_cudaperf.measure.timing import in_loops
+
+    backend = LoopBackend((1.0, 1.6, 1.0))
+    m = measure(backend, lambda: None, Budget(warmup=0.0, max_time=0.2, rounds=3))  # type: ignore[arg-type]
+    sampled = backend.sampled
+    assert sampled is not None
+    assert [len(r) for r in sampled.references] == [8, 8, 8]  # the samples, not the warm-up
+    assert sum(len(r) for r in sampled.references) == len(sampled.samples)
+    assert m.rel_halfwidth > 0.2  # in milliseconds the rounds disagree by 60%
+    found = in_loops(sampled)
+    assert found is not None
+    median, (low, high) = found
+    assert median == pytest.approx(4.0)
+    assert (low, high) == pytest.approx((4.0, 4.0))  # in loops they agree
+    assert in_loops(Sampled([1.0], [], 0.0, None)) is None  # no references: no loops
+
+
+def test_rounds_in_loops_that_disagree_widen_the_ci() -> None:
+    from pytest_cudaperf.measure.timing import in_loops
+
+    sampled = Sampled([2.0] * 4 + [3.0] * 4, [], 0.0, None, (2.0, 3.0), ((0.5,) * 4, (0.5,) * 4))
+    found = in_loops(sampled)
+    assert found is not None
+    assert found[1][0] <= 4.0
+    assert found[1][1] >= 6.0

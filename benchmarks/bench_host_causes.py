@@ -1,0 +1,225 @@
+"""What moves a host-bound, synchronising GPU call between processes?
+
+Times kornia's image augmentations (5x3x128x128 float32 batches on the GPU, parameters sampled in
+Python on every call, a synchronisation after each call as a synchronising test has) in many short
+fresh processes, under several controls, interleaved so that a drift of the machine hits every
+control alike:
+
+- ``default``: where the scheduler puts the process;
+- ``local``: pinned to one core of the GPU's NUMA node (``local_cpulist`` of its PCI device);
+- ``remote``: pinned to one core of another NUMA node (or the far end of the list);
+- ``nogc``: the garbage collector held during the samples, parameters seeded;
+- ``local-nogc``: both.
+
+Every call is timed with the reference loop right before it. Each process prints, per operation,
+the median per-call time, the median of call / loop beside it, the kernels' time per call (the
+CUDA profiler, once per process), the host's reference-loop time (the CPU backend's) and the core
+it ran on. The table says, per control, how far the per-process medians spread (max/min - 1,
+median over the operations): in ms, over the loop timed between operations ("in cycles"), the
+kernels', the loop's own, and call / loop beside each call ("per call").
+
+    python benchmarks/bench_host_causes.py --processes 4 --out out/host-causes.json
+    python benchmarks/bench_host_causes.py --processes 6 --controls default
+
+Needs a CUDA device and kornia (``pip install kornia``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OPS = {
+    "affine": "RandomAffine(degrees=45, translate=0.25, scale=(0.9, 1.1), shear=1.25, p=1.0)",
+    "perspective": "RandomPerspective(0.5, p=1.0)",
+    "rotation": "RandomRotation(degrees=45.0, p=1.0)",
+    "resized_crop": "RandomResizedCrop((64, 64), p=1.0)",
+    "crop": "RandomCrop((64, 64), pad_if_needed=True, p=1.0)",
+    "color_jitter": "ColorJitter(0.1, 0.1, 0.1, 0.1, p=1.0)",
+    "gaussian_blur": "RandomGaussianBlur(3, (1.6, 1.7), p=1.0)",
+    "motion_blur": "RandomMotionBlur(3, 35.0, 0.5, p=1.0)",
+    "equalize": "RandomEqualize(p=1.0)",
+}
+CONTROLS = ("default", "local", "remote", "nogc", "local-nogc")
+
+
+def reference_ms() -> float:
+    """The CPU backend's reference loop, best of five, in ms."""
+    from pytest_cudaperf.measure.cpu import reference_work
+
+    best = float("inf")
+    for _ in range(5):
+        began = time.perf_counter_ns()
+        reference_work()
+        best = min(best, (time.perf_counter_ns() - began) / 1e6)
+    return best
+
+
+def current_cpu() -> int:
+    return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+
+
+def cpu_mhz(cpu: int) -> float | None:
+    path = Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq")
+    if path.exists():
+        return int(path.read_text()) / 1000
+    for block in Path("/proc/cpuinfo").read_text().split("\n\n"):
+        if f"processor\t: {cpu}\n" in block + "\n":
+            for line in block.splitlines():
+                if line.startswith("cpu MHz"):
+                    return float(line.split(":")[1])
+    return None
+
+
+def child(control: str, calls: int) -> None:
+    import gc
+
+    import torch
+
+    from pytest_cudaperf.measure.cpu import reference_work
+
+    seeded = "nogc" in control
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    data = torch.rand(5, 3, 128, 128, device="cuda" if torch.cuda.is_available() else "cpu")
+    out: dict[str, object] = {"control": control, "ops": {}}
+    refs = [reference_ms()]
+    for name, spec in OPS.items():
+        op = eval(f"K.{spec}")
+        for _ in range(20):
+            op(data)
+        sync()
+        if seeded:
+            torch.manual_seed(0)
+        times, refs_here = [], []
+        if "nogc" in control:
+            gc.collect()
+            gc.disable()
+        for _ in range(calls):
+            began = time.perf_counter_ns()
+            reference_work()
+            began_call = time.perf_counter_ns()
+            op(data)
+            sync()
+            times.append((time.perf_counter_ns() - began_call) / 1e6)
+            refs_here.append((began_call - began) / 1e6)
+        gc.enable()
+        kernel_us = 0.0
+        if torch.cuda.is_available():
+            cuda = [torch.profiler.ProfilerActivity.CUDA]
+            with torch.profiler.profile(activities=cuda) as prof:
+                for _ in range(10):
+                    op(data)
+                sync()
+            kernel_us = sum(e.self_device_time_total for e in prof.key_averages())
+        cpu = current_cpu()
+        out["ops"][name] = {  # type: ignore[index]
+            "median_ms": statistics.median(times),
+            "ref_ms": statistics.median(refs_here),
+            "cycles": statistics.median(t / r for t, r in zip(times, refs_here, strict=True)),
+            "p10_ms": sorted(times)[len(times) // 10],
+            "kernels_ms": kernel_us / 10 / 1e3,
+            "cpu": cpu,
+            "mhz": cpu_mhz(cpu),
+        }
+        refs.append(reference_ms())
+    out["reference_ms"] = statistics.median(refs)
+    print(json.dumps(out))
+
+
+def gpu_cpus() -> tuple[list[int], list[int]]:
+    """Cores local to GPU 0 and the others."""
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    local_list = Path(f"/sys/bus/pci/devices/{bus}/local_cpulist")
+    allowed = sorted(os.sched_getaffinity(0))
+    local = parse_cpulist(local_list.read_text()) if local_list.exists() else allowed
+    local = [c for c in local if c in allowed] or allowed
+    others = [c for c in allowed if c not in local]
+    return local, others
+
+
+def parse_cpulist(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            cpus.extend(range(int(low), int(high) + 1))
+        elif part:
+            cpus.append(int(part))
+    return cpus
+
+
+def spread(values: list[float]) -> float:
+    return max(values) / min(values) - 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=150)
+    parser.add_argument("--out", default="out/host-causes.json")
+    parser.add_argument("--child", default=None)
+    parser.add_argument("--controls", default=",".join(CONTROLS))
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.calls)
+        return
+    local, others = gpu_cpus()
+    remote = others[-1] if others else sorted(os.sched_getaffinity(0))[-1]
+    pin = {"local": local[len(local) // 2], "local-nogc": local[len(local) // 2], "remote": remote}
+    print(f"GPU-local cores {local}, others {others}; pinned local {pin['local']}, remote {remote}")
+    runs: list[dict[str, object]] = []
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    for i in range(args.processes):
+        for control in args.controls.split(","):
+            cmd = [sys.executable, __file__, "--child", control, "--calls", str(args.calls)]
+            if control in pin:
+                cmd = ["taskset", "-c", str(pin[control]), *cmd]
+            began = time.perf_counter()
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if done.returncode:
+                print(done.stderr[-2000:])
+                continue
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"{i} {control:<11} {time.perf_counter() - began:5.1f} s", flush=True)
+            Path(args.out).write_text(json.dumps({"local": local, "others": others, "runs": runs}))
+    summarize(runs)
+
+
+def summarize(runs: list[dict[str, object]]) -> None:
+    print(
+        f"{'control':<11} {'spread':>8} {'in cycles':>10} {'kernels':>8} {'ref spread':>10} "
+        f"{'per call':>10}"
+    )
+    for control in CONTROLS:
+        mine = [r for r in runs if r["control"] == control]
+        if len(mine) < 2:
+            continue
+        refs = [float(r["reference_ms"]) for r in mine]  # type: ignore[arg-type]
+        per_op, cycles, kernels = [], [], []
+        for name in OPS:
+            medians = [r["ops"][name]["median_ms"] for r in mine]  # type: ignore[index]
+            per_op.append(spread(medians))
+            cycles.append(spread([m / ref for m, ref in zip(medians, refs, strict=True)]))
+            kernels.append(spread([r["ops"][name]["kernels_ms"] for r in mine]))  # type: ignore[index]
+        beside = [
+            spread([r["ops"][name].get("cycles", 0) or 1 for r in mine])  # type: ignore[index]
+            for name in OPS
+        ]
+        print(
+            f"{control:<11} {statistics.median(per_op):8.1%} {statistics.median(cycles):10.1%} "
+            f"{statistics.median(kernels):8.1%} {spread(refs):10.1%} "
+            f"{statistics.median(beside):10.1%}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""GPU code that synchronizes inside (host-bound: parameters drawn in Python, a ``.item()`` per
+call) is judged in reference loops with its kernels apart: a regression that one process shows
+and a fresh process does not is not failed; one that a fresh process shows too fails, says where
+it was confirmed and that the kernels did not change; a slower kernel fails as the kernels'."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+FAST = ["--cudaperf-max-time=0.3", "--cudaperf-tolerance=20%", "-p", "no:cacheprovider"]
+
+# slow-once: the first process to run the test is slow in every call; slow-always: every process;
+# kernel-slower: a sleep kernel of about the augmentation's own kernels' time in every call
+AUGMENT = """
+import pathlib, random
+import pytest
+import torch
+
+_slow = None
+
+def slow():
+    global _slow
+    if _slow is None:
+        once = pathlib.Path(__file__).with_name("slow-once")
+        _slow = once.exists() or pathlib.Path(__file__).with_name("slow-always").exists()
+        once.unlink(missing_ok=True)
+    return _slow
+
+def python_work(n):
+    total = 0
+    for i in range(n):
+        total += i % 7
+    return total
+
+KERNEL_SLOWER = pathlib.Path(__file__).with_name("kernel-slower").exists()
+
+@pytest.mark.perf
+def test_random_crop(cuda_timer, cuda_device):
+    images = torch.rand(5, 3, 128, 128, device=cuda_device)
+
+    def crop():
+        top, left = random.randint(0, 32), random.randint(0, 32)
+        out = images[:, :, top:top + 96, left:left + 96].flip(-1) * 0.5
+        python_work(20_000 if slow() else 2_000)
+        if KERNEL_SLOWER:
+            torch.cuda._sleep(20_000)
+        return out.mean().item()  # synchronizes inside
+
+    cuda_timer(crop)
+"""
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pytester.makepyfile(test_augment=AUGMENT)
+    pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=1)
+    return pytester
+
+
+def test_a_slow_state_of_one_process_is_not_a_regression(recorded: pytest.Pytester) -> None:
+    (recorded.path / "slow-once").touch()
+    result = recorded.runpytest(*FAST, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*not confirmed in a fresh process*"])
+    (test,) = json.loads((recorded.path / "out.json").read_text())["tests"]
+    (record,) = [r for r in test["records"] if r["series"].startswith("time:")]
+    assert record["verdict"]["kind"] == "inconclusive"
+    assert record["series"] == "time:host"
+    assert record["measurement"]["metric"] == "host"  # it synchronizes inside
+    assert record["measurement"]["in_loops"] > 0
+
+
+def test_a_slowdown_every_process_shows_fails_and_the_kernels_are_named_unchanged(
+    recorded: pytest.Pytester,
+) -> None:
+    (recorded.path / "slow-always").touch()
+    result = recorded.runpytest(*FAST)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*perf regression: median * reference loops*fresh process*kernels unchanged*"]
+    )
+
+
+def test_a_slower_kernel_fails_as_the_kernels(recorded: pytest.Pytester) -> None:
+    (recorded.path / "kernel-slower").touch()
+    result = recorded.runpytest(*FAST, "--cudaperf-json=out.json")
+    result.assert_outcomes(failed=1)
+    (test,) = json.loads((recorded.path / "out.json").read_text())["tests"]
+    kinds = {r["series"]: r["verdict"]["kind"] for r in test["records"]}
+    assert kinds["time:kernels"] == "regression"
