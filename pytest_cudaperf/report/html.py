@@ -14,6 +14,7 @@ from pytest_cudaperf.breakdown.html import side_by_side_html
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.units import format_ms, format_size
+from pytest_cudaperf.verdict import format_value
 
 
 def _finite(value: float | None) -> bool:
@@ -100,11 +101,13 @@ def _record_card(record: JudgedRecord) -> str:
     verdict = record.verdict
     body = ""
     if record.is_time:
-        baseline = record.baseline_value if _finite(record.baseline_value) else None
+        # the strip draws the samples (ms); a host-bound baseline is in reference loops
+        same_unit = record.unit == "ms"
+        baseline = record.baseline_value if same_unit and _finite(record.baseline_value) else None
         m = record.measurement
         samples, ci = (m.samples_ms, m.ci_ms) if m is not None else ((), None)
         body = _strip(samples, baseline, ci, verdict.threshold)
-        value = format_ms(record.value)
+        value = format_value(record.value, record.unit)
     else:
         value = format_size(record.value)
     warnings = "".join(f"<li>{esc(w)}</li>" for w in record.warnings)

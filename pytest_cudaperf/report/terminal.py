@@ -11,7 +11,7 @@ from typing import Protocol
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.units import format_ms, format_pct, format_size
-from pytest_cudaperf.verdict import Kind, ci_text
+from pytest_cudaperf.verdict import Kind, ci_text, format_value
 
 
 class TerminalWriter(Protocol):
@@ -39,7 +39,7 @@ def _baseline_cells(record: JudgedRecord) -> tuple[str, str, str]:
             return "?", "", ""
         assert base is not None
         return (
-            format_ms(base),
+            format_value(base, record.unit),
             format_pct(verdict.ratio - 1),
             ci_text(verdict.ci) if verdict.ci else "",
         )
@@ -58,6 +58,11 @@ def _verdict_word(record: JudgedRecord) -> str:
     return word
 
 
+#: what a test's row says of the series beside its name, where one test has two time series: a
+#: host-bound callable's time in reference loops and its kernels' time
+SERIES_TAGS = {"time:host": " [host]", "time:kernels": " [kernels]"}
+
+
 def table_rows(report: Report) -> list[list[str]]:
     peaks = {r.key: r for r in report.records() if r.series == "memory:peak"}
     rows = []
@@ -71,8 +76,8 @@ def table_rows(report: Report) -> list[list[str]]:
             peak_text += f" {peak.verdict.kind.value.upper()}"  # e.g. "14.0 MiB REGRESSION"
         rows.append(
             [
-                _short(str(record.key)),
-                format_ms(record.value),
+                _short(str(record.key) + SERIES_TAGS.get(record.series, "")),
+                format_value(record.value, record.unit),
                 base,
                 change,
                 ci,

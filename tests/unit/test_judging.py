@@ -364,7 +364,7 @@ def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: P
     assert slow_host.verdict.kind is Kind.PASS
     slower_code = judging.judge_time(new_test(run), A, host_bound(6.0, ms=3.0), "GPU X")
     assert slower_code.verdict.kind is Kind.REGRESSION
-    assert "6 reference loops vs baseline 4 reference loops" in slower_code.verdict.message
+    assert "median 6 loops vs baseline 4 loops" in slower_code.verdict.message
 
 
 @pytest.mark.parametrize(
