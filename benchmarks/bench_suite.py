@@ -194,6 +194,7 @@ class Driver:
                 sys.exit(
                     f"cudaperf record failed (exit {rc}, see {log}); try --record-with-updates"
                 )
+        self.last_wall = 0.0  # --max-seconds plans runs by the longest run, not the recording
         (self.out / "record.json").write_text(json.dumps({"wall_s": round(self.record_wall, 1)}))
         if not any(self.baselines.glob("*.json")):
             sys.exit(

@@ -213,14 +213,21 @@ def per_call_device_us(function_events: Iterable[Any], device_index: int | None)
     return totals
 
 
+#: the torch seed the profiled calls of :func:`kernel_times` start from, in every process
+KERNEL_SEED = 0
+
+
 def kernel_times(
-    fn: Callable[[], object], device: str, calls: int = 10, budget_s: float = 0.25
+    fn: Callable[[], object], device: str, calls: int = 10, budget_s: float = 0.15
 ) -> list[float]:
     """The device time (ms) of the work each of up to ``calls`` calls of ``fn`` ran on
     ``device`` (a CUDA device), each call in its own profiler range and synchronized at its
     end: the kernels of GPU code that synchronizes inside, apart from its host time. Fewer
-    calls (down to 3) when ``calls`` of them would take longer than ``budget_s``. Raises
-    BreakdownUnavailable when the profiler cannot run here."""
+    calls (down to 3) when ``calls`` of them would take longer than ``budget_s``. The calls
+    start from torch's random state seeded with :data:`KERNEL_SEED` (the caller's state is
+    restored after), so a callable that draws random parameters, or a random policy of
+    operations, runs the same draws in every process. Raises BreakdownUnavailable when the
+    profiler cannot run here."""
     import torch
 
     dev = torch.device(device)
@@ -233,7 +240,8 @@ def kernel_times(
     each = time.perf_counter() - began
     calls = max(3, min(calls, int(budget_s / max(each, 1e-9))))
     try:
-        with _profiler(torch, True) as prof:
+        with torch.random.fork_rng(devices=[index]), _profiler(torch, True) as prof:
+            torch.manual_seed(KERNEL_SEED)
             for _ in range(calls):
                 with torch.autograd.profiler.record_function(CALL_RANGE):
                     fn()

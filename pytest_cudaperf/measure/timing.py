@@ -32,7 +32,7 @@ HOST_BOUND_RATIO = 1.5
 #: takes: its verdict is judged at the host's between-process noise, a few percent, not at a
 #: tenth of the tolerance, and its kernels are timed apart after it (why: docs/decisions.md,
 #: "How is GPU code that synchronizes inside judged?")
-HOST_TIME_SHARE = 0.4
+HOST_TIME_SHARE = 0.3
 
 
 @dataclass(frozen=True)
