@@ -45,7 +45,39 @@ OPS = {
     "gaussian_blur": "RandomGaussianBlur(3, (1.6, 1.7), p=1.0)",
     "motion_blur": "RandomMotionBlur(3, 35.0, 0.5, p=1.0)",
     "equalize": "RandomEqualize(p=1.0)",
+    "color_jiggle": "ColorJiggle(0.1, 0.1, 0.1, 0.1, p=1.0)",
+    "mixup": "RandomMixUpV2(p=1.0)",
 }
+
+
+def _python_loop() -> int:
+    total = 0
+    for i in range(2000):
+        total += i * i
+    return total
+
+
+def _torch_calls() -> object:
+    import torch
+
+    a = _TINY.setdefault("a", torch.ones(4))
+    out = a
+    for _ in range(40):
+        out = torch.add(out, a)
+    return out
+
+
+_TINY: dict[str, object] = {}
+
+
+def _scattered() -> int:
+    from pytest_cudaperf.measure.cpu import scattered_reads
+
+    return scattered_reads()
+
+
+#: the parts a reference loop could be made of, each timed beside every call
+REFERENCES = {"python": _python_loop, "torch": _torch_calls, "scattered": _scattered}
 CONTROLS = ("default", "local", "remote", "nogc", "local-nogc")
 
 
@@ -100,7 +132,12 @@ def child(control: str, calls: int) -> None:
         if "nogc" in control:
             gc.collect()
             gc.disable()
+        parts: dict[str, list[float]] = {k: [] for k in REFERENCES}
         for _ in range(calls):
+            for part, work in REFERENCES.items():
+                began = time.perf_counter_ns()
+                work()
+                parts[part].append((time.perf_counter_ns() - began) / 1e6)
             began = time.perf_counter_ns()
             reference_work()
             began_call = time.perf_counter_ns()
@@ -122,6 +159,10 @@ def child(control: str, calls: int) -> None:
             "median_ms": statistics.median(times),
             "ref_ms": statistics.median(refs_here),
             "cycles": statistics.median(t / r for t, r in zip(times, refs_here, strict=True)),
+            "by_part": {
+                part: statistics.median(t / r for t, r in zip(times, refs, strict=True))
+                for part, refs in parts.items()
+            },
             "p10_ms": sorted(times)[len(times) // 10],
             "kernels_ms": kernel_us / 10 / 1e3,
             "cpu": cpu,
@@ -219,6 +260,14 @@ def summarize(runs: list[dict[str, object]]) -> None:
             f"{statistics.median(kernels):8.1%} {spread(refs):10.1%} "
             f"{statistics.median(beside):10.1%}"
         )
+        for part in REFERENCES:
+            found = [
+                spread([r["ops"][name]["by_part"][part] for r in mine])  # type: ignore[index]
+                for name in OPS
+                if all("by_part" in r["ops"][name] for r in mine)  # type: ignore[index]
+            ]
+            if found:
+                print(f"  over {part} alone: {statistics.median(found):.1%}")
 
 
 if __name__ == "__main__":
