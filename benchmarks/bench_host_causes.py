@@ -113,6 +113,7 @@ def child(control: str, calls: int) -> None:
     import gc
 
     import torch
+    from kornia import augmentation
 
     from pytest_cudaperf.measure.cpu import reference_work
 
@@ -122,7 +123,7 @@ def child(control: str, calls: int) -> None:
     out: dict[str, object] = {"control": control, "ops": {}}
     refs = [reference_ms()]
     for name, spec in OPS.items():
-        op = eval(f"K.{spec}")
+        op = eval(f"K.{spec}", {"K": augmentation})
         for _ in range(20):
             op(data)
         sync()
