@@ -89,6 +89,15 @@ def plant(request: pytest.FixtureRequest) -> Callable[[], None] | None:
     raise ValueError(f"CUDAPERF_PLANT: expected host:FRACTION or kernel:FRACTION, got {text!r}")
 
 
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test's data from the same seed: a data-dependent op does the same work in every
+    process (as a suite run under pytest-randomly's reseeding does)."""
+    import torch
+
+    torch.manual_seed(1234)
+
+
 @pytest.fixture
 def cuda_timer(cuda_timer: Any, request: pytest.FixtureRequest) -> Any:
     extra = plant(request)

@@ -68,6 +68,10 @@ class CpuMemory:
         yield PeakWindow()
 
 
+#: the torch seed a peak-memory run starts from, in every process
+PEAK_SEED = 0
+
+
 class CudaMemory:
     """The caching allocator's statistics on every initialised device, plus pinned host memory."""
 
@@ -143,8 +147,14 @@ class CudaMemory:
         return attribution.trace_two_runs(body, self.settle, tracers)
 
     def peak(self, fn: Callable[[], object]) -> PeakResult | None:
-        """Requested-bytes peak of one run of ``fn`` above what was allocated at its start."""
-        with self.peak_window() as window:
+        """Requested-bytes peak of one run of ``fn`` above what was allocated at its start. The
+        run starts from torch's random state seeded with :data:`PEAK_SEED` (the caller's state is
+        restored after): a callable that draws its sizes or its operations at random (random
+        crops, an auto-augment policy) allocates the same in every process."""
+        torch = self._torch
+        devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=devices), self.peak_window() as window:
+            torch.manual_seed(PEAK_SEED)
             fn()
         return window.result
 
