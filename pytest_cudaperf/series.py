@@ -23,6 +23,8 @@ from pytest_cudaperf.measure import instability
 
 #: recordings kept per series (oldest dropped first)
 MAX_RECORDINGS = 10
+#: the units of a time series: milliseconds, and a host-bound time in reference loops
+TIME_UNITS = frozenset({"ms", "loops"})
 
 
 @dataclass(frozen=True)

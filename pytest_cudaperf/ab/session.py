@@ -31,7 +31,7 @@ from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, read_report
 from pytest_cudaperf.report.fields import ReportError
-from pytest_cudaperf.series import Record
+from pytest_cudaperf.series import TIME_UNITS, Record
 
 #: (key, series) of a measured series
 Ident = tuple[SeriesKey, str]
@@ -163,7 +163,7 @@ class Comparison:
         suspects = {
             (c.key, c.series): c.paired.call
             for c in self.result.compared
-            if c.unit == "ms" and c.paired.call in (Call.SLOWER, Call.FASTER)
+            if c.unit in TIME_UNITS and c.paired.call in (Call.SLOWER, Call.FASTER)
         }
         if not suspects:
             return
@@ -191,7 +191,7 @@ class Comparison:
         for c in self.result.compared:
             call = c.paired.call
             decided = call in (Call.SLOWER, Call.FASTER)
-            holds = decided and (c.unit != "ms" or self._confirmed(c, fresh))
+            holds = decided and (c.unit not in TIME_UNITS or self._confirmed(c, fresh))
             was = suspects.get((c.key, c.series))
             if was is not None and not (holds and call is was):
                 self.result.unconfirmed.append(f"{_label((c.key, c.series))} ({was.name})")

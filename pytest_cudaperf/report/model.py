@@ -30,7 +30,7 @@ from pytest_cudaperf.report.fields import (
     strings,
     to_object,
 )
-from pytest_cudaperf.series import Record
+from pytest_cudaperf.series import TIME_UNITS, Record
 from pytest_cudaperf.store.format import (
     BaselineError,
     check_env,
@@ -238,7 +238,7 @@ class JudgedRecord:
 
     @property
     def is_time(self) -> bool:
-        return self.unit == "ms"
+        return self.unit in TIME_UNITS
 
     @property
     def is_peak(self) -> bool:

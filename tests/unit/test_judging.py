@@ -457,3 +457,21 @@ def test_a_host_bound_failure_says_what_the_kernels_did(tmp_path: Path) -> None:
     assert slower.verdict.message.endswith("; kernels regression (+12.0% per call)")
     passed = verdict(host, Kind.PASS, 1.01)
     assert _with_kernels(passed, verdict(kernels, Kind.PASS, 1.0)) is passed  # type: ignore[arg-type]
+
+
+def test_a_host_bound_test_has_two_rows_in_the_table(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    first = new_test(run)
+    host = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, host, "GPU X"), host)
+    kernels = Measurement.from_samples([0.1] * 5, metric="kernels", device="cuda:1")
+    judging.add_time(first, judging.judge_time(first, A, kernels, "GPU X"), kernels)
+    run.store.update("GPU X", stored(first))
+    test = new_test(run)
+    for m in (host_bound(4.4), kernels):
+        judging.add_time(test, judging.judge_time(test, A, m, "GPU X"), m)
+    results = Results()
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
+    rows = {row[0]: row[1:4] for row in table_rows(results.report())}
+    assert rows["t.py::a [host]"] == ["4.4 loops", "4 loops", "+10.0%"]
+    assert rows["t.py::a [kernels]"] == ["100.00 µs", "100.00 µs", "+0.0%"]
