@@ -156,8 +156,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "confirm-process",
-        "re-measure a CPU regression in a fresh pytest process before it fails the test: auto "
-        "(measurements on the CPU) or off (default: auto)",
+        "re-measure a host-dominated regression in a fresh pytest process before it fails the "
+        "test: auto (CPU measurements, synchronized wall times, GPU code that synchronizes "
+        "inside) or off (default: auto)",
         _choice("auto", "off"),
         "auto",
         metavar="{auto,off}",
