@@ -23,8 +23,10 @@ from pytest_cudaperf.measure import instability
 
 #: recordings kept per series (oldest dropped first)
 MAX_RECORDINGS = 10
+#: the unit of a host-bound series: the time per call in reference loops
+LOOPS = "loops"
 #: the units of a time series: milliseconds, and a host-bound time in reference loops
-TIME_UNITS = frozenset({"ms", "loops"})
+TIME_UNITS = frozenset({"ms", LOOPS})
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def format_value(value: float, unit: str) -> str:
         return format_size(value)
     if unit == "ms":
         return format_ms(value)
-    if unit == "loops":  # a host-bound time: per call, in reference loops timed beside it
+    if unit == series.LOOPS:  # a host-bound time: per call, in reference loops timed beside it
         return f"{value:.3g} loops"
     return f"{value:.4g} {unit}"
 

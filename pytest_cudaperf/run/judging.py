@@ -25,7 +25,7 @@ from pytest_cudaperf.report.model import (
     Other,
 )
 from pytest_cudaperf.run.context import TestContext
-from pytest_cudaperf.series import Record, Recording
+from pytest_cudaperf.series import LOOPS, Record, Recording
 from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 
 #: default tolerance for peak memory: the requested-bytes peak is bit-identical across runs
 MEMORY_TOLERANCE = 0.01
-#: the unit of a host-bound series: the time per call in reference loops
-LOOPS = "loops"
 
 
 def tolerance(settings: Settings, perf: PerfOptions | None) -> float:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.series import Entry, Recording, metric_of
+from pytest_cudaperf.series import TIME_UNITS, Entry, Recording, metric_of
 
 SCHEMA = 2
 #: units a series may have
-UNITS = frozenset({"ms", "loops", "bytes", "GB/s", "TFLOP/s"})
+UNITS = frozenset({*TIME_UNITS, "bytes", "GB/s", "TFLOP/s"})
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 #: a file's series by key and series name
