@@ -175,6 +175,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("html", "write a self-contained HTML report to this file", _path, metavar="PATH"),
     Option(
+        "history",
+        "append this run (commit, branch, every judged series) to this SQLite history file",
+        _path,
+        metavar="PATH",
+    ),
+    Option(
         "cache",
         "L2 cache state for CUDA timings: cold (flushed before each sample) or hot (default: cold)",
         _choice("cold", "hot"),
@@ -219,6 +225,7 @@ class Settings:
     baseline_dir: str = ".cudaperf"
     json: str | None = None
     html: str | None = None
+    history: str | None = None
     cache: str = "cold"
     max_time: float = 1.0
     rounds: int = 3

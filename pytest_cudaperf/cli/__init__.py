@@ -26,6 +26,7 @@ from pytest_cudaperf.ab.paired import MIN_EFFECT
 from pytest_cudaperf.cli.ab import Request, cmd_ab, run_side
 from pytest_cudaperf.cli.ab import Runner as AbRunner
 from pytest_cudaperf.cli.compare import cmd_compare
+from pytest_cudaperf.cli.history import cmd_ingest, cmd_regressions
 from pytest_cudaperf.cli.merge import cmd_merge
 from pytest_cudaperf.cli.record import Runner, cmd_record, run_pytest
 from pytest_cudaperf.cli.show import cmd_show
@@ -57,11 +58,7 @@ def _ab_request(args: argparse.Namespace) -> Request:
     )
 
 
-def main(
-    argv: Sequence[str] | None = None,
-    runner: Runner = run_pytest,
-    ab_runner: AbRunner = run_side,
-) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudaperf", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     record = sub.add_parser("record", help="record fresh baselines from K pytest processes")
@@ -98,7 +95,23 @@ def main(
         help="skip the profiling process of each side (kernels same or not, a SLOWER's diff)",
     )
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
-    args = parser.parse_args(argv)
+    history = sub.add_parser("history", help="the run history: add reports, list regressions")
+    what = history.add_subparsers(dest="history_command", required=True)
+    ingest = what.add_parser("ingest", help="add --cudaperf-json reports to a history file")
+    ingest.add_argument("db", type=Path, help="the SQLite history file (created if missing)")
+    ingest.add_argument("reports", type=Path, nargs="+")
+    found = what.add_parser("regressions", help="list slowdown change points; exit 1 on one")
+    found.add_argument("db", type=Path, help="the SQLite history file")
+    found.add_argument("--since", default="", help="only runs recorded on or after this date")
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    runner: Runner = run_pytest,
+    ab_runner: AbRunner = run_side,
+) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "record":
             if args.runs < 1:
@@ -108,6 +121,10 @@ def main(
             return cmd_merge(args.out, args.inputs)
         if args.command == "ab":
             return cmd_ab(_ab_request(args), ab_runner)
+        if args.command == "history":
+            if args.history_command == "ingest":
+                return cmd_ingest(args.db, args.reports)
+            return cmd_regressions(args.db, args.since)
         try:
             tolerance = parse_fraction(args.tolerance)
         except ValueError as exc:

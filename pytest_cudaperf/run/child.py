@@ -46,14 +46,14 @@ FRESH_TIMEOUT_S = 300.0
 
 def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
     """The run's resolved settings as ``PYTEST_CUDAPERF_*`` (the environment overrides the ini file
-    in the child). A child never writes files: no JSON or HTML, no pruning; baselines are
-    written by the parent's run."""
+    in the child). A child never writes files: no JSON, HTML or history, no pruning; baselines
+    are written by the parent's run."""
     from pytest_cudaperf.settings import OPTIONS
 
     env: dict[str, str] = {}
     for option in OPTIONS:
         value = getattr(settings, option.field)
-        if option.field in ("json", "html") or value is None:
+        if option.field in ("json", "html", "history") or value is None:
             continue
         if option.field == "baseline_dir":
             value = str(baseline_dir)

@@ -120,7 +120,11 @@ class RunContext:
         """The run's output targets that cannot be written, one line each (option, path, why,
         what to do); checked by the process that writes them before any test runs."""
         settings, found = self.settings, []
-        targets = [("--cudaperf-json", settings.json), ("--cudaperf-html", settings.html)]
+        targets = [
+            ("--cudaperf-json", settings.json),
+            ("--cudaperf-html", settings.html),
+            ("--cudaperf-history", settings.history),
+        ]
         for option, given in targets:
             why = unwritable(self.output_dir / given) if given else None
             if why:

@@ -151,6 +151,7 @@ _HINTS = {
     "baseline update": "make it a writable folder, or choose another with --cudaperf-baseline-dir",
     "--cudaperf-json": "point --cudaperf-json at a writable file",
     "--cudaperf-html": "point --cudaperf-html at a writable file",
+    "--cudaperf-history": "point --cudaperf-history at a writable SQLite file",
     "GITHUB_STEP_SUMMARY": "check that GITHUB_STEP_SUMMARY names a writable file",
 }
 
@@ -169,6 +170,29 @@ def _attempt(results: Results, what: str, path: Path, action: Callable[[], objec
         results.errors.append(output_error(what, path, exc, _HINTS[what]))
 
 
+def run_source(root: Path, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The report environment's ``source`` (commit, dirty, branch) and ``recorded_at`` (UTC, ISO
+    seconds): where the run's code came from and when, for its history."""
+    import dataclasses
+    import datetime
+
+    from pytest_cudaperf.history.source import describe
+
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return {"source": dataclasses.asdict(describe(root, environ)), "recorded_at": now}
+
+
+def add_to_history(path: Path, report: Report) -> None:
+    """Append the run to the history at ``path`` (one transaction)."""
+    from pytest_cudaperf.history.store import HistoryError, open_store, report_source
+
+    try:
+        with open_store(path) as store:
+            store.add_run(report, *report_source(report))
+    except HistoryError as exc:
+        raise ValueError(str(exc).removeprefix(f"{path}: ")) from None
+
+
 def finish_run(
     run: RunContext, results: Results, environ: Mapping[str, str]
 ) -> tuple[Report, list[str]]:
@@ -184,7 +208,12 @@ def finish_run(
     results.find_obsolete(run.store, run.root)
     results.find_drift(run.store, settings.tolerance)
     env = environment(run.probe, run=True) if settings.json or settings.html else {}
+    if settings.json or settings.history:  # what `cudaperf history ingest` reads back
+        env.update(run_source(run.root, environ))
     report = results.report(run.run_id, str(run.baseline_dir), env)
+    if settings.history:
+        path = out / settings.history
+        _attempt(results, "--cudaperf-history", path, lambda: add_to_history(path, report))
     if settings.json:
         json_path = out / settings.json
         _attempt(results, "--cudaperf-json", json_path, lambda: write_report(json_path, report))

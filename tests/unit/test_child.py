@@ -19,7 +19,9 @@ from pytest_cudaperf.verdict import Kind, Verdict
 
 
 def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
-    settings = Settings(update=True, prune=True, tolerance=0.1, max_time=0.5, json="out.json")
+    settings = Settings(
+        update=True, prune=True, tolerance=0.1, max_time=0.5, json="out.json", history="h.sqlite"
+    )
     env = settings_env(settings, tmp_path)
     assert env["PYTEST_CUDAPERF_UPDATE"] == "1"
     assert env["PYTEST_CUDAPERF_PRUNE"] == "0"  # ranks write nothing
@@ -27,6 +29,7 @@ def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
     assert env["PYTEST_CUDAPERF_MAX_TIME"] == "0.5"
     assert env["PYTEST_CUDAPERF_BASELINE_DIR"] == str(tmp_path)
     assert "PYTEST_CUDAPERF_JSON" not in env
+    assert "PYTEST_CUDAPERF_HISTORY" not in env  # a child appends no run of its own
 
 
 def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
