@@ -23,6 +23,7 @@ from pytest_cudaperf.breakdown.model import (
     sig,
 )
 from pytest_cudaperf.breakdown.naming import entry_key, short_name
+from pytest_cudaperf.seeding import same_draws
 
 #: the kept entries cover at least this fraction of the total time
 COVERAGE = 0.95
@@ -213,10 +214,6 @@ def per_call_device_us(function_events: Iterable[Any], device_index: int | None)
     return totals
 
 
-#: the torch seed the profiled calls of :func:`kernel_times` start from, in every process
-KERNEL_SEED = 0
-
-
 def kernel_times(
     fn: Callable[[], object], device: str, calls: int = 10, budget_s: float = 0.15
 ) -> list[float]:
@@ -224,10 +221,8 @@ def kernel_times(
     ``device`` (a CUDA device), each call in its own profiler range and synchronized at its
     end: the kernels of GPU code that synchronizes inside, apart from its host time. Fewer
     calls (down to 3) when ``calls`` of them would take longer than ``budget_s``. The calls
-    start from torch's random state seeded with :data:`KERNEL_SEED` (the caller's state is
-    restored after), so a callable that draws random parameters, or a random policy of
-    operations, runs the same draws in every process. Raises BreakdownUnavailable when the
-    profiler cannot run here."""
+    draw the same random numbers in every process (:func:`seeding.same_draws`). Raises
+    BreakdownUnavailable when the profiler cannot run here."""
     import torch
 
     dev = torch.device(device)
@@ -240,8 +235,7 @@ def kernel_times(
     each = time.perf_counter() - began
     calls = max(3, min(calls, int(budget_s / max(each, 1e-9))))
     try:
-        with torch.random.fork_rng(devices=[index]), _profiler(torch, True) as prof:
-            torch.manual_seed(KERNEL_SEED)
+        with same_draws(index), _profiler(torch, True) as prof:
             for _ in range(calls):
                 with torch.autograd.profiler.record_function(CALL_RANGE):
                     fn()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterator
 from pytest_cudaperf import _torch_compat
 from pytest_cudaperf.memory import attribution
 from pytest_cudaperf.memory.protocol import MemoryBackend, PeakResult, PeakWindow, collect_garbage
+from pytest_cudaperf.seeding import same_draws
 
 
 class CpuMemory:
@@ -66,10 +67,6 @@ class CpuMemory:
     def peak_window(self) -> Iterator[PeakWindow]:
         """No peak on the CPU: the census cannot see transient allocations."""
         yield PeakWindow()
-
-
-#: the torch seed a peak-memory run starts from, in every process
-PEAK_SEED = 0
 
 
 class CudaMemory:
@@ -147,14 +144,11 @@ class CudaMemory:
         return attribution.trace_two_runs(body, self.settle, tracers)
 
     def peak(self, fn: Callable[[], object]) -> PeakResult | None:
-        """Requested-bytes peak of one run of ``fn`` above what was allocated at its start. The
-        run starts from torch's random state seeded with :data:`PEAK_SEED` (the caller's state is
-        restored after): a callable that draws its sizes or its operations at random (random
-        crops, an auto-augment policy) allocates the same in every process."""
+        """Requested-bytes peak of one run of ``fn`` above what was allocated at its start, the
+        run drawing the same random numbers in every process (:func:`seeding.same_draws`)."""
         torch = self._torch
-        devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
-        with torch.random.fork_rng(devices=devices), self.peak_window() as window:
-            torch.manual_seed(PEAK_SEED)
+        index = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+        with same_draws(index), self.peak_window() as window:
             fn()
         return window.result
 

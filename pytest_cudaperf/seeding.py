@@ -1,0 +1,27 @@
+"""The same random draws in every process, for the runs whose result must not depend on them.
+
+A callable that draws its sizes or its operations at random (a random crop, an auto-augment
+policy) allocates and launches differently from one process to the next. Its peak-memory run and
+its profiled kernel calls therefore start from torch's random state seeded with :data:`SEED`; the
+caller's state is restored after. torch is imported inside: importing this module never loads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+#: the torch seed those runs start from, in every process
+SEED = 0
+
+
+@contextlib.contextmanager
+def same_draws(device_index: int | None) -> Iterator[None]:
+    """torch's CPU generator and that of CUDA device ``device_index`` (None: the CPU's only)
+    seeded with :data:`SEED` inside, the caller's states back after."""
+    import torch
+
+    devices = [] if device_index is None else [device_index]
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(SEED)
+        yield
