@@ -4,8 +4,8 @@ One run is written in one transaction, so a writer killed at any point leaves th
 earlier run and none of its own (SQLite's journal rolls the half-written one back when the file is
 next opened); the write-ahead log lets readers read while a writer writes, and writers wait for one
 another (``timeout``). A run is known by its report's ``run_id``: adding it twice keeps the first.
-The schema is versioned (:data:`SCHEMA`): a store written by a newer version is refused with one
-line, an older one is migrated on open (why: docs/decisions.md, "How is the run history stored?").
+The schema is versioned (:data:`SCHEMA`, the first): a store written by a newer version is refused
+with one line (why: docs/decisions.md, "How is the run history stored?").
 """
 
 from __future__ import annotations

@@ -304,24 +304,15 @@ def event_pairs(torch_mod: Any) -> list[tuple[Any, Any]]:
     ]
 
 
-#: dry runs of a callable before it counts as not synchronizing (one that draws a random policy
-#: of operations may synchronize in some calls only)
-DRY_RUNS = 3
-
-
 def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float) -> bool:
-    """True when ``fn`` waits for the GPU in one of :data:`DRY_RUNS` calls: a call that takes
-    as long as a 20 ms sleep queued before it."""
-    for _ in range(DRY_RUNS):
-        torch_mod.cuda.synchronize()
-        _torch_compat.cuda_sleep(int(20 * cycles_per_ms))
-        began = time.perf_counter()
-        fn()
-        waited = time.perf_counter() - began
-        torch_mod.cuda.synchronize()
-        if waited >= 0.015:
-            return True
-    return False
+    """True when ``fn`` waits for the GPU: it takes as long as a 20 ms sleep queued before it."""
+    torch_mod.cuda.synchronize()
+    _torch_compat.cuda_sleep(int(20 * cycles_per_ms))
+    began = time.perf_counter()
+    fn()
+    waited = time.perf_counter() - began
+    torch_mod.cuda.synchronize()
+    return waited >= 0.015
 
 
 #: tiny CPU additions in the host-bound reference: ~0.1 ms of the dispatcher on the H100 host
@@ -464,7 +455,7 @@ class CudaBackend:
             torch, run, calls, blocker, self.flush, self.clocks, captured, self._events
         )
 
-    def recover(self, sampler: CudaEventSampler | HostSampler) -> None:
+    def recover(self, sampler: CudaEventSampler) -> None:
         """After :class:`SynchronizesInside`: sample without the blocker from now on."""
         self.warnings.append(
             "callable synchronized while the stream was blocked: launch latency is not hidden"

@@ -479,31 +479,3 @@ def test_rounds_in_loops_that_disagree_widen_the_ci() -> None:
     assert found is not None
     assert found[1][0] <= 4.0
     assert found[1][1] >= 6.0
-
-
-@pytest.mark.parametrize(("syncs", "dry_runs", "found"), [([], 3, False), ([2], 2, True)])
-def test_a_callable_that_synchronizes_in_one_call_of_three_synchronizes(
-    monkeypatch: pytest.MonkeyPatch, syncs: list[int], dry_runs: int, found: bool
-) -> None:
-    """A random policy of operations may wait for the GPU in some calls only."""
-    from pytest_cudaperf.measure import cuda as cuda_timing
-
-    class FakeCuda:
-        @staticmethod
-        def synchronize() -> None:
-            pass
-
-    class FakeTorch:
-        cuda = FakeCuda
-
-    now = [0.0]
-    monkeypatch.setattr(cuda_timing._torch_compat, "cuda_sleep", lambda cycles: None)
-    monkeypatch.setattr(cuda_timing.time, "perf_counter", lambda: now[0])
-    calls: list[int] = []
-
-    def fn() -> None:
-        calls.append(1)
-        now[0] += 0.02 if len(calls) in syncs else 0.001  # waited for the 20 ms sleep
-
-    assert cuda_timing._synchronizes(FakeTorch, fn, 1.0) is found
-    assert len(calls) == dry_runs
