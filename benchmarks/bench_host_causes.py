@@ -11,7 +11,9 @@ control alike:
 - ``nogc``: the garbage collector held during the samples, parameters seeded;
 - ``local-nogc``: both.
 
-Every call is timed with the reference loop right before it. Each process prints, per operation,
+Every call is timed with the reference loop right before it, and beside the candidate references
+(``REFERENCES``: a Python loop, tiny CPU torch calls, tiny CUDA launches, launches and a
+synchronize, a mix; ``SANDWICHED`` ones also right after the call). Each process prints, per operation,
 the median per-call time, the median of call / loop beside it, the kernels' time per call (the
 CUDA profiler, once per process), the host's reference-loop time (the CPU backend's) and the core
 it ran on. The table says, per control, how far the per-process medians spread (max/min - 1,
@@ -57,27 +59,73 @@ def _python_loop() -> int:
     return total
 
 
-def _torch_calls() -> object:
+_TINY: dict[str, object] = {}
+
+
+def _tiny(device: str) -> object:
     import torch
 
-    a = _TINY.setdefault("a", torch.ones(4))
+    return _TINY.setdefault(device, torch.ones(4, device=device))
+
+
+def _torch_calls() -> object:
+    """40 additions of two 4-element CPU tensors: the dispatcher's work (the plugin's reference)."""
+    import torch
+
+    a = _tiny("cpu")
     out = a
     for _ in range(40):
         out = torch.add(out, a)
     return out
 
 
-_TINY: dict[str, object] = {}
+def _cuda_launches() -> object:
+    """20 additions of two 4-element CUDA tensors, not waited for: the launch path."""
+    import torch
+
+    a = _tiny("cuda")
+    out = a
+    for _ in range(20):
+        out = torch.add(out, a)
+    return out
 
 
-def _scattered() -> int:
-    from pytest_cudaperf.measure.cpu import scattered_reads
+def _cuda_synced() -> object:
+    """8 CUDA additions and a synchronize: the launch path and the wait."""
+    import torch
 
-    return scattered_reads()
+    a = _tiny("cuda")
+    out = a
+    for _ in range(8):
+        out = torch.add(out, a)
+    torch.cuda.synchronize()
+    return out
+
+
+def _mixed() -> object:
+    """20 CPU additions, 10 CUDA additions and a synchronize."""
+    import torch
+
+    a, b = _tiny("cpu"), _tiny("cuda")
+    out, dev = a, b
+    for _ in range(20):
+        out = torch.add(out, a)
+    for _ in range(10):
+        dev = torch.add(dev, b)
+    torch.cuda.synchronize()
+    return out
 
 
 #: the parts a reference loop could be made of, each timed beside every call
-REFERENCES = {"python": _python_loop, "torch": _torch_calls, "scattered": _scattered}
+REFERENCES = {
+    "python": _python_loop,
+    "torch": _torch_calls,
+    "cuda_launches": _cuda_launches,
+    "cuda_synced": _cuda_synced,
+    "mixed": _mixed,
+}
+#: references also timed right after each call: "<name>+after" is call / mean(before, after)
+SANDWICHED = ("torch", "mixed")
 CONTROLS = ("default", "local", "remote", "nogc", "local-nogc")
 
 
@@ -134,6 +182,7 @@ def child(control: str, calls: int) -> None:
             gc.collect()
             gc.disable()
         parts: dict[str, list[float]] = {k: [] for k in REFERENCES}
+        after: dict[str, list[float]] = {k: [] for k in SANDWICHED}
         for _ in range(calls):
             for part, work in REFERENCES.items():
                 began = time.perf_counter_ns()
@@ -146,6 +195,10 @@ def child(control: str, calls: int) -> None:
             sync()
             times.append((time.perf_counter_ns() - began_call) / 1e6)
             refs_here.append((began_call - began) / 1e6)
+            for part in SANDWICHED:
+                began = time.perf_counter_ns()
+                REFERENCES[part]()
+                after[part].append((time.perf_counter_ns() - began) / 1e6)
         gc.enable()
         kernel_us = 0.0
         if torch.cuda.is_available():
@@ -161,9 +214,19 @@ def child(control: str, calls: int) -> None:
             "ref_ms": statistics.median(refs_here),
             "cycles": statistics.median(t / r for t, r in zip(times, refs_here, strict=True)),
             "by_part": {
-                part: statistics.median(t / r for t, r in zip(times, refs, strict=True))
-                for part, refs in parts.items()
+                **{
+                    part: statistics.median(t / r for t, r in zip(times, refs, strict=True))
+                    for part, refs in parts.items()
+                },
+                **{
+                    f"{part}+after": statistics.median(
+                        2 * t / (r + q)
+                        for t, r, q in zip(times, parts[part], after[part], strict=True)
+                    )
+                    for part in SANDWICHED
+                },
             },
+            "ref_medians_ms": {part: statistics.median(refs) for part, refs in parts.items()},
             "p10_ms": sorted(times)[len(times) // 10],
             "kernels_ms": kernel_us / 10 / 1e3,
             "cpu": cpu,
@@ -261,7 +324,7 @@ def summarize(runs: list[dict[str, object]]) -> None:
             f"{statistics.median(kernels):8.1%} {spread(refs):10.1%} "
             f"{statistics.median(beside):10.1%}"
         )
-        for part in REFERENCES:
+        for part in [*REFERENCES, *(f"{p}+after" for p in SANDWICHED)]:
             found = [
                 spread([r["ops"][name]["by_part"][part] for r in mine])  # type: ignore[index]
                 for name in OPS
