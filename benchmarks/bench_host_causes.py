@@ -11,14 +11,14 @@ control alike:
 - ``nogc``: the garbage collector held during the samples, parameters seeded;
 - ``local-nogc``: both.
 
-Every call is timed with the reference loop right before it, and beside the candidate references
-(``REFERENCES``: a Python loop, tiny CPU torch calls, tiny CUDA launches, launches and a
-synchronize, a mix; ``SANDWICHED`` ones also right after the call). Each process prints, per operation,
-the median per-call time, the median of call / loop beside it, the kernels' time per call (the
-CUDA profiler, once per process), the host's reference-loop time (the CPU backend's) and the core
-it ran on. The table says, per control, how far the per-process medians spread (max/min - 1,
-median over the operations): in ms, over the loop timed between operations ("in cycles"), the
-kernels', the loop's own, and call / loop beside each call ("per call").
+Every call is timed with the reference loop right before it, and beside the candidate
+references (``REFERENCES``: a Python loop, tiny CPU torch calls, tiny CUDA launches, launches and
+a synchronize, a mix; ``SANDWICHED`` ones also right after the call). Each process prints, per
+operation, the median per-call time, the median of call / loop beside it, the kernels' time per
+call (the CUDA profiler, once per process), the host's reference-loop time (the CPU backend's)
+and the core it ran on. The table says, per control, how far the per-process medians spread
+(max/min - 1, median over the operations): in ms, over the loop timed between operations ("in
+cycles"), the kernels', the loop's own, and call / loop beside each call ("per call").
 
     python benchmarks/bench_host_causes.py --processes 4 --out out/host-causes.json
     python benchmarks/bench_host_causes.py --processes 6 --controls default
