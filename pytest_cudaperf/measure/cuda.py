@@ -258,7 +258,7 @@ MAX_HOST_BATCH = 32
 class HostSampler:
     """GPU code that synchronizes inside (it cannot wait behind a blocker): each sample is one
     call timed on the host up to a synchronize after it, and the ``reference`` work
-    (:func:`dispatch_reference`) timed right before it, kept in :attr:`references` (every
+    (:func:`launch_reference`) timed right before it, kept in :attr:`references` (every
     batch's, warm-up included: the samples are the last ones)."""
 
     graph = False
@@ -315,22 +315,26 @@ def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float
     return waited >= 0.015
 
 
-#: tiny CPU additions in the host-bound reference: ~0.1 ms of the dispatcher on the H100 host
-DISPATCH_CALLS = 40
+#: tiny additions on the GPU in the host-bound reference: ~0.12 ms with its synchronize on the
+#: H100 host
+LAUNCH_CALLS = 8
 
 
-def dispatch_reference(torch_mod: Any) -> Callable[[], object]:
-    """The reference timed beside each host-bound call: :data:`DISPATCH_CALLS` additions of two
-    4-element CPU tensors, the Python and dispatcher work host-bound torch code spends its time
-    on. Of the references tried it followed the calls best between processes on the H100 (why:
-    docs/decisions.md, "How is GPU code that synchronizes inside judged?")."""
-    one = torch_mod.ones(4)
+def launch_reference(torch_mod: Any, device: torch.device) -> Callable[[], object]:
+    """The reference timed beside each host-bound call: :data:`LAUNCH_CALLS` additions of two
+    4-element tensors on ``device`` and a synchronize, the launch path and the wait that
+    host-bound GPU code spends its time on. Of the references tried it followed the calls best
+    between processes on the H100 (why: docs/decisions.md, "How is GPU code that synchronizes
+    inside judged?")."""
+    one = torch_mod.ones(4, device=device)
     add = torch_mod.add
+    synchronize = torch_mod.cuda.synchronize
 
     def work() -> object:
         out = one
-        for _ in range(DISPATCH_CALLS):
+        for _ in range(LAUNCH_CALLS):
             out = add(out, one)
+        synchronize(device)
         return out
 
     return work
@@ -449,7 +453,7 @@ class CudaBackend:
                 "callable synchronizes inside: timed on the host in reference loops, its "
                 "kernels apart"
             )
-            return HostSampler(fn, torch.cuda.synchronize, dispatch_reference(torch))
+            return HostSampler(fn, torch.cuda.synchronize, launch_reference(torch, self.device))
         blocker: SpinBlocker | SleepBlocker | None = self.blocker
         return CudaEventSampler(
             torch, run, calls, blocker, self.flush, self.clocks, captured, self._events

@@ -392,13 +392,18 @@ class Ticks:
         return self.now
 
 
-def test_the_dispatch_reference_adds_tiny_cpu_tensors() -> None:
+def test_the_launch_reference_adds_tiny_tensors_on_the_device_and_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import torch
 
-    from pytest_cudaperf.measure.cuda import DISPATCH_CALLS, dispatch_reference
+    from pytest_cudaperf.measure.cuda import LAUNCH_CALLS, launch_reference
 
-    out = dispatch_reference(torch)()
-    assert torch.equal(out, torch.full((4,), 1.0 + DISPATCH_CALLS))  # type: ignore[arg-type]
+    waited: list[object] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", waited.append)  # no GPU here: the CPU stands in
+    out = launch_reference(torch, torch.device("cpu"))()
+    assert torch.equal(out, torch.full((4,), 1.0 + LAUNCH_CALLS))  # type: ignore[arg-type]
+    assert waited == [torch.device("cpu")]
 
 
 def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
