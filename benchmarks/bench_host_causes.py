@@ -50,6 +50,18 @@ OPS = {
     "color_jiggle": "ColorJiggle(0.1, 0.1, 0.1, 0.1, p=1.0)",
     "mixup": "RandomMixUpV2(p=1.0)",
 }
+#: PyTorch's data-dependent ops, which synchronize by copying a result to the host: (op, input)
+DATA_OPS = {
+    "tolist": ("lambda x: x.tolist()", "torch.rand(1024, device='cuda')"),
+    "item_of_sum": ("lambda x: x.sum().item()", "torch.rand(1 << 20, device='cuda')"),
+    "topk_then_nonzero": (
+        "lambda x: torch.nonzero(x.topk(1024).values > 0.99)",
+        "torch.rand(1 << 20, device='cuda')",
+    ),
+    "nonzero_4m": ("torch.nonzero", "torch.rand(1 << 22, device='cuda') > 0.5"),
+    "bincount": ("torch.bincount", "torch.randint(0, 1000, (1 << 18,), device='cuda')"),
+    "unique_64k": ("torch.unique", "torch.randint(0, 1000, (1 << 16,), device='cuda')"),
+}
 
 
 def _python_loop() -> int:
@@ -102,6 +114,17 @@ def _cuda_synced() -> object:
     return out
 
 
+def _cuda_item() -> object:
+    """8 CUDA additions and one element read back (a copy to the host, which waits)."""
+    import torch
+
+    a = _tiny("cuda")
+    out = a
+    for _ in range(8):
+        out = torch.add(out, a)
+    return out[0].item()
+
+
 def _mixed() -> object:
     """20 CPU additions, 10 CUDA additions and a synchronize."""
     import torch
@@ -121,11 +144,13 @@ REFERENCES = {
     "python": _python_loop,
     "torch": _torch_calls,
     "cuda_launches": _cuda_launches,
-    "cuda_synced": _cuda_synced,
     "mixed": _mixed,
+    "cuda_synced": _cuda_synced,
+    "cuda_item": _cuda_item,
 }
+
 #: references also timed right after each call: "<name>+after" is call / mean(before, after)
-SANDWICHED = ("torch", "mixed")
+SANDWICHED = ("cuda_synced", "cuda_item")
 CONTROLS = ("default", "local", "remote", "nogc", "local-nogc")
 
 
@@ -157,7 +182,9 @@ def cpu_mhz(cpu: int) -> float | None:
     return None
 
 
-def child(control: str, calls: int) -> None:
+def child(  # noqa: PLR0915 - one measured process, step by step
+    control: str, calls: int, only: list[str], references: list[str]
+) -> None:
     import gc
 
     import torch
@@ -167,11 +194,15 @@ def child(control: str, calls: int) -> None:
 
     seeded = "nogc" in control
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    data = torch.rand(5, 3, 128, 128, device="cuda" if torch.cuda.is_available() else "cpu")
+    images = torch.rand(5, 3, 128, 128, device="cuda" if torch.cuda.is_available() else "cpu")
     out: dict[str, object] = {"control": control, "ops": {}}
     refs = [reference_ms()]
-    for name, spec in OPS.items():
-        op = eval(f"K.{spec}", {"K": augmentation})
+    chosen = [n for n in [*OPS, *DATA_OPS] if not only or n in only]
+    for name in chosen:
+        if name in OPS:
+            op, data = eval(f"K.{OPS[name]}", {"K": augmentation}), images
+        else:
+            op, data = (eval(x, {"torch": torch}) for x in DATA_OPS[name])
         for _ in range(20):
             op(data)
         sync()
@@ -181,24 +212,25 @@ def child(control: str, calls: int) -> None:
         if "nogc" in control:
             gc.collect()
             gc.disable()
-        parts: dict[str, list[float]] = {k: [] for k in REFERENCES}
-        after: dict[str, list[float]] = {k: [] for k in SANDWICHED}
+        timed = {k: REFERENCES[k] for k in references or REFERENCES}
+        parts: dict[str, list[float]] = {k: [] for k in timed}
+        after: dict[str, list[float]] = {k: [] for k in SANDWICHED if k in timed}
         for _ in range(calls):
-            for part, work in REFERENCES.items():
+            began = time.perf_counter_ns()
+            reference_work()
+            refs_here.append((time.perf_counter_ns() - began) / 1e6)
+            for part, work in timed.items():
                 began = time.perf_counter_ns()
                 work()
                 parts[part].append((time.perf_counter_ns() - began) / 1e6)
-            began = time.perf_counter_ns()
-            reference_work()
             began_call = time.perf_counter_ns()
             op(data)
             sync()
             times.append((time.perf_counter_ns() - began_call) / 1e6)
-            refs_here.append((began_call - began) / 1e6)
-            for part in SANDWICHED:
+            for part, samples in after.items():
                 began = time.perf_counter_ns()
-                REFERENCES[part]()
-                after[part].append((time.perf_counter_ns() - began) / 1e6)
+                timed[part]()
+                samples.append((time.perf_counter_ns() - began) / 1e6)
         gc.enable()
         kernel_us = 0.0
         if torch.cuda.is_available():
@@ -223,7 +255,7 @@ def child(control: str, calls: int) -> None:
                         2 * t / (r + q)
                         for t, r, q in zip(times, parts[part], after[part], strict=True)
                     )
-                    for part in SANDWICHED
+                    for part in after
                 },
             },
             "ref_medians_ms": {part: statistics.median(refs) for part, refs in parts.items()},
@@ -273,9 +305,13 @@ def main() -> None:
     parser.add_argument("--out", default="out/host-causes.json")
     parser.add_argument("--child", default=None)
     parser.add_argument("--controls", default=",".join(CONTROLS))
+    parser.add_argument("--ops", default="", help="comma-separated names of OPS and DATA_OPS")
+    parser.add_argument("--references", default="", help="comma-separated REFERENCES to time")
     args = parser.parse_args()
+    only = [n for n in args.ops.split(",") if n]
+    references = [n for n in args.references.split(",") if n]
     if args.child:
-        child(args.child, args.calls)
+        child(args.child, args.calls, only, references)
         return
     local, others = gpu_cpus()
     remote = others[-1] if others else sorted(os.sched_getaffinity(0))[-1]
@@ -286,6 +322,7 @@ def main() -> None:
     for i in range(args.processes):
         for control in args.controls.split(","):
             cmd = [sys.executable, __file__, "--child", control, "--calls", str(args.calls)]
+            cmd += ["--ops", args.ops, "--references", args.references]
             if control in pin:
                 cmd = ["taskset", "-c", str(pin[control]), *cmd]
             began = time.perf_counter()
@@ -310,24 +347,26 @@ def summarize(runs: list[dict[str, object]]) -> None:
             continue
         refs = [float(r["reference_ms"]) for r in mine]  # type: ignore[arg-type]
         per_op, cycles, kernels = [], [], []
-        for name in OPS:
+        names = list(mine[0]["ops"])  # type: ignore[call-overload]
+        for name in names:
             medians = [r["ops"][name]["median_ms"] for r in mine]  # type: ignore[index]
             per_op.append(spread(medians))
             cycles.append(spread([m / ref for m, ref in zip(medians, refs, strict=True)]))
             kernels.append(spread([r["ops"][name]["kernels_ms"] for r in mine]))  # type: ignore[index]
         beside = [
             spread([r["ops"][name].get("cycles", 0) or 1 for r in mine])  # type: ignore[index]
-            for name in OPS
+            for name in names
         ]
         print(
             f"{control:<11} {statistics.median(per_op):8.1%} {statistics.median(cycles):10.1%} "
             f"{statistics.median(kernels):8.1%} {spread(refs):10.1%} "
             f"{statistics.median(beside):10.1%}"
         )
-        for part in [*REFERENCES, *(f"{p}+after" for p in SANDWICHED)]:
+        first = mine[0]["ops"][names[0]]["by_part"]  # type: ignore[index]
+        for part in first:
             found = [
                 spread([r["ops"][name]["by_part"][part] for r in mine])  # type: ignore[index]
-                for name in OPS
+                for name in names
                 if all("by_part" in r["ops"][name] for r in mine)  # type: ignore[index]
             ]
             if found:
