@@ -2,8 +2,8 @@
 every test by a known amount of one kind:
 
 - ``host:0.25``: Python work worth 25% of the test's recorded host-bound time (its ``time:host``
-  series, in reference loops), a loop calibrated against the reference loop, so that it costs the
-  same share whatever speed the host runs at;
+  series, in reference loops), a loop calibrated against the plugin's reference
+  (``launch_reference``), so that it costs the same share whatever speed the host runs at;
 - ``kernel:0.10``: a ``torch.cuda._sleep`` kernel worth 10% of the test's recorded kernels'
   time (its ``time:kernels`` series) in every call.
 
@@ -50,17 +50,21 @@ def _python_work(iterations: int) -> int:
 
 @functools.cache
 def iterations_per_loop() -> float:
-    """Iterations of _python_work that cost one reference loop (medians of back-to-back pairs)."""
-    from pytest_cudaperf.measure.cpu import reference_work
+    """Iterations of _python_work that cost one reference loop of the plugin's host-bound
+    measurement (``launch_reference``; medians of back-to-back pairs)."""
+    import torch
 
+    from pytest_cudaperf.measure.cuda import launch_reference
+
+    reference = launch_reference(torch, torch.device("cuda"))
     ratios = []
-    for _ in range(9):
+    for _ in range(21):
         began = time.perf_counter_ns()
-        reference_work()
+        reference()
         loop = time.perf_counter_ns() - began
         began = time.perf_counter_ns()
-        _python_work(10_000)
-        ratios.append(10_000 * loop / (time.perf_counter_ns() - began))
+        _python_work(2_000)
+        ratios.append(2_000 * loop / (time.perf_counter_ns() - began))
     return statistics.median(ratios)
 
 
