@@ -210,6 +210,14 @@ OPTIONS: tuple[Option, ...] = (
         3,
         metavar="N",
     ),
+    Option(
+        "benchmark",
+        "serve the benchmark fixture, its marker and the --benchmark-* options even where "
+        "pytest-benchmark is installed (it is switched off for the run)",
+        parse_bool,
+        False,
+        flag=True,
+    ),
 )
 
 
@@ -233,6 +241,8 @@ class Settings:
     cpu_threads: int = 1
     breakdown: str = "auto"
     confirm_process: str = "auto"
+    #: the benchmark fixture is served here even where pytest-benchmark is installed
+    benchmark: bool = False
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -259,31 +269,35 @@ def option_arguments(option: Option) -> dict[str, Any]:
     return kwargs
 
 
+def resolve_one(
+    option: Option, config: ConfigLike, environ: Mapping[str, str], ini_name: str
+) -> tuple[Any, str]:
+    """One option's value and where it came from: CLI > env > ini > default. Raises
+    :class:`SettingError`."""
+    raw: Any = config.getoption("cudaperf_" + option.field)
+    source = "from the command line"
+    if raw is None and environ.get(option.env) is not None:
+        raw, source = environ[option.env], f"from the environment variable {option.env}"
+    if raw is None:
+        ini_value = config.getini(option.ini)
+        if ini_value not in (None, "", []):
+            raw, source = ini_value, f"from {ini_name} [{option.ini}]"
+    if raw is None:
+        return option.default, "default"
+    if isinstance(raw, bool):
+        return raw, source
+    try:
+        return option.parse(str(raw)), source
+    except ValueError as exc:
+        raise SettingError(f"{option.cli}: {exc} ({source})") from None
+
+
 def resolve(config: ConfigLike, environ: Mapping[str, str], ini_name: str) -> Settings:
     """Resolve every option: CLI > env > ini > default. Raises :class:`SettingError`."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for option in OPTIONS:
-        raw: Any = config.getoption("cudaperf_" + option.field)
-        source = "from the command line"
-        if raw is None and environ.get(option.env) is not None:
-            raw, source = environ[option.env], f"from the environment variable {option.env}"
-        if raw is None:
-            ini_value = config.getini(option.ini)
-            if ini_value not in (None, "", []):
-                raw, source = ini_value, f"from {ini_name} [{option.ini}]"
-        if raw is None:
-            values[option.field] = option.default
-            sources[option.field] = "default"
-            continue
-        if isinstance(raw, bool):
-            values[option.field] = raw
-        else:
-            try:
-                values[option.field] = option.parse(str(raw))
-            except ValueError as exc:
-                raise SettingError(f"{option.cli}: {exc} ({source})") from None
-        sources[option.field] = source
+        values[option.field], sources[option.field] = resolve_one(option, config, environ, ini_name)
     if values["prune"] and not values["update"]:
         raise SettingError(
             f"--cudaperf-prune: only takes effect with --cudaperf-update ({sources['prune']})"
