@@ -8,21 +8,27 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_cudaperf.benchcompat import jsonfile as bench_json
+from pytest_cudaperf.benchcompat import marker as bench_marker
+from pytest_cudaperf.benchcompat import options as bench_options
+from pytest_cudaperf.benchcompat import serving as bench_serving
 from pytest_cudaperf.devices.probe import header_lines
 from pytest_cudaperf.distributed import launcher, plan
 from pytest_cudaperf.distributed.collectives import DistRank
 from pytest_cudaperf.distributed.rank import collector_of
-from pytest_cudaperf.markers import SPECS, Marks, marker_help, parse_marks
+from pytest_cudaperf.markers import SPECS, MarkerError, Marks, marker_help, parse_marks
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import terminal_summary
 from pytest_cudaperf.run.callreport import finish_call_report
+from pytest_cudaperf.run.child import FRESH_ENV
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
 from pytest_cudaperf.run.results import Results, finish_run
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
 from pytest_cudaperf.store.format import BaselineError
 
 if TYPE_CHECKING:  # imported where used: a run that uses no fixture or marker never loads them
+    from pytest_cudaperf.fixtures.benchmark import BenchmarkFixture
     from pytest_cudaperf.fixtures.guard import MemoryGuard
     from pytest_cudaperf.fixtures.pinned import PinnedBatches
     from pytest_cudaperf.fixtures.timer import Timer
@@ -31,6 +37,10 @@ RUN = pytest.StashKey["CudaperfRun"]()
 TEST = pytest.StashKey[TestContext]()
 MARKS = pytest.StashKey[Marks]()
 TIMER = pytest.StashKey["Timer"]()
+SERVING = pytest.StashKey[bench_serving.Serving]()
+BENCH = pytest.StashKey["BenchmarkFixture"]()
+#: a test's @pytest.mark.benchmark arguments, or the one line saying what is wrong with them
+BENCH_MARK = pytest.StashKey["bench_marker.BenchmarkMark | str"]()
 
 
 _CLEAN_EXITS = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -89,6 +99,130 @@ def _test(item: pytest.Item) -> TestContext:
     return item.stash[TEST]
 
 
+class BenchmarkServer:
+    """pytest-benchmark's ``benchmark`` fixture, marker and options served by this plugin:
+    registered in ``pytest_configure`` where pytest-benchmark is not loaded or was switched off
+    (after it, so that this ``benchmark`` fixture is the one tests get)."""
+
+    def __init__(self, run: CudaperfRun, options: bench_options.BenchmarkOptions) -> None:
+        self.run = run
+        self.options = options
+        self.entries = bench_json.Entries()
+        self.written: str | None = None
+
+    def pytest_report_header(self) -> list[str]:
+        line = bench_options.ignored_line(self.options)
+        return [line] if line else []
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            item.stash[BENCH_MARK] = _bench_mark(item)
+            uses = "benchmark" in getattr(item, "fixturenames", ())
+            skip = bench_options.skip_reason(uses, self.options)
+            if skip:
+                item.add_marker(pytest.mark.skip(reason=skip))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if BENCH in item.stash:  # a re-run attempt measures afresh
+            del item.stash[BENCH]
+        mark = item.stash.get(BENCH_MARK, None)
+        if isinstance(mark, str):
+            pytest.fail(mark, pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        rep = yield
+        fixture = item.stash.get(BENCH, None) if call.when == "call" else None
+        if fixture is not None:
+            fixture.skipped = rep.skipped
+            entry = fixture.entry()
+            if entry is not None:  # rides to the controller, as the cudaperf outcome does
+                rep.cudaperf_benchmark = entry  # type: ignore[attr-defined]
+                for prop in bench_json.extra_info_properties(entry):
+                    rep.user_properties.append(prop)
+                    item.user_properties.append(prop)
+        return rep
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.run.ctx.is_worker:
+            entry = getattr(report, "cudaperf_benchmark", None)
+            self.entries.add(report.nodeid, report.when, entry)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        ctx = self.run.ctx
+        if self.options.json is None or ctx.is_worker or os.environ.get(FRESH_ENV):
+            return
+        benchmarks = self.entries.benchmarks()
+        if not benchmarks:
+            return
+        where = bench_json.target(self.options.json, ctx.output_dir)
+        try:
+            self.written = bench_json.write_run(where, benchmarks, ctx.root, os.environ)
+        except OSError as exc:
+            self.run.results.errors.append(f"--benchmark-json: {where} not written: {exc}")
+            if session.exitstatus in _CLEAN_EXITS:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    @pytest.hookimpl(trylast=True)  # after the cudaperf section
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.written:
+            terminalreporter.write_line(f"benchmark: wrote {self.written}")
+        elif self.options.json is not None and not self.run.ctx.is_worker:
+            terminalreporter.write_line(
+                "benchmark: --benchmark-json: no benchmark was measured, nothing written"
+            )
+
+    @pytest.fixture
+    def benchmark(
+        self, request: pytest.FixtureRequest, cuda_timer: Timer
+    ) -> Generator[BenchmarkFixture, None, None]:
+        """pytest-benchmark's fixture, measured by pytest-cudaperf: benchmark(fn, *args,
+        **kwargs) -> fn's result; benchmark.pedantic(target, args=, kwargs=, setup=, teardown=,
+        rounds=, warmup_rounds=, iterations=); extra_info, group, stats (seconds)."""
+        from pytest_cudaperf.fixtures import benchmark as served
+
+        if self.options.skip:
+            pytest.skip("Benchmarks are skipped (--benchmark-skip was used).")
+        node = request.node
+        mark = node.stash.get(BENCH_MARK, None)
+        fixture = served.BenchmarkFixture(
+            cuda_timer,
+            _test(node),
+            served.Benchmarked.of(node),
+            self.options,
+            mark if isinstance(mark, bench_marker.BenchmarkMark) else None,
+        )
+        node.stash[BENCH] = fixture
+        yield fixture
+        fixture.cleanup()
+        if fixture.unused:
+            node.warn(
+                served.BenchmarkWarning("Benchmark fixture was not used at all in this test!")
+            )
+
+    @pytest.fixture
+    def benchmark_weave(self, benchmark: BenchmarkFixture) -> Any:
+        """pytest-benchmark's benchmark_weave: benchmark.weave (needs aspectlib)."""
+        import importlib.util
+
+        if importlib.util.find_spec("aspectlib") is None:
+            pytest.skip("benchmark_weave needs aspectlib (pip install aspectlib)")
+        return benchmark.weave
+
+
+def _bench_mark(item: pytest.Item) -> bench_marker.BenchmarkMark | str:
+    mark = item.get_closest_marker("benchmark")
+    if mark is None:
+        return bench_marker.BenchmarkMark()
+    try:
+        return bench_marker.parse(mark.args, mark.kwargs)
+    except MarkerError as exc:
+        return str(exc)
+
+
 # --- options, configuration, header ----------------------------------------------------------
 
 
@@ -97,6 +231,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         group.addoption(option.cli, **option_arguments(option))
         parser.addini(option.ini, option.help.replace("%%", "%"), type="string", default=None)
+
+
+class _KnownArgs:
+    """The options as parsed before the full parse (``pytest_load_initial_conftests``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._config = config
+
+    def getoption(self, name: str) -> Any:
+        return getattr(self._config.known_args_namespace, name, None)
+
+    def getini(self, name: str) -> Any:
+        return self._config.getini(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser
+) -> Generator[None, None, None]:
+    """Who serves the benchmark fixture, decided after every plugin (and the initial conftests)
+    loaded and before pytest-benchmark is configured; pytest-benchmark's options where it is not
+    loaded (they would clash where it is)."""
+    result = yield
+    ini = early_config.inipath.name if early_config.inipath else "the ini file"
+    manager = early_config.pluginmanager
+    try:
+        serving = bench_serving.decide(manager, _KnownArgs(early_config), os.environ, ini)
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    early_config.stash[SERVING] = serving
+    if serving.ours and not serving.switched_off:
+        group = parser.getgroup(
+            "benchmark", "pytest-benchmark's options, served by pytest-cudaperf"
+        )
+        bench_options.add_options(group.addoption)
+    return result
 
 
 def _open_run(config: pytest.Config) -> RunContext:
@@ -132,6 +302,25 @@ def pytest_configure(config: pytest.Config) -> None:
         reason = run.ctx.probe.unavailable_reason()
         if reason:
             raise pytest.UsageError(f"--cudaperf-require-gpu: no usable GPU: {reason}")
+    if config.stash.get(SERVING, bench_serving.Serving(ours=False)).ours:
+        _serve_benchmark(config, run)
+
+
+def _serve_benchmark(config: pytest.Config, run: CudaperfRun) -> None:
+    """Register the benchmark fixture's server, with pytest-benchmark's options (its own parse
+    of them where it was switched off) and --benchmark-disable applied to the settings."""
+    theirs = config.stash[SERVING].switched_off
+    try:
+        options = bench_options.read(lambda dest: config.getoption(dest, None), theirs)
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    run.ctx.settings = bench_options.with_disable(run.ctx.settings, options)
+    if options.json is not None and not run.ctx.is_worker:
+        line = bench_json.unwritable_line(bench_json.target(options.json, run.ctx.output_dir))
+        if line:
+            raise pytest.UsageError(line)
+    config.pluginmanager.register(BenchmarkServer(run, options), "cudaperf-benchmark")
+    config.addinivalue_line("markers", bench_marker.marker_help())
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -146,6 +335,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = run.ctx.settings
     mode = "update" if settings.update else "disabled" if settings.disable else "compare"
     lines = [f"cudaperf: baselines {run.ctx.baseline_dir} ({mode})"]
+    if SERVING in config.stash:
+        lines.append(config.stash[SERVING].header())
     # Device lines need torch and initialise the CUDA driver (~0.2 s): print them now only where
     # collection is not seen here (the xdist controller) or a GPU is required anyway; otherwise
     # after collection, and only when a collected test uses the plugin.
@@ -184,6 +375,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         run.ctx.locks.close()
         config.pluginmanager.unregister(run)
         del config.stash[RUN]
+    server = config.pluginmanager.get_plugin("cudaperf-benchmark")
+    if server is not None:
+        config.pluginmanager.unregister(server)
 
 
 # --- collection and setup ------------------------------------------------------------------
