@@ -196,32 +196,50 @@ def nap(seconds):
 def test_steady(benchmark):
     benchmark(nap, 0.004)
 
-def test_planted(benchmark):
+def test_planted_call(benchmark):
     benchmark(nap, 0.004 * SLOW)
+
+def test_planted_rounds(benchmark):
+    benchmark.pedantic(nap, setup=lambda: ((0.004 * SLOW,), {}), rounds=15)
 """
 
 
 def test_a_planted_slowdown_fails_the_right_test(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Sleeps: the host workload that moves least on two shared cores. Rounds of a pedantic
+    setup are judged as a region (device floors, no contention), so its 3x is always a
+    regression; a CPU wall time on a machine that other processes keep busy is judged at 100%
+    at least, where a 3x may honestly be INCONCLUSIVE instead (docs/decisions.md)."""
     pytester.makepyfile(test_planted=PLANTED)
     for _ in range(3):  # three processes: a series as the verdict trusts one
         recorded = pytester.runpytest_inprocess(*ABSENT, *FAST, "--cudaperf-update")
-        recorded.assert_outcomes(passed=2)
+        recorded.assert_outcomes(passed=3)
     (baseline,) = (pytester.path / ".cudaperf").glob("cpu-*.json")
-    entries = json.loads(baseline.read_text())["entries"]
-    assert sorted(entries) == ["test_planted.py::test_planted", "test_planted.py::test_steady"]
+    assert sorted(json.loads(baseline.read_text())["entries"]) == [
+        "test_planted.py::test_planted_call",
+        "test_planted.py::test_planted_rounds",
+        "test_planted.py::test_steady",
+    ]
 
     monkeypatch.setenv("SLOW", "3")
-    slow = pytester.runpytest_inprocess(*ABSENT, *FAST)
-    slow.assert_outcomes(passed=1, failed=1)
+    slow = pytester.runpytest_inprocess(*ABSENT, *FAST, "--cudaperf-json=report.json")
     slow.stdout.fnmatch_lines(
-        [
-            "REGRESSED test_planted.py::test_planted - perf regression: median * ms vs "
-            "baseline * ms (+*%*",
-            "cudaperf: 2 measured, 1 regressions, *",
-        ]
+        ["*_ test_planted_rounds _*", "perf regression: median * ms vs baseline * ms (+*"]
     )
+    verdicts = {
+        test["nodeid"].split("::")[1]: test["records"][0]["verdict"]
+        for test in json.loads((pytester.path / "report.json").read_text())["tests"]
+    }
+    assert verdicts["test_steady"]["kind"] == "pass"
+    assert verdicts["test_planted_rounds"]["kind"] == "regression"
+    call = verdicts[
+        "test_planted_call"
+    ]  # seen at 3x; held back only by a threshold the noise raised
+    assert call["ratio"] > 2, call
+    assert call["kind"] == "regression" or (
+        call["kind"] == "inconclusive" and call["threshold"] > call["tolerance"]
+    ), call
 
 
 WHO = """
@@ -238,6 +256,7 @@ PYTEST_BENCHMARK = "pytest_benchmark.fixture"
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["plain", "n2"])
 @pytest.mark.parametrize("opted_in", [False, True], ids=["pytest-benchmark", "opted-in"])
+@pytest.mark.filterwarnings("ignore:Benchmarks are automatically disabled because xdist")
 def test_beside_an_installed_pytest_benchmark(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str], opted_in: bool
 ) -> None:
