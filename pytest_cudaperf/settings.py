@@ -176,9 +176,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("html", "write a self-contained HTML report to this file", _path, metavar="PATH"),
     Option(
         "history",
-        "append this run (commit, branch, every judged series) to this SQLite history file",
+        "append this run (commit, branch, every judged series) to this run history: an SQLite "
+        "file or a postgresql:// URL",
         _path,
-        metavar="PATH",
+        metavar="PATH|URL",
     ),
     Option(
         "cache",

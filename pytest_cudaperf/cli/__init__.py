@@ -7,6 +7,8 @@
     cudaperf compare BASE CURRENT          judge CURRENT against BASE; exit 1 on a regression
     cudaperf ab --base REV [--head REV] [--] PYTEST_ARGS...
                                            is head slower than base, here and now? (paired)
+    cudaperf history ingest|regressions|ack DB ...
+                                           the run history (an SQLite file or a postgresql:// URL)
 
 Exit codes: 0 fine, 1 a regression (compare) or a failed test body (record), 2 a file or
 argument that cannot be used (one line on stderr), 130 interrupted (Ctrl-C: one line). ``record``
@@ -26,7 +28,7 @@ from pytest_cudaperf.ab.paired import MIN_EFFECT
 from pytest_cudaperf.cli.ab import Request, cmd_ab, run_side
 from pytest_cudaperf.cli.ab import Runner as AbRunner
 from pytest_cudaperf.cli.compare import cmd_compare
-from pytest_cudaperf.cli.history import cmd_ingest, cmd_regressions
+from pytest_cudaperf.cli.history import cmd_history
 from pytest_cudaperf.cli.merge import cmd_merge
 from pytest_cudaperf.cli.record import Runner, cmd_record, run_pytest
 from pytest_cudaperf.cli.show import cmd_show
@@ -95,14 +97,31 @@ def _parser() -> argparse.ArgumentParser:
         help="skip the profiling process of each side (kernels same or not, a SLOWER's diff)",
     )
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
-    history = sub.add_parser("history", help="the run history: add reports, list regressions")
+    history = sub.add_parser(
+        "history", help="the run history: add reports, list and acknowledge regressions"
+    )
     what = history.add_subparsers(dest="history_command", required=True)
-    ingest = what.add_parser("ingest", help="add --cudaperf-json reports to a history file")
-    ingest.add_argument("db", type=Path, help="the SQLite history file (created if missing)")
+    ingest = what.add_parser("ingest", help="add --cudaperf-json reports to a history")
+    ingest.add_argument(
+        "db", help="an SQLite file (created if missing) or a postgresql:// URL (tables created)"
+    )
     ingest.add_argument("reports", type=Path, nargs="+")
     found = what.add_parser("regressions", help="list slowdown change points; exit 1 on one")
-    found.add_argument("db", type=Path, help="the SQLite history file")
+    found.add_argument("db", help="an SQLite history file or a postgresql:// URL")
     found.add_argument("--since", default="", help="only runs recorded on or after this date")
+    ack = what.add_parser(
+        "ack", help="acknowledge a regression (or --all): it no longer fails `history regressions`"
+    )
+    ack.add_argument("db", help="an SQLite history file or a postgresql:// URL")
+    ack.add_argument(
+        "which",
+        nargs="*",
+        metavar="TEST SERIES COMMIT",
+        help="the regression as history regressions lists it (the commit: its first bad, or a "
+        "drift's last; a prefix will do)",
+    )
+    ack.add_argument("--all", action="store_true", help="every regression not yet acknowledged")
+    ack.add_argument("--note", required=True, help="why it is acknowledged")
     return parser
 
 
@@ -122,9 +141,7 @@ def main(
         if args.command == "ab":
             return cmd_ab(_ab_request(args), ab_runner)
         if args.command == "history":
-            if args.history_command == "ingest":
-                return cmd_ingest(args.db, args.reports)
-            return cmd_regressions(args.db, args.since)
+            return cmd_history(args)
         try:
             tolerance = parse_fraction(args.tolerance)
         except ValueError as exc:

@@ -1,14 +1,21 @@
-"""``cudaperf history ingest DB REPORT…`` and ``cudaperf history regressions DB``: the run history
-(:mod:`pytest_cudaperf.history`) from the command line."""
+"""``cudaperf history ingest DB REPORT…``, ``cudaperf history regressions DB`` and ``cudaperf
+history ack DB (TEST SERIES COMMIT | --all) --note TEXT``: the run history
+(:mod:`pytest_cudaperf.history`) from the command line. ``DB`` is an SQLite file path or a
+``postgresql://`` URL."""
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import getpass
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_cudaperf.cli.sources import CliError
-from pytest_cudaperf.history.regressions import regressions
-from pytest_cudaperf.history.store import HistoryError, HistoryStore, open_store, report_source
+from pytest_cudaperf.history.backends import is_url, redacted
+from pytest_cudaperf.history.regressions import DRIFT, Regression, regressions
+from pytest_cudaperf.history.store import Ack, HistoryError, HistoryStore, open_store, report_source
 from pytest_cudaperf.report.document import read_report
 from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.report.terminal import render_table
@@ -18,7 +25,8 @@ from pytest_cudaperf.verdict import format_value
 HEADER = [
     "test",
     "series",
-    "last good → first bad",
+    "kind",
+    "commits",
     "change",
     "before → after",
     "p",
@@ -27,8 +35,8 @@ HEADER = [
 ]
 
 
-def _open(db: Path, create: bool) -> HistoryStore:
-    if not create and not db.is_file():
+def _open(db: str, create: bool) -> HistoryStore:
+    if not create and not is_url(db) and not Path(db).is_file():
         raise CliError(f"history: {db}: no such history file")
     try:
         return open_store(db)
@@ -36,13 +44,22 @@ def _open(db: Path, create: bool) -> HistoryStore:
         raise CliError(f"history: {exc}") from None
 
 
-def cmd_ingest(db: Path, reports: Sequence[Path]) -> int:
+def _name(db: str) -> str:
+    return redacted(db) if is_url(db) else db
+
+
+def cmd_ingest(db: str, reports: Sequence[Path]) -> int:
     """Add each ``--cudaperf-json`` report as a run (all read before any is written: a bad one
-    adds nothing). A report already in the history is skipped and said so."""
-    try:
-        loaded = [(path, read_report(path)) for path in reports]
-    except ReportError as exc:
-        raise CliError(f"history ingest: {exc}") from None
+    adds nothing), one line per report as it goes. A report already in the history is skipped
+    and said so."""
+    loaded = []
+    for i, path in enumerate(reports, 1):
+        if len(reports) > 1:
+            print(f"reading [{i}/{len(reports)}] {path}", file=sys.stderr, flush=True)
+        try:
+            loaded.append((path, read_report(path)))
+        except ReportError as exc:
+            raise CliError(f"history ingest: {exc}") from None
     with _open(db, create=True) as store:
         for i, (path, report) in enumerate(loaded, 1):
             source, recorded_at = report_source(report)
@@ -53,33 +70,121 @@ def cmd_ingest(db: Path, reports: Sequence[Path]) -> int:
             what = f"{len(report.records())} series" if added else "already in the history"
             commit = source.commit[:12] or "no commit"
             print(f"[{i}/{len(loaded)}] {path}: {what} ({commit})", flush=True)
-        print(f"cudaperf history: {store.runs()} runs in {db}")
+        runs = store.runs()
+    print(f"cudaperf history: {runs} runs in {_name(db)}")
     return 0
 
 
-def cmd_regressions(db: Path, since: str) -> int:
-    """The slowdown change points as a table; exit 1 when there is one."""
+def _label(r: Regression) -> str:
+    _, nodeid, name, _ = r.series
+    return nodeid + (f" [{name}]" if name else "")
+
+
+def _row(r: Regression) -> list[str]:
+    change = format_pct(r.change)
+    if r.slope is not None:
+        change += f" ({format_pct(r.slope)}/run)"
+    levels = f"{format_value(r.before, r.unit)} → {format_value(r.after, r.unit)}"
+    if r.reference_mhz is not None:
+        levels += f" at {r.reference_mhz:.0f} MHz"
+    row = [
+        _label(r),
+        r.series[3],
+        r.kind,
+        f"{r.last_good[:10] or '?'} → {r.first_bad[:10] or '?'}",
+        change,
+        levels,
+        f"{r.p:.1e}",
+        r.date,
+        r.series[0],
+    ]
+    if r.ack is not None:
+        row.append(f"{r.ack.note} ({r.ack.acked_by}, {r.ack.acked_at[:10]})")
+    return row
+
+
+def cmd_regressions(db: str, since: str) -> int:
+    """The steps and drifts that made a series slower, as a table; exit 1 when one is not
+    acknowledged."""
     with _open(db, create=False) as store:
-        found = regressions(store, since)
+        try:
+            found = regressions(store, since)
+        except HistoryError as exc:
+            raise CliError(f"history: {exc}") from None
     if not found:
-        print(f"cudaperf history: no regression in {db}" + (f" since {since}" if since else ""))
-        return 0
-    table = []
-    for r in found:
-        device_class, nodeid, name, series = r.series
-        table.append(
-            [
-                nodeid + (f" [{name}]" if name else ""),
-                series,
-                f"{r.last_good[:10] or '?'} → {r.first_bad[:10] or '?'}",
-                format_pct(r.change),
-                f"{format_value(r.before, r.unit)} → {format_value(r.after, r.unit)}",
-                f"{r.p:.1e}",
-                r.date,
-                device_class,
-            ]
+        print(
+            f"cudaperf history: no regression in {_name(db)}" + (f" since {since}" if since else "")
         )
-    for line in render_table(table, HEADER):
+        return 0
+    acked = sum(1 for r in found if r.ack is not None)
+    header = [*HEADER, "acknowledged"] if acked else HEADER
+    for line in render_table([_row(r) for r in found], header):
         print(line)
-    print(f"cudaperf history: {len(found)} regression{'s' if len(found) != 1 else ''}")
-    return 1
+    drifts = sum(1 for r in found if r.kind == DRIFT)
+    summary = f"{len(found)} regression{'s' if len(found) != 1 else ''}"
+    if drifts:
+        summary += f" ({len(found) - drifts} step{'s' if len(found) - drifts != 1 else ''}, "
+        summary += f"{drifts} drift{'s' if drifts != 1 else ''})"
+    if acked:
+        summary += f", {acked} acknowledged"
+    print(f"cudaperf history: {summary}")
+    return 1 if acked < len(found) else 0
+
+
+def _matches(r: Regression, test: str, series: str, commit: str) -> bool:
+    return _label(r) == test and r.series[3] == series and r.commit.startswith(commit)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no password entry (a bare container)
+        return "unknown"
+
+
+def cmd_ack(db: str, which: Sequence[str], every: bool, note: str) -> int:
+    """Acknowledge the regression ``which`` names (test as listed, series, first bad commit or
+    a prefix of it; a drift: the last commit listed), or with ``every`` each one not yet
+    acknowledged, with a note, the time and the user."""
+    if every == bool(which) or (which and len(which) != 3):
+        raise CliError(
+            "history ack: give TEST SERIES COMMIT (as history regressions lists them), or --all"
+        )
+    if not note.strip():
+        raise CliError("history ack: --note: give a reason, not an empty note")
+    with _open(db, create=False) as store:
+        try:
+            found = regressions(store)
+            if every:
+                chosen = [r for r in found if r.ack is None]
+            else:
+                test, series, commit = which
+                chosen = [r for r in found if commit and _matches(r, test, series, commit)]
+                if not chosen:
+                    raise CliError(
+                        f"history ack: no regression of {test} {series} at commit {commit} in "
+                        f"{_name(db)} (cudaperf history regressions lists them)"
+                    )
+            now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            user = _user()
+            store.acknowledge(
+                [Ack(r.series, r.kind, r.commit, note.strip(), now, user) for r in chosen]
+            )
+        except HistoryError as exc:
+            raise CliError(f"history ack: {exc}") from None
+    for r in chosen:
+        print(
+            f"acknowledged: {_label(r)} {r.series[3]} {r.kind} at {r.commit[:10] or '?'} "
+            f"({r.series[0]})"
+        )
+    print(f"cudaperf history: {len(chosen)} acknowledged by {user} in {_name(db)}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """``cudaperf history``'s subcommands."""
+    if args.history_command == "ingest":
+        return cmd_ingest(args.db, args.reports)
+    if args.history_command == "ack":
+        return cmd_ack(args.db, args.which, args.all, args.note)
+    return cmd_regressions(args.db, args.since)

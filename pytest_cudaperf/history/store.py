@@ -1,34 +1,57 @@
-"""The run history: every run's judged series in an SQLite database (a file path).
+"""The run history: every run's judged series in an SQLite file or a PostgreSQL database (the
+backends: :mod:`pytest_cudaperf.history.backends`), and the acknowledged regressions.
 
 One run is written in one transaction, so a writer killed at any point leaves the store with every
-earlier run and none of its own (SQLite's journal rolls the half-written one back when the file is
-next opened); the write-ahead log lets readers read while a writer writes, and writers wait for one
-another (``timeout``). A run is known by its report's ``run_id``: adding it twice keeps the first.
-The schema is versioned (:data:`SCHEMA`, the first): a store written by a newer version is refused
-with one line (why: docs/decisions.md, "How is the run history stored?").
+earlier run and none of its own; readers read while a writer writes, and concurrent writers are
+safe: a run is known by its report's ``run_id``, and adding it twice, one after the other or from
+two writers at once, keeps the first (the second is "already there", not an error). Per run and
+series the store keeps the value (the median), its interval (``lo``, ``hi``), the noise, the SM
+clock, the verdict and the kernel breakdown (JSON) when the record has one.
+
+The schema is versioned (:data:`SCHEMA`): opening a store of an older version migrates it in place
+in one transaction (a failed migration leaves it as it was); a store written by a newer version is
+refused with one line (why: docs/decisions.md, "How is the run history stored?").
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pytest_cudaperf.history.backends import (
+    BUSY_TIMEOUT_S,
+    Backend,
+    HistoryError,
+    connect,
+)
 
 if TYPE_CHECKING:
     from pytest_cudaperf.report.document import Report
 
-#: the store's schema version
-SCHEMA = 1
-#: how long a writer waits for another to finish its run (seconds)
-BUSY_TIMEOUT_S = 30.0
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "SCHEMA",
+    "Ack",
+    "HistoryError",
+    "HistoryStore",
+    "Point",
+    "SeriesId",
+    "Source",
+    "open_store",
+    "report_source",
+]
 
+#: the store's schema version: 2 added each result's interval and breakdown, and the acks
+SCHEMA = 2
+
+#: the tables of a new store ({serial}: the backend's auto-numbered key)
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
+    id {serial},
     run_id TEXT NOT NULL UNIQUE,
     recorded_at TEXT NOT NULL,
     commit_sha TEXT NOT NULL,
@@ -37,25 +60,53 @@ CREATE TABLE IF NOT EXISTS runs (
     environment TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS results (
-    run INTEGER NOT NULL REFERENCES runs(id),
+    run BIGINT NOT NULL REFERENCES runs(id),
     nodeid TEXT NOT NULL,
     name TEXT NOT NULL,
     series TEXT NOT NULL,
     device_class TEXT NOT NULL,
     unit TEXT NOT NULL,
-    value REAL NOT NULL,
-    noise REAL NOT NULL,
-    sm_mhz REAL,
+    value DOUBLE PRECISION NOT NULL,
+    noise DOUBLE PRECISION NOT NULL,
+    sm_mhz DOUBLE PRECISION,
     verdict TEXT NOT NULL,
+    lo DOUBLE PRECISION,
+    hi DOUBLE PRECISION,
+    breakdown TEXT,
     PRIMARY KEY (run, nodeid, name, series, device_class)
 );
 CREATE INDEX IF NOT EXISTS results_by_series ON results (device_class, nodeid, name, series);
+{acks}
 """
 
+_ACKS = """
+CREATE TABLE IF NOT EXISTS acks (
+    device_class TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    name TEXT NOT NULL,
+    series TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    commit_sha TEXT NOT NULL,
+    note TEXT NOT NULL,
+    acked_at TEXT NOT NULL,
+    acked_by TEXT NOT NULL,
+    PRIMARY KEY (device_class, nodeid, name, series, kind, commit_sha)
+);
+"""
 
-class HistoryError(RuntimeError):
-    """The store cannot be opened or written: the message says which file and why, in one
-    line."""
+#: what brings a store of version ``v`` to ``v + 1``
+_MIGRATIONS = {
+    1: f"""
+ALTER TABLE results ADD COLUMN lo DOUBLE PRECISION;
+ALTER TABLE results ADD COLUMN hi DOUBLE PRECISION;
+ALTER TABLE results ADD COLUMN breakdown TEXT;
+{_ACKS}
+""",
+}
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
 
 
 @dataclass(frozen=True)
@@ -73,46 +124,108 @@ class Point:
 
     commit: str
     recorded_at: str
+    #: the median
     value: float
     unit: str
     verdict: str
+    #: the median's interval, where the recording has one
+    lo: float | None = None
+    hi: float | None = None
+    noise: float = 0.0
+    #: the SM clock while it was measured (CUDA)
+    sm_mhz: float | None = None
+    run_id: str = ""
+    #: the kernel (CPU: op) breakdown's JSON object, where the record has one
+    breakdown: dict[str, Any] | None = None
 
 
 #: a series in the store: (device class, node id, name, series)
 SeriesId = tuple[str, str, str, str]
 
 
+@dataclass(frozen=True)
+class Ack:
+    """A regression someone acknowledged: the series, the kind (``step`` or ``drift``), the
+    commit that names it (a step's first bad commit, the last commit of a drift's window), the
+    note, when (UTC, ISO) and who."""
+
+    series: SeriesId
+    kind: str
+    commit: str
+    note: str
+    acked_at: str
+    acked_by: str
+
+
+def _number(x: object) -> float | None:
+    return None if x is None else float(x)  # type: ignore[arg-type]
+
+
+def _breakdown(text: object) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        found = json.loads(str(text))
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
 class HistoryStore:
     """An open run history (use as a context manager, or :meth:`close`)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, db: Backend) -> None:
+        self._db = db
+        self.where = db.where
         try:
-            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            version = self._version()
-        except sqlite3.DatabaseError as exc:
-            raise HistoryError(f"{path}: not a cudaperf history ({exc})") from None
-        if version is not None and version > SCHEMA:
-            self._db.close()
-            raise HistoryError(
-                f"{path}: history schema {version} was written by a newer pytest-cudaperf (this "
-                f"one reads up to {SCHEMA}); upgrade pytest-cudaperf"
-            )
-        with self._db:
-            self._db.executescript(_TABLES)
-            self._db.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA),)
-            )
+            with db.guard("cannot open the history"):
+                self._prepare()
+        except BaseException:
+            db.close()
+            raise
 
     def _version(self) -> int | None:
-        found = self._db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-        if found is None:
+        if not self._db.table_exists("meta"):
             return None
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        return int(row[0]) if row else None
+        rows, _ = self._db.execute("SELECT value FROM meta WHERE key = 'schema'")
+        return int(rows[0][0]) if rows else None
+
+    def _refuse_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA:
+            raise HistoryError(
+                f"{self.where}: history schema {version} was written by a newer pytest-cudaperf "
+                f"(this one reads up to {SCHEMA}); upgrade pytest-cudaperf"
+            )
+
+    def _prepare(self) -> None:
+        """Create the tables of a new store, migrate an older one (one transaction)."""
+        version = self._version()
+        self._refuse_newer(version)
+        if version == SCHEMA:
+            return
+        with self._db.transaction(schema=True):
+            version = self._version()  # again: another process may have done it meanwhile
+            self._refuse_newer(version)
+            if version == SCHEMA:
+                return
+            if version is None:
+                script = _TABLES.format(serial=self._db.serial, acks=_ACKS)
+                for statement in _statements(script):
+                    self._db.execute(statement)
+            else:
+                for step in range(version, SCHEMA):
+                    for statement in _statements(_MIGRATIONS[step]):
+                        self._db.execute(statement)
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA),),
+            )
+
+    @property
+    def schema(self) -> int:
+        with self._db.guard("could not read the schema"):
+            return self._version() or SCHEMA
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -125,73 +238,111 @@ class HistoryStore:
 
     def add_run(self, report: Report, source: Source, recorded_at: str) -> bool:
         """Add ``report``'s judged series as one run, in one transaction. False (nothing
-        written) when a run with its ``run_id`` is already there."""
+        written) when a run with its ``run_id`` is already there, or another writer adds it
+        meanwhile."""
         run_id = report.run_id or f"{recorded_at} {source.commit}"
         environment = json.dumps(dict(report.environment), sort_keys=True, default=str)
-        try:
-            with self._db:
-                known = self._db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,))
-                if known.fetchone() is not None:
-                    return False
-                cursor = self._db.execute(
-                    "INSERT INTO runs (run_id, recorded_at, commit_sha, dirty, branch, "
-                    "environment) VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        run_id,
-                        recorded_at,
-                        source.commit,
-                        int(source.dirty),
-                        source.branch,
-                        environment,
-                    ),
-                )
-                run = cursor.lastrowid
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            run,
-                            r.key.nodeid,
-                            r.key.name,
-                            r.series,
-                            r.device_class,
-                            r.unit,
-                            float(r.value),
-                            float(r.record.recording.noise),
-                            r.record.recording.sm_mhz,
-                            r.verdict.kind.value,
-                        )
-                        for r in report.records()
-                    ],
-                )
-        except sqlite3.Error as exc:
-            raise HistoryError(f"{self.path}: could not add the run ({exc})") from None
+        rows: dict[tuple[str, str, str, str], tuple[object, ...]] = {}
+        for r in report.records():
+            recording = r.record.recording
+            lo, hi = recording.ci if recording.ci is not None else (None, None)
+            breakdown = r.record.breakdown
+            rows[(r.key.nodeid, r.key.name, r.series, r.device_class)] = (
+                r.unit,
+                float(r.value),
+                float(recording.noise),
+                recording.sm_mhz,
+                r.verdict.kind.value,
+                lo,
+                hi,
+                None if breakdown is None else json.dumps(dict(breakdown), sort_keys=True),
+            )
+        db = self._db
+        with db.guard("could not add the run"), db.transaction():
+            _, added = db.execute(
+                "INSERT INTO runs (run_id, recorded_at, commit_sha, dirty, branch, "
+                "environment) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+                (run_id, recorded_at, source.commit, int(source.dirty), source.branch, environment),
+            )
+            if added != 1:
+                return False
+            found, _ = db.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,))
+            run = int(found[0][0])
+            db.execute_many(
+                "INSERT INTO results (run, nodeid, name, series, device_class, unit, value, "
+                "noise, sm_mhz, verdict, lo, hi, breakdown) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run, *key, *values) for key, values in rows.items()],
+            )
         return True
 
     def runs(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM runs").fetchone()[0])
+        with self._db.guard("could not read the runs"):
+            rows, _ = self._db.execute("SELECT count(*) FROM runs")
+        return int(rows[0][0])
 
     def series_ids(self) -> list[SeriesId]:
-        return [
-            (str(c), str(n), str(m), str(s))
-            for c, n, m, s in self._db.execute(
+        with self._db.guard("could not read the series"):
+            rows, _ = self._db.execute(
                 "SELECT DISTINCT device_class, nodeid, name, series FROM results "
                 "ORDER BY device_class, nodeid, name, series"
             )
-        ]
+        return [(str(c), str(n), str(m), str(s)) for c, n, m, s in rows]
 
     def points(self, ident: SeriesId, since: str = "") -> list[Point]:
         """One series' values, oldest run first (runs recorded at or after ``since``, a date or
         time in ISO form, when given)."""
-        rows: Iterator[Sequence[object]] = self._db.execute(
-            "SELECT runs.commit_sha, runs.recorded_at, results.value, results.unit, "
-            "results.verdict "
-            "FROM results JOIN runs ON runs.id = results.run "
-            "WHERE device_class = ? AND nodeid = ? AND name = ? AND series = ? "
-            "AND runs.recorded_at >= ? ORDER BY runs.recorded_at, runs.id",
-            (*ident, since),
-        )
-        return [Point(str(c), str(t), float(v), str(u), str(k)) for c, t, v, u, k in rows]  # type: ignore[arg-type]
+        with self._db.guard("could not read a series"):
+            rows, _ = self._db.execute(
+                "SELECT runs.commit_sha, runs.recorded_at, results.value, results.unit, "
+                "results.verdict, results.lo, results.hi, results.noise, results.sm_mhz, "
+                "runs.run_id, results.breakdown "
+                "FROM results JOIN runs ON runs.id = results.run "
+                "WHERE device_class = ? AND nodeid = ? AND name = ? AND series = ? "
+                "AND runs.recorded_at >= ? ORDER BY runs.recorded_at, runs.id",
+                (*ident, since),
+            )
+        return [
+            Point(
+                commit=str(c),
+                recorded_at=str(t),
+                value=float(v),
+                unit=str(u),
+                verdict=str(k),
+                lo=_number(lo),
+                hi=_number(hi),
+                noise=float(noise),
+                sm_mhz=_number(mhz),
+                run_id=str(run_id),
+                breakdown=_breakdown(breakdown),
+            )
+            for c, t, v, u, k, lo, hi, noise, mhz, run_id, breakdown in rows
+        ]
+
+    def acknowledge(self, acks: Sequence[Ack]) -> None:
+        """Store acknowledgements (one transaction); acknowledging one again replaces its note,
+        time and author."""
+        with self._db.guard("could not store the acknowledgement"), self._db.transaction():
+            self._db.execute_many(
+                "INSERT INTO acks (device_class, nodeid, name, series, kind, commit_sha, note, "
+                "acked_at, acked_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (device_class, nodeid, name, series, kind, commit_sha) DO UPDATE "
+                "SET note = excluded.note, acked_at = excluded.acked_at, "
+                "acked_by = excluded.acked_by",
+                [(*a.series, a.kind, a.commit, a.note, a.acked_at, a.acked_by) for a in acks],
+            )
+
+    def acks(self) -> list[Ack]:
+        """Every acknowledgement, oldest first."""
+        with self._db.guard("could not read the acknowledgements"):
+            rows, _ = self._db.execute(
+                "SELECT device_class, nodeid, name, series, kind, commit_sha, note, acked_at, "
+                "acked_by FROM acks ORDER BY acked_at, device_class, nodeid, name, series"
+            )
+        return [
+            Ack((str(c), str(n), str(m), str(s)), str(k), str(sha), str(note), str(t), str(by))
+            for c, n, m, s, k, sha, note, t, by in rows
+        ]
 
 
 def report_source(report: Report) -> tuple[Source, str]:
@@ -210,12 +361,7 @@ def report_source(report: Report) -> tuple[Source, str]:
     return source, str(env.get("recorded_at", ""))
 
 
-def open_store(path: Path) -> HistoryStore:
-    """The history at ``path`` (created with its folder when missing)."""
-    if path.exists() and path.is_dir():
-        raise HistoryError(f"{path}: is a folder; give the history a file path")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HistoryError(f"{path}: cannot create its folder ({exc.strerror})") from None
-    return HistoryStore(path)
+def open_store(target: str | Path) -> HistoryStore:
+    """The history at ``target``: a ``postgresql://`` URL (its tables created when missing), or
+    an SQLite file path (created with its folder when missing)."""
+    return HistoryStore(connect(target))

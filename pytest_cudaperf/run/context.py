@@ -119,12 +119,18 @@ class RunContext:
     def unwritable_outputs(self) -> list[str]:
         """The run's output targets that cannot be written, one line each (option, path, why,
         what to do); checked by the process that writes them before any test runs."""
+        from pytest_cudaperf.history.backends import is_url, target_problem
+
         settings, found = self.settings, []
+        url = settings.history if settings.history and is_url(settings.history) else None
         targets = [
             ("--cudaperf-json", settings.json),
             ("--cudaperf-html", settings.html),
-            ("--cudaperf-history", settings.history),
+            ("--cudaperf-history", None if url else settings.history),
         ]
+        problem = target_problem(url) if url else None  # its scheme, the driver
+        if problem:
+            found.append(f"--cudaperf-history: {problem}")
         for option, given in targets:
             why = unwritable(self.output_dir / given) if given else None
             if why:

@@ -151,18 +151,20 @@ _HINTS = {
     "baseline update": "make it a writable folder, or choose another with --cudaperf-baseline-dir",
     "--cudaperf-json": "point --cudaperf-json at a writable file",
     "--cudaperf-html": "point --cudaperf-html at a writable file",
-    "--cudaperf-history": "point --cudaperf-history at a writable SQLite file",
+    "--cudaperf-history": (
+        "point --cudaperf-history at a writable SQLite file or a reachable postgresql:// URL"
+    ),
     "GITHUB_STEP_SUMMARY": "check that GITHUB_STEP_SUMMARY names a writable file",
 }
 
 
-def output_error(what: str, path: Path, exc: BaseException, hint: str) -> str:
+def output_error(what: str, path: Path | str, exc: BaseException, hint: str) -> str:
     """One line for an end-of-run output that could not be written, and what to do."""
     reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
     return f"cudaperf: {what}: {path}: {reason} ({type(exc).__name__}); {hint}"
 
 
-def _attempt(results: Results, what: str, path: Path, action: Callable[[], object]) -> None:
+def _attempt(results: Results, what: str, path: Path | str, action: Callable[[], object]) -> None:
     """Run one end-of-run output; an OS or data error becomes one line naming the file."""
     try:
         action()
@@ -182,15 +184,17 @@ def run_source(root: Path, environ: Mapping[str, str]) -> dict[str, Any]:
     return {"source": dataclasses.asdict(describe(root, environ)), "recorded_at": now}
 
 
-def add_to_history(path: Path, report: Report) -> None:
-    """Append the run to the history at ``path`` (one transaction)."""
+def add_to_history(target: Path | str, report: Report) -> None:
+    """Append the run to the history at ``target`` (a file, or a ``postgresql://`` URL; one
+    transaction)."""
+    from pytest_cudaperf.history.backends import shown
     from pytest_cudaperf.history.store import HistoryError, open_store, report_source
 
     try:
-        with open_store(path) as store:
+        with open_store(target) as store:
             store.add_run(report, *report_source(report))
     except HistoryError as exc:
-        raise ValueError(str(exc).removeprefix(f"{path}: ")) from None
+        raise ValueError(str(exc).removeprefix(f"{shown(target)}: ")) from None
 
 
 def finish_run(
@@ -212,8 +216,11 @@ def finish_run(
         env.update(run_source(run.root, environ))
     report = results.report(run.run_id, str(run.baseline_dir), env)
     if settings.history:
-        path = out / settings.history
-        _attempt(results, "--cudaperf-history", path, lambda: add_to_history(path, report))
+        from pytest_cudaperf.history.backends import located, shown
+
+        target = located(settings.history, out)
+        add = lambda: add_to_history(target, report)  # noqa: E731
+        _attempt(results, "--cudaperf-history", shown(target), add)
     if settings.json:
         json_path = out / settings.json
         _attempt(results, "--cudaperf-json", json_path, lambda: write_report(json_path, report))

@@ -1,20 +1,28 @@
-"""The run history's SQLite store, its regressions and the run's source."""
+"""The run history's SQLite store (what it keeps per series, its migration, acks), its
+regressions (steps, drifts, cycle space, acknowledged ones) and the run's source."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.history.regressions import regressions
+from pytest_cudaperf.history.changepoints import change_points
+from pytest_cudaperf.history.regressions import DRIFT, STEP, regressions
 from pytest_cudaperf.history.source import describe
 from pytest_cudaperf.history.store import (
+    SCHEMA,
+    Ack,
     HistoryError,
+    HistoryStore,
     Source,
     open_store,
     report_source,
@@ -24,11 +32,14 @@ from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks
 from pytest_cudaperf.measure.timing import Measurement
 from pytest_cudaperf.report.document import Report
+from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
 from pytest_cudaperf.run.results import Results
+from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.store.baselines import BaselineStore
+from pytest_cudaperf.verdict import Kind, Verdict
 
 
 def report(tmp_path: Path, run_id: str, medians: dict[str, float]) -> Report:
@@ -138,10 +149,9 @@ def test_a_writer_killed_mid_run_leaves_every_earlier_run(tmp_path: Path) -> Non
     assert done >= 3, child.stderr.read() if child.stderr else ""
     with open_store(tmp_path / "h.sqlite") as store:
         assert store.runs() >= done + 1
-        assert store._db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        per_run = store._db.execute(
-            "SELECT count(*) FROM results GROUP BY run ORDER BY run"
-        ).fetchall()
+    with closing(sqlite3.connect(tmp_path / "h.sqlite")) as raw:
+        assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        per_run = raw.execute("SELECT count(*) FROM results GROUP BY run ORDER BY run").fetchall()
         assert {n for (n,) in per_run} == {200}  # no run half written
 
 
@@ -168,3 +178,181 @@ def test_a_report_carries_its_source_for_a_later_ingest() -> None:
     env = {"source": {"commit": "c9", "dirty": True, "branch": "b"}, "recorded_at": "2026"}
     assert report_source(Report(environment=env)) == (Source("c9", True, "b"), "2026")
     assert report_source(Report()) == (Source(), "")
+
+
+# --- what a run keeps, the schema's migration -----------------------------------------------------
+
+
+def judged(
+    nodeid: str,
+    value: float,
+    *,
+    sm_mhz: float | None = None,
+    ci: tuple[float, float] | None = None,
+    breakdown: dict[str, object] | None = None,
+    unit: str = "ms",
+    series: str = "time:device/cold",
+) -> JudgedRecord:
+    """A judged record as a run reports it (no judging: the store keeps what it is given)."""
+    recording = Recording(date="2026-11-01", median=value, noise=0.01, n=30, sm_mhz=sm_mhz, ci=ci)
+    record = Record(SeriesKey(nodeid), series, "GPU X", unit, recording, {}, breakdown)
+    return JudgedRecord(record, Verdict(Kind.PASS))
+
+
+def fill(store: HistoryStore, values: Sequence[float], clocks: Sequence[float | None] = ()) -> None:
+    """One run per value of the series ``t.py::s``, at commits c00, c01, … a day apart."""
+    clocks = list(clocks) or [None] * len(values)
+    for i, (value, mhz) in enumerate(zip(values, clocks, strict=True)):
+        report = Report(tests=(TestOutcome("t.py::s", (judged("t.py::s", value, sm_mhz=mhz),)),))
+        report = dataclasses.replace(report, run_id=f"run{i}")
+        day = f"2026-{10 + i // 28:02d}-{i % 28 + 1:02d}T00:00:00+00:00"
+        assert store.add_run(report, Source(f"c{i:02d}"), day)
+
+
+IDENT = ("GPU X", "t.py::s", "", "time:device/cold")
+
+
+def test_a_point_holds_the_interval_noise_clock_run_and_breakdown(tmp_path: Path) -> None:
+    breakdown = {"kernels": [{"name": "gemm", "ms": 0.8}], "backend": "cuda"}
+    records = (
+        judged("t.py::a", 1.0, sm_mhz=1755.0, ci=(0.98, 1.03), breakdown=breakdown),
+        judged("t.py::a", 4096, unit="bytes", series="memory:peak"),
+    )
+    report = Report(tests=(TestOutcome("t.py::a", records),), run_id="r1")
+    with open_store(tmp_path / "h.sqlite") as store:
+        store.add_run(report, Source("c1"), "2026-11-01T00:00:00+00:00")
+        (time_point,) = store.points(("GPU X", "t.py::a", "", "time:device/cold"))
+        (peak,) = store.points(("GPU X", "t.py::a", "", "memory:peak"))
+        assert store.schema == SCHEMA == 2
+    assert (time_point.lo, time_point.hi, time_point.noise) == (0.98, 1.03, 0.01)
+    assert (time_point.sm_mhz, time_point.run_id, time_point.verdict) == (1755.0, "r1", "pass")
+    assert time_point.breakdown == breakdown
+    assert (peak.value, peak.unit, peak.lo, peak.sm_mhz, peak.breakdown) == (
+        4096,
+        "bytes",
+        None,
+        None,
+        None,
+    )
+
+
+#: the tables as schema 1 wrote them
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, recorded_at TEXT NOT NULL,
+    commit_sha TEXT NOT NULL, dirty INTEGER NOT NULL, branch TEXT NOT NULL,
+    environment TEXT NOT NULL);
+CREATE TABLE results (run INTEGER NOT NULL REFERENCES runs(id), nodeid TEXT NOT NULL,
+    name TEXT NOT NULL, series TEXT NOT NULL, device_class TEXT NOT NULL, unit TEXT NOT NULL,
+    value REAL NOT NULL, noise REAL NOT NULL, sm_mhz REAL, verdict TEXT NOT NULL,
+    PRIMARY KEY (run, nodeid, name, series, device_class));
+CREATE INDEX results_by_series ON results (device_class, nodeid, name, series);
+INSERT INTO meta VALUES ('schema', '1');
+INSERT INTO runs VALUES (1, 'old', '2026-10-01T00:00:00+00:00', 'c0', 0, 'main', '{}');
+INSERT INTO results VALUES (1, 't.py::s', '', 'time:device/cold', 'GPU X', 'ms', 1.0, 0.01, 1980.0,
+    'new');
+"""
+
+
+def schema_1(path: Path, extra: str = "") -> None:
+    with closing(sqlite3.connect(path)) as raw:
+        raw.executescript(SCHEMA_1 + extra)
+
+
+def test_a_schema_1_history_is_migrated_in_place(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    schema_1(db)
+    with open_store(db) as store:
+        assert store.schema == 2
+        (old,) = store.points(IDENT)
+        assert (old.commit, old.value, old.sm_mhz, old.run_id) == ("c0", 1.0, 1980.0, "old")
+        assert (old.lo, old.hi, old.breakdown) == (None, None, None)
+        fill(store, [1.1])
+        assert [p.value for p in store.points(IDENT)] == [1.0, 1.1]
+        assert store.acks() == []
+
+
+def test_a_failed_migration_leaves_the_history_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    schema_1(db, "ALTER TABLE results ADD COLUMN breakdown TEXT;")  # the third step will fail
+    with pytest.raises(HistoryError, match=r"h\.sqlite: cannot open the history \(.*breakdown"):
+        open_store(db)
+    with closing(sqlite3.connect(db)) as raw:
+        assert raw.execute("SELECT value FROM meta").fetchall() == [("1",)]
+        columns = [row[1] for row in raw.execute("PRAGMA table_info(results)")]
+        assert "lo" not in columns  # the first two steps were rolled back with it
+        assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'acks'").fetchall() == []
+
+
+# --- regressions: cycle space, drifts, acks -------------------------------------------------------
+
+
+def noisy(levels: Sequence[float], spread: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + rng.gauss(0, spread)) for level in levels]
+
+
+def test_a_clock_change_alone_is_no_regression(tmp_path: Path) -> None:
+    clocks = [1980.0] * 15 + [1410.0] * 15  # the GPU runs 29% slower from run 15: nothing else
+    values = noisy([1980 / c for c in clocks], 0.005, seed=1)
+    assert change_points(values)  # in milliseconds it is a step
+    with open_store(tmp_path / "h.sqlite") as store:
+        fill(store, values, clocks)
+        assert regressions(store) == []
+
+
+def test_a_code_step_under_changing_clocks_is_found_in_cycles(tmp_path: Path) -> None:
+    rng = random.Random(2)
+    clocks = [rng.choice([1980.0, 1755.0, 1410.0]) for _ in range(30)]
+    work = [1.08 if i >= 18 else 1.0 for i in range(30)]  # the code got 8% slower at run 18
+    values = noisy([w * 1980 / c for w, c in zip(work, clocks, strict=True)], 0.005, seed=3)
+    with open_store(tmp_path / "h.sqlite") as store:
+        fill(store, values, clocks)
+        (found,) = regressions(store)
+    assert (found.kind, found.last_good, found.first_bad) == (STEP, "c17", "c18")
+    assert found.change == pytest.approx(0.08, abs=0.01)
+    assert found.reference_mhz == 1755.0  # the median clock the levels are expressed at
+
+
+def test_a_creep_is_one_drift_not_a_staircase_of_steps(tmp_path: Path) -> None:
+    creep = noisy([1.005**i for i in range(40)], 0.015, seed=4)
+    with open_store(tmp_path / "h.sqlite") as store:
+        fill(store, creep)
+        (found,) = regressions(store)
+    assert found.kind == DRIFT
+    assert found.last_good in ("c00", "c10")
+    assert found.first_bad == "c39"
+    assert found.slope == pytest.approx(0.005, abs=0.002)
+    assert found.change > 0.1
+
+
+def test_an_ack_covers_its_step_and_a_drift_for_a_window(tmp_path: Path) -> None:
+    step = noisy([1.0] * 15 + [1.1] * 15, 0.005, seed=5)
+    with open_store(tmp_path / "h.sqlite") as store:
+        fill(store, step)
+        (found,) = regressions(store)
+        assert (found.commit, found.ack) == ("c15", None)
+        ack = Ack(IDENT, STEP, "c15", "intended: exact softmax", "2026-12-01T00:00:00+00:00", "ana")
+        store.acknowledge([ack])
+        store.acknowledge([dataclasses.replace(ack, note="intended")])  # again: the note replaced
+        (found,) = regressions(store)
+        assert found.ack == dataclasses.replace(ack, note="intended")
+    creep = [1.005**i for i in range(30)]
+    with open_store(tmp_path / "drift.sqlite") as store:
+        fill(store, creep)
+        (found,) = regressions(store)
+        store.acknowledge([Ack(IDENT, DRIFT, found.commit, "n", "2026-12-01", "ana")])
+        assert regressions(store)[0].ack is not None
+        fill_more = [1.005 ** (30 + i) for i in range(29)]
+        for i, value in enumerate(fill_more, 30):
+            record = judged("t.py::s", value)
+            report = Report(tests=(TestOutcome("t.py::s", (record,)),), run_id=f"run{i}")
+            store.add_run(report, Source(f"c{i:02d}"), f"2027-01-{i - 29:02d}T00:00:00+00:00")
+        (still,) = regressions(store)
+        assert still.kind == DRIFT
+        assert still.ack is not None
+        report = Report(tests=(TestOutcome("t.py::s", (judged("t.py::s", 1.005**59),)),))
+        store.add_run(dataclasses.replace(report, run_id="run59"), Source("c59"), "2027-02-01")
+        (again,) = regressions(store)
+        assert again.kind == DRIFT
+        assert again.ack is None
