@@ -83,7 +83,7 @@ def _label(r: Regression) -> str:
 def _row(r: Regression) -> list[str]:
     change = format_pct(r.change)
     if r.slope is not None:
-        change += f" ({format_pct(r.slope)}/run)"
+        change += f" ({r.slope * 100:+.2f}%/run)"
     levels = f"{format_value(r.before, r.unit)} → {format_value(r.after, r.unit)}"
     if r.reference_mhz is not None:
         levels += f" at {r.reference_mhz:.0f} MHz"

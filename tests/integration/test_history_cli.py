@@ -1,10 +1,20 @@
 """The run history end to end: ``--cudaperf-history`` appends each run (under xdist too, from the
 controller only), ``cudaperf history ingest`` adds reports, ``cudaperf history regressions``
-lists slowdowns; errors name the file or option."""
+lists slowdowns (steps and drifts) and ``cudaperf history ack`` acknowledges them; errors are one
+line naming the file, URL or option (PostgreSQL itself: test_history_postgres.py)."""
 
 from __future__ import annotations
 
+import getpass
+import random
+import re
+import sqlite3
+import sys
+from contextlib import closing
+from pathlib import Path
+
 import pytest
+from history_reports import fill
 
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.history.store import open_store
@@ -87,4 +97,95 @@ def test_a_history_that_is_not_one_is_one_error_line_after_the_run(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         ["cudaperf: --cudaperf-history: *notes.sqlite: not a cudaperf history (*"]
+    )
+
+
+def test_an_acknowledged_regression_no_longer_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "h.sqlite")
+    rng = random.Random(1)
+    fill(db, [(1.1 if i >= 12 else 1.0) * rng.gauss(1, 0.005) for i in range(24)])
+    assert main(["history", "regressions", db]) == 1
+    out = capsys.readouterr().out
+    assert "t.py::s  time:device/cold  step  c11 → c12  +10." in out
+    assert "cudaperf history: 1 regression\n" in out
+    assert main(["history", "ack", db, "t.py::s", "time:device/cold", "c13", "--note", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"cudaperf: history ack: no regression of t.py::s time:device/cold at commit c13 in {db} "
+        "(cudaperf history regressions lists them)\n"
+    )
+    assert main(["history", "ack", db, "--note", "x"]) == 2
+    assert "give TEST SERIES COMMIT (as history regressions lists them), or --all" in (
+        capsys.readouterr().err
+    )
+    note = "softmax made exact on purpose"
+    assert main(["history", "ack", db, "t.py::s", "time:device/cold", "c1", "--note", note]) == 0
+    out = capsys.readouterr().out
+    assert "acknowledged: t.py::s time:device/cold step at c12 (GPU X)" in out
+    assert main(["history", "regressions", db]) == 0
+    out = capsys.readouterr().out
+    assert f"{note} ({getpass.getuser()}, 20" in out
+    assert "cudaperf history: 1 regression, 1 acknowledged" in out
+
+
+def test_a_drift_is_listed_with_its_pace_and_acknowledged_with_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "h.sqlite")
+    rng = random.Random(2)
+    fill(db, [1.005**i * rng.gauss(1, 0.015) for i in range(30)])
+    assert main(["history", "regressions", db]) == 1
+    out = capsys.readouterr().out
+    assert re.search(
+        r"t\.py::s  time:device/cold  drift  c00 → c29  \+1\d\.\d% \(\+0\.\d\d%/run\)", out
+    )
+    assert "cudaperf history: 1 regression (0 steps, 1 drift)" in out
+    assert main(["history", "ack", db, "--all", "--note", "a bigger model each night"]) == 0
+    assert "acknowledged: t.py::s time:device/cold drift at c29" in capsys.readouterr().out
+    assert main(["history", "regressions", db]) == 0
+
+
+def test_each_unusable_history_or_report_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def error(*args: str) -> str:
+        assert main(list(args)) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        return err
+
+    assert error("history", "regressions", "mysql://u:pw@db/perf") == (
+        "cudaperf: history: mysql://u:***@db/perf: unsupported URL scheme 'mysql': a history is "
+        "an SQLite file path or a postgresql:// URL\n"
+    )
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # the driver is not installed
+    assert error("history", "ingest", "postgresql://ci@db/perf", str(tmp_path / "r.json")) != ""
+    assert error("history", "regressions", "postgresql://ci@db/perf") == (
+        "cudaperf: history: postgresql://ci@db/perf: a PostgreSQL history needs the psycopg "
+        "driver: pip install pytest-cudaperf[postgres]\n"
+    )
+    newer = tmp_path / "newer.sqlite"
+    fill(str(newer), [1.0])
+    with closing(sqlite3.connect(newer)) as raw, raw:
+        raw.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
+    assert "history schema 3 was written by a newer pytest-cudaperf (this one reads up to 2)" in (
+        error("history", "regressions", str(newer))
+    )
+    future = tmp_path / "future.json"
+    future.write_text('{"schema": 99, "tests": []}')
+    assert "future.json: report schema 99 was written by a newer pytest-cudaperf" in error(
+        "history", "ingest", str(tmp_path / "h.sqlite"), str(future)
+    )
+
+
+def test_a_history_url_the_plugin_cannot_use_is_refused_before_any_test_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(*FAST, "--cudaperf-history=mysql://ci:pw@db/perf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --cudaperf-history: mysql://ci:***@db/perf: unsupported URL scheme 'mysql'*"]
     )
