@@ -9,6 +9,7 @@
                                            is head slower than base, here and now? (paired)
     cudaperf history ingest|regressions|ack DB ...
                                            the run history (an SQLite file or a postgresql:// URL)
+    cudaperf dashboard DB OUT_DIR          the run history DB as a static site in OUT_DIR
 
 Exit codes: 0 fine, 1 a regression (compare) or a failed test body (record), 2 a file or
 argument that cannot be used (one line on stderr), 130 interrupted (Ctrl-C: one line). ``record``
@@ -28,6 +29,7 @@ from pytest_cudaperf.ab.paired import MIN_EFFECT
 from pytest_cudaperf.cli.ab import Request, cmd_ab, run_side
 from pytest_cudaperf.cli.ab import Runner as AbRunner
 from pytest_cudaperf.cli.compare import cmd_compare
+from pytest_cudaperf.cli.dashboard import cmd_dashboard
 from pytest_cudaperf.cli.history import cmd_history
 from pytest_cudaperf.cli.merge import cmd_merge
 from pytest_cudaperf.cli.record import Runner, cmd_record, run_pytest
@@ -122,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     ack.add_argument("--all", action="store_true", help="every regression not yet acknowledged")
     ack.add_argument("--note", required=True, help="why it is acknowledged")
+    dashboard = sub.add_parser("dashboard", help="write the run history as a static site")
+    dashboard.add_argument("db", help="an SQLite history file or a postgresql:// URL")
+    dashboard.add_argument(
+        "out_dir", type=Path, help="a new or empty folder, or one a dashboard was written to"
+    )
+    dashboard.add_argument("--since", default="", help="only runs recorded on or after this date")
     return parser
 
 
@@ -140,6 +148,8 @@ def main(
             return cmd_merge(args.out, args.inputs)
         if args.command == "ab":
             return cmd_ab(_ab_request(args), ab_runner)
+        if args.command == "dashboard":
+            return cmd_dashboard(args.db, args.out_dir, args.since)
         if args.command == "history":
             return cmd_history(args)
         try:
