@@ -80,7 +80,7 @@ def _label(r: Regression) -> str:
     return nodeid + (f" [{name}]" if name else "")
 
 
-def _row(r: Regression) -> list[str]:
+def _row(r: Regression, acks: bool) -> list[str]:
     change = format_pct(r.change)
     if r.slope is not None:
         change += f" ({r.slope * 100:+.2f}%/run)"
@@ -98,8 +98,8 @@ def _row(r: Regression) -> list[str]:
         r.date,
         r.series[0],
     ]
-    if r.ack is not None:
-        row.append(f"{r.ack.note} ({r.ack.acked_by}, {r.ack.acked_at[:10]})")
+    if acks:
+        row.append(f"{r.ack.note} ({r.ack.acked_by}, {r.ack.acked_at[:10]})" if r.ack else "")
     return row
 
 
@@ -118,7 +118,7 @@ def cmd_regressions(db: str, since: str) -> int:
         return 0
     acked = sum(1 for r in found if r.ack is not None)
     header = [*HEADER, "acknowledged"] if acked else HEADER
-    for line in render_table([_row(r) for r in found], header):
+    for line in render_table([_row(r, acked > 0) for r in found], header):
         print(line)
     drifts = sum(1 for r in found if r.kind == DRIFT)
     summary = f"{len(found)} regression{'s' if len(found) != 1 else ''}"

@@ -29,9 +29,9 @@ def run_report(run_id: str, values: dict[str, float], commit: str = "", when: st
     return Report(tests=tests, run_id=run_id, environment={**environment, "recorded_at": when})
 
 
-def fill(target: str, values: Sequence[float]) -> None:
-    """One run per value of ``t.py::s``, at commits c00, c01, … a day apart."""
+def fill(target: str, values: Sequence[float], nodeid: str = "t.py::s") -> None:
+    """One run per value of ``nodeid``, at commits c00, c01, … a day apart."""
     with open_store(target) as store:
         for i, value in enumerate(values):
-            report = run_report(f"run{i}", {"t.py::s": value})
+            report = run_report(f"{nodeid} run{i}", {nodeid: value})
             store.add_run(report, Source(f"c{i:02d}"), f"2026-11-{i + 1:02d}T00:00:00+00:00")

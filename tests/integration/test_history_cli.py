@@ -142,8 +142,21 @@ def test_a_drift_is_listed_with_its_pace_and_acknowledged_with_all(
         r"t\.py::s  time:device/cold  drift  c00 → c29  \+1\d\.\d% \(\+0\.\d\d%/run\)", out
     )
     assert "cudaperf history: 1 regression (0 steps, 1 drift)" in out
+    fill(db, [1.0] * 10 + [1.2] * 10, nodeid="t.py::step")
+    assert (
+        main(["history", "ack", db, "t.py::step", "time:device/cold", "c10", "--note", "ok"]) == 0
+    )
+    capsys.readouterr()
+    assert main(["history", "regressions", db]) == 1  # the drift is not acknowledged
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("class  acknowledged")
+    assert re.search(r"t\.py::s  .* drift .*  GPU X$", lines[1])
+    assert re.search(r"t\.py::step  .* step .*  GPU X  ok \(.*, 20\d\d-\d\d-\d\d\)$", lines[2])
+    assert lines[3] == "cudaperf history: 2 regressions (1 step, 1 drift), 1 acknowledged"
     assert main(["history", "ack", db, "--all", "--note", "a bigger model each night"]) == 0
-    assert "acknowledged: t.py::s time:device/cold drift at c29" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "acknowledged: t.py::s time:device/cold drift at c29" in out
+    assert "cudaperf history: 1 acknowledged by " in out  # not the step again
     assert main(["history", "regressions", db]) == 0
 
 
