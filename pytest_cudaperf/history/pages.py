@@ -66,6 +66,11 @@ def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _breakable(nodeid: str) -> str:
+    """A node id, escaped, that may wrap after ``/``, ``::`` and ``[`` only."""
+    return re.sub(r"(/|::|\[)", r"\1<wbr>", _esc(nodeid))
+
+
 def _short(commit: str) -> str:
     return commit[:10] if commit else "no commit"
 
@@ -155,7 +160,7 @@ def _latest_change_cell(line: Line) -> str:
 def _test_rows(test: TestHistory, site: Site) -> str:
     rows: list[str] = []
     count = sum(len(t.lines) for t in test.timelines)
-    link = f"<a href='tests/{_esc(page_name(test.nodeid))}'>{_esc(test.nodeid)}</a>"
+    link = f"<a href='tests/{_esc(page_name(test.nodeid))}'>{_breakable(test.nodeid)}</a>"
     for timeline in test.timelines:
         for line in timeline.lines:
             first = not rows
@@ -185,7 +190,10 @@ def render_index(tests: Sequence[TestHistory], site: Site) -> str:
         if line.latest_change and line.latest_change.worse
     )
     dates = sorted(r.date for r in runs)
-    span = f"; runs recorded {_esc(_day(dates[0]))} to {_esc(_day(dates[-1]))}" if dates else ""
+    span = ""
+    if dates:
+        first, last = _esc(_day(dates[0])), _esc(_day(dates[-1]))
+        span = f"; runs recorded {first}" + (f" to {last}" if last != first else "")
     summary = (
         f"{len(tests)} test{'s' if len(tests) != 1 else ''}, {series} series "
         f"(per device class){span}; {worse} whose latest change point is a rise"
@@ -280,6 +288,8 @@ def _drift_json(plot: int, li: int, line: Line) -> dict[str, Any] | None:
         "id": _drift_id(plot, li),
         "first": drift.first,
         "last": drift.last,
+        "from": drift.start,
+        "to": drift.end,
         "change": change,
         "acked": drift.ack is not None,
         "text": f"drift {change} over {drift.last - drift.first + 1} runs"
@@ -406,7 +416,9 @@ def _legend(timeline: Timeline, site: Site) -> str:
         "a change point, beside its device class's dot (click: its kernels)</li>"
     )
     if any(line.drift for line in timeline.lines):
-        items.append("<li><span class='drift-key'></span> drift (the level crept up)</li>")
+        items.append(
+            "<li><span class='drift-key'></span> drift: the level crept up (click it)</li>"
+        )
     if any(r.lo is not None for line in timeline.lines for r in line.runs):
         items.append("<li><span class='band-key'></span> interval</li>")
     return f"<ul class='legend'>{''.join(items)}</ul>"
@@ -426,7 +438,7 @@ def render_test_page(test: TestHistory, site: Site) -> str:
     data = {"plots": [_timeline_json(i, t, site) for i, t in enumerate(test.timelines)]}
     payload = json.dumps(data, sort_keys=True, ensure_ascii=False).replace("</", "<\\/")
     body = (
-        f"<header><p><a href='../index.html'>← all tests</a></p><h1>{_esc(test.nodeid)}</h1>"
+        f"<header><p><a href='../index.html'>← all tests</a></p><h1>{_breakable(test.nodeid)}</h1>"
         f"<p class='meta'>{_esc(site.source)}: {test.runs} runs. Hover a point for its commit, "
         "date, value and verdict; click a change point for the kernels that changed.</p>"
         f"</header>{''.join(sections)}"

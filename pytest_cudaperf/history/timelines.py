@@ -9,7 +9,8 @@ positive values in run order, searched as ``cudaperf history regressions`` searc
 cycle space where the clocks moved: :func:`~pytest_cudaperf.history.regressions.comparable`); a
 rise is worse (a longer time, a larger peak), a fall better. What ``cudaperf history
 regressions`` lists beside them, a drift and the acknowledgements, comes from
-:func:`~pytest_cudaperf.history.regressions.regressions`. Reading only: nothing here writes.
+:func:`~pytest_cudaperf.history.regressions.regressions`; as there, a change point inside a
+drift's stretch is not shown (the drift is). Reading only: nothing here writes.
 """
 
 from __future__ import annotations
@@ -90,6 +91,10 @@ class Drift:
     last: int
     regression: Regression
     breakdown: BreakdownDiff
+    #: its straight line (on a log scale) in the line's own values, at its first and last run:
+    #: the listed change, centred on the runs' geometric mean
+    start: float = 0.0
+    end: float = 0.0
 
     @property
     def ack(self) -> Ack | None:
@@ -141,7 +146,8 @@ class TestHistory:
 
     @property
     def runs(self) -> int:
-        return sum(len(line.runs) for t in self.timelines for line in t.lines)
+        """The runs that measured it (on any device class)."""
+        return len({r.run_id for t in self.timelines for line in t.lines for r in line.runs})
 
 
 def _finite(value: float | None) -> float | None:
@@ -202,7 +208,17 @@ def _drift(runs: tuple[Run, ...], listed: list[Regression]) -> Drift | None:
     if not first or not last:
         return None
     before, after = runs[first[0]], runs[last[-1]]
-    return Drift(first[0], last[-1], found, breakdown_diff(before, after, ("first", "last")))
+    stretch = [r.value for r in runs[first[0] : last[-1] + 1] if r.value > 0]
+    centre = math.exp(sum(map(math.log, stretch)) / len(stretch))
+    start = centre / math.sqrt(1 + found.change)
+    return Drift(
+        first[0],
+        last[-1],
+        found,
+        breakdown_diff(before, after, ("first", "last")),
+        start,
+        start * (1 + found.change),
+    )
 
 
 def _line(
@@ -245,7 +261,10 @@ def _line(
                 acks.get(runs[bad].commit) if cp.change > 0 else None,
             )
         )
-    return Line(device_class, runs, tuple(changes), _drift(runs, listed))
+    drift = _drift(runs, listed)
+    if drift is not None:  # as ``regressions``: inside a drift, change points only cut it in steps
+        changes = [c for c in changes if c.bad_index <= drift.first]
+    return Line(device_class, runs, tuple(changes), drift)
 
 
 def timeline(

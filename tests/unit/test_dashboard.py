@@ -170,6 +170,10 @@ def test_a_drift_and_an_acknowledged_step_show_as_history_regressions_lists_them
     assert line.drift is not None
     assert line.drift.ack is None
     assert line.runs[line.drift.last].commit.startswith("c39")
+    # its straight line rises by the listed change, through the middle of its runs
+    assert line.drift.end / line.drift.start - 1 == pytest.approx(line.drift.regression.change)
+    assert line.drift.start < line.runs[line.drift.first + 2].value * 1.05
+    assert line.changes == ()  # a change point inside the drift only cuts it in steps
     (change,) = stepped.timelines[0].lines[0].changes
     assert change.ack is not None
     assert change.ack.note == "intended: exact"

@@ -76,6 +76,7 @@
         values.push(run.v);
         if (run.lo !== undefined) values.push(run.lo, run.hi);
       });
+      if (line.drift) values.push(line.drift.from, line.drift.to);
     });
     var lo = Math.min.apply(null, values);
     var hi = Math.max.apply(null, values);
@@ -129,22 +130,6 @@
     text(axes, "commit (oldest first)", { x: M.left + width / 2, y: HEIGHT - 6,
       "text-anchor": "middle", class: "label" });
 
-    // a drift: the stretch its level crept up over, shaded behind the lines
-    plot.lines.forEach(function (line) {
-      var drift = line.drift;
-      if (!drift) return;
-      var step = width / places;
-      var from = x(line.runs[drift.first].x) - step / 2;
-      var to = x(line.runs[drift.last].x) + step / 2;
-      var group = svg("g", { class: "drift" + (drift.acked ? " acked" : ""), tabindex: 0,
-        role: "button", "data-change": drift.id, "aria-label": line.deviceClass + ": " + drift.text },
-        root);
-      svg("rect", { x: from, y: M.top, width: to - from, height: height, class: "drift-span" }, group);
-      text(group, drift.text, { x: from + 4, y: M.top + height - 6, class: "drift-label" });
-      var title = svg("title", {}, group);
-      title.textContent = line.deviceClass + ": " + drift.text + " (click: kernels)";
-    });
-
     // each device class: its interval band, its line, its points
     var points = [];
     plot.lines.forEach(function (line, li) {
@@ -168,6 +153,23 @@
           "data-line": li, "data-run": ri }, group);
         points.push({ x: x(run.x), y: y(run.v), line: line, run: run, dot: dot });
       });
+    });
+
+    // a drift: its straight line over the stretch it crept up on, over the lines
+    plot.lines.forEach(function (line) {
+      var drift = line.drift;
+      if (!drift) return;
+      var x0 = x(line.runs[drift.first].x);
+      var x1 = x(line.runs[drift.last].x);
+      var group = svg("g", { class: "drift" + (drift.acked ? " acked" : ""), tabindex: 0,
+        role: "button", "data-change": drift.id, "aria-label": line.deviceClass + ": " + drift.text },
+        root);
+      svg("line", { x1: x0, x2: x1, y1: y(drift.from), y2: y(drift.to), class: "drift-line" }, group);
+      svg("line", { x1: x0, x2: x1, y1: y(drift.from), y2: y(drift.to), class: "drift-hit" }, group);
+      text(group, drift.text, { x: x1, y: y(drift.to) - 10, "text-anchor": "end",
+        class: "drift-label" });
+      var title = svg("title", {}, group);
+      title.textContent = line.deviceClass + ": " + drift.text + " (click: kernels)";
     });
 
     // change points: a dashed line between the last good and first bad runs, a marker to click
