@@ -52,7 +52,9 @@ class LeakOptions:
     max_peak: int | None = None
 
 
-def _check(name: str, value: Any, parse: Callable[[Any], Any]) -> Any:
+def checked(name: str, value: Any, parse: Callable[[Any], Any]) -> Any:
+    """``parse(value)``, None for None; a ValueError becomes a :class:`MarkerError` naming the
+    argument."""
     if value is None:
         return None
     try:
@@ -94,9 +96,9 @@ def gpu(
     """needs `count` CUDA GPUs with at least `min_memory` ('40GB', '512 MiB' or bytes) and compute
     capability `capability` ((8, 0), '8.0' or 'sm_80') each; skipped with the reason otherwise."""
     return GpuRequirement(
-        count=_check("count", count, _int_at_least(1)),
-        min_memory=_check("min_memory", min_memory, parse_size),
-        capability=_check("capability", capability, parse_capability),
+        count=checked("count", count, _int_at_least(1)),
+        min_memory=checked("min_memory", min_memory, parse_size),
+        capability=checked("capability", capability, parse_capability),
     )
 
 
@@ -120,17 +122,17 @@ def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's argu
     GPU memory; `max_recompiles` limits torch.compile recompilations while sampling (0 forbids
     them). Without cuda_timer the whole test function is re-run and timed."""
     return PerfOptions(
-        max_ms=_check("max_ms", max_ms, _positive_number),
-        tolerance=_check("tolerance", tolerance, parse_fraction),
-        cache=_check("cache", cache, _cache),
-        graph=bool(_check("graph", graph, _boolean)),
-        warmup=_check("warmup", warmup, parse_seconds),
-        min_time=_check("min_time", min_time, parse_seconds),
-        max_time=_check("max_time", max_time, parse_seconds),
-        min_speedup=_check("min_speedup", min_speedup, _positive_number),
-        max_peak=_check("max_peak", max_peak, parse_size),
-        rounds=_check("rounds", rounds, _int_at_least(1)),
-        max_recompiles=_check("max_recompiles", max_recompiles, _int_at_least(0)),
+        max_ms=checked("max_ms", max_ms, _positive_number),
+        tolerance=checked("tolerance", tolerance, parse_fraction),
+        cache=checked("cache", cache, _cache),
+        graph=bool(checked("graph", graph, _boolean)),
+        warmup=checked("warmup", warmup, parse_seconds),
+        min_time=checked("min_time", min_time, parse_seconds),
+        max_time=checked("max_time", max_time, parse_seconds),
+        min_speedup=checked("min_speedup", min_speedup, _positive_number),
+        max_peak=checked("max_peak", max_peak, parse_size),
+        rounds=checked("rounds", rounds, _int_at_least(1)),
+        max_recompiles=checked("max_recompiles", max_recompiles, _int_at_least(0)),
     )
 
 
@@ -147,12 +149,12 @@ def no_leak(  # noqa: PLR0913 - a marker spec: its parameters are the marker's a
     leak. `pinned` also checks pinned host memory, `outside_torch` memory allocated outside torch
     (opt-in), `max_peak` limits peak GPU memory of one run of the body."""
     return LeakOptions(
-        tolerance=_check("tolerance", tolerance, parse_size),
-        warmup=_check("warmup", warmup, _int_at_least(0)),
-        iterations=_check("iterations", iterations, _int_at_least(2)),
-        pinned=_check("pinned", pinned, _boolean),
-        outside_torch=_check("outside_torch", outside_torch, _boolean),
-        max_peak=_check("max_peak", max_peak, parse_size),
+        tolerance=checked("tolerance", tolerance, parse_size),
+        warmup=checked("warmup", warmup, _int_at_least(0)),
+        iterations=checked("iterations", iterations, _int_at_least(2)),
+        pinned=checked("pinned", pinned, _boolean),
+        outside_torch=checked("outside_torch", outside_torch, _boolean),
+        max_peak=checked("max_peak", max_peak, parse_size),
     )
 
 
@@ -180,9 +182,9 @@ def distributed(
     test still running after `timeout` (seconds, or '90s') has every rank's stack dumped and is
     killed. Use the dist_rank fixture for rank and world size."""
     return DistributedOptions(
-        world_size=_check("world_size", world_size, _int_at_least(1)),
-        backend=_check("backend", backend, _backend),
-        timeout=_check("timeout", timeout, parse_seconds),
+        world_size=checked("world_size", world_size, _int_at_least(1)),
+        backend=checked("backend", backend, _backend),
+        timeout=checked("timeout", timeout, parse_seconds),
     )
 
 

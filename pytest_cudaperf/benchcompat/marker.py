@@ -11,11 +11,11 @@ value of an argument with an effect, is one line naming it (the test errors at s
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_cudaperf.markers import MarkerError
+from pytest_cudaperf.markers import MarkerError, checked
 from pytest_cudaperf.units import parse_seconds
 
 #: the arguments that have no effect where pytest-cudaperf serves the fixture
@@ -39,15 +39,6 @@ class BenchmarkMark:
     min_time: float | None = None
     max_time: float | None = None
     disable_gc: bool | None = None
-
-
-def _check(name: str, value: Any, parse: Callable[[Any], Any]) -> Any:
-    if value is None:
-        return None
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise MarkerError(f"{name}: {exc}") from None
 
 
 def _group(value: Any) -> str:
@@ -89,11 +80,11 @@ def benchmark(  # noqa: PLR0913 - a marker spec: its parameters are the marker's
     measuring; `timer`, `warmup`, `warmup_iterations`, `calibration_precision`, `cprofile`,
     `precision` and `confidence` are accepted and have no effect."""
     return BenchmarkMark(
-        group=_check("group", group, _group),
-        min_rounds=_check("min_rounds", min_rounds, _rounds),
-        min_time=_check("min_time", min_time, parse_seconds),
-        max_time=_check("max_time", max_time, parse_seconds),
-        disable_gc=_check("disable_gc", disable_gc, _flag),
+        group=checked("group", group, _group),
+        min_rounds=checked("min_rounds", min_rounds, _rounds),
+        min_time=checked("min_time", min_time, parse_seconds),
+        max_time=checked("max_time", max_time, parse_seconds),
+        disable_gc=checked("disable_gc", disable_gc, _flag),
     )
 
 
