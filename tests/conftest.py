@@ -24,6 +24,18 @@ def _no_fresh_process(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
         monkeypatch.setenv("PYTEST_CUDAPERF_CONFIRM_PROCESS", "off")
 
 
+#: the tests of serving pytest-benchmark's fixture, which need it loadable in their inner runs
+_WITH_PYTEST_BENCHMARK = ("test_benchmark_fixture.py", "test_gpu_benchmark.py")
+
+
+@pytest.fixture(autouse=True)
+def _no_pytest_benchmark(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-benchmark, installed for the tests of its fixture, stays out of every other test's
+    inner runs: loading and configuring it costs each inner pytest ~0.2 s."""
+    if request.node.path.name not in _WITH_PYTEST_BENCHMARK:
+        monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:benchmark")
+
+
 @pytest.fixture
 def interruptible_cudaperf() -> list[str]:
     """The command line of ``python -m pytest_cudaperf.cli`` with Ctrl-C delivered as a terminal
