@@ -6,7 +6,7 @@ earlier run and none of its own; readers read while a writer writes, and concurr
 safe: a run is known by its report's ``run_id``, and adding it twice, one after the other or from
 two writers at once, keeps the first (the second is "already there", not an error). Per run and
 series the store keeps the value (the median), its interval (``lo``, ``hi``), the noise, the SM
-clock, the verdict and the kernel breakdown (JSON) when the record has one.
+clock, the verdict and the kernel breakdown (JSON) where the run has one (:func:`run_breakdown`).
 
 The schema is versioned (:data:`SCHEMA`): opening a store of an older version migrates it in place
 in one transaction (a failed migration leaves it as it was); a store written by a newer version is
@@ -16,7 +16,7 @@ refused with one line (why: docs/decisions.md, "How is the run history stored?")
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from pytest_cudaperf.history.backends import (
 
 if TYPE_CHECKING:
     from pytest_cudaperf.report.document import Report
+    from pytest_cudaperf.report.model import JudgedRecord
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -161,6 +162,15 @@ def _number(x: object) -> float | None:
     return None if x is None else float(x)  # type: ignore[arg-type]
 
 
+def run_breakdown(judged: JudgedRecord) -> Mapping[str, Any] | None:
+    """The breakdown a run keeps for a series: the record's (a recording run profiles each
+    series), else the run's own that its verdict was explained with (a run profiles a series
+    whose verdict is not PASS): the dashboard diffs the last good and the first bad run's."""
+    if judged.record.breakdown is not None:
+        return judged.record.breakdown
+    return judged.compared[1].to_json() if judged.compared is not None else None
+
+
 def _breakdown(text: object) -> dict[str, Any] | None:
     if not text:
         return None
@@ -246,7 +256,7 @@ class HistoryStore:
         for r in report.records():
             recording = r.record.recording
             lo, hi = recording.ci if recording.ci is not None else (None, None)
-            breakdown = r.record.breakdown
+            breakdown = run_breakdown(r)
             rows[(r.key.nodeid, r.key.name, r.series, r.device_class)] = (
                 r.unit,
                 float(r.value),

@@ -212,6 +212,23 @@ def fill(store: HistoryStore, values: Sequence[float], clocks: Sequence[float | 
 IDENT = ("GPU X", "t.py::s", "", "time:device/cold")
 
 
+def test_a_run_without_a_recorded_breakdown_keeps_the_one_its_verdict_was_explained_with(
+    tmp_path: Path,
+) -> None:
+    from pytest_cudaperf.breakdown.model import Breakdown
+
+    def profile(total_us: float) -> Breakdown:
+        return Breakdown(backend="cuda", calls=5, total_us=total_us, host_us=30.0, entries=())
+
+    plain = judged("t.py::a", 1.3)  # a regression explained with the baseline's and its own
+    explained = dataclasses.replace(plain, compared=(profile(800.0), profile(1040.0)))
+    report = Report(tests=(TestOutcome("t.py::a", (explained,)),), run_id="r1")
+    with open_store(tmp_path / "h.sqlite") as store:
+        store.add_run(report, Source("c1"), "2026-11-01T00:00:00+00:00")
+        (point,) = store.points(("GPU X", "t.py::a", "", "time:device/cold"))
+    assert point.breakdown == profile(1040.0).to_json()
+
+
 def test_a_point_holds_the_interval_noise_clock_run_and_breakdown(tmp_path: Path) -> None:
     breakdown = {"kernels": [{"name": "gemm", "ms": 0.8}], "backend": "cuda"}
     records = (
