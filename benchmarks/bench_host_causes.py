@@ -29,6 +29,7 @@ Needs a CUDA device and kornia (``pip install kornia``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 OPS = {
     "affine": "RandomAffine(degrees=45, translate=0.25, scale=(0.9, 1.1), shear=1.25, p=1.0)",
@@ -80,61 +82,52 @@ def _tiny(device: str) -> object:
     return _TINY.setdefault(device, torch.ones(4, device=device))
 
 
-def _torch_calls() -> object:
-    """40 additions of two 4-element CPU tensors: the dispatcher's work (the plugin's reference)."""
+def _additions(device: str, count: int) -> Any:
+    """``count`` additions of two 4-element tensors on ``device``, not waited for."""
     import torch
 
-    a = _tiny("cpu")
+    a = _tiny(device)
     out = a
-    for _ in range(40):
+    for _ in range(count):
         out = torch.add(out, a)
     return out
+
+
+def _torch_calls() -> object:
+    """40 additions of two 4-element CPU tensors: the dispatcher's work."""
+    return _additions("cpu", 40)
 
 
 def _cuda_launches() -> object:
     """20 additions of two 4-element CUDA tensors, not waited for: the launch path."""
+    return _additions("cuda", 20)
+
+
+@functools.cache
+def _launch_reference() -> Any:
     import torch
 
-    a = _tiny("cuda")
-    out = a
-    for _ in range(20):
-        out = torch.add(out, a)
-    return out
+    from pytest_cudaperf.measure.cuda import launch_reference
+
+    return launch_reference(torch, torch.device("cuda"))
 
 
 def _cuda_synced() -> object:
-    """8 CUDA additions and a synchronize: the launch path and the wait."""
-    import torch
-
-    a = _tiny("cuda")
-    out = a
-    for _ in range(8):
-        out = torch.add(out, a)
-    torch.cuda.synchronize()
-    return out
+    """The plugin's reference (``launch_reference``): 8 CUDA additions and a synchronize."""
+    return _launch_reference()()
 
 
 def _cuda_item() -> object:
     """8 CUDA additions and one element read back (a copy to the host, which waits)."""
-    import torch
-
-    a = _tiny("cuda")
-    out = a
-    for _ in range(8):
-        out = torch.add(out, a)
-    return out[0].item()
+    return _additions("cuda", 8)[0].item()
 
 
 def _mixed() -> object:
     """20 CPU additions, 10 CUDA additions and a synchronize."""
     import torch
 
-    a, b = _tiny("cpu"), _tiny("cuda")
-    out, dev = a, b
-    for _ in range(20):
-        out = torch.add(out, a)
-    for _ in range(10):
-        dev = torch.add(dev, b)
+    out = _additions("cpu", 20)
+    _additions("cuda", 10)
     torch.cuda.synchronize()
     return out
 
