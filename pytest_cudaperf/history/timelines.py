@@ -33,20 +33,49 @@ DIFF_LINES = 12
 
 @dataclass(frozen=True)
 class Run:
-    """One run's value of one series on one device class, at place ``x`` of its commit axis."""
+    """One run's value of one series on one device class (its stored :class:`Point`), at place
+    ``x`` of its commit axis."""
 
     x: int
-    commit: str
-    date: str
-    value: float
-    unit: str
-    verdict: str
-    #: the interval around the value, where the store has one
-    lo: float | None = None
-    hi: float | None = None
-    #: the run's kernel (or op) breakdown as stored, where one was recorded
-    breakdown: Mapping[str, Any] | None = None
-    run_id: str = ""
+    point: Point
+
+    @property
+    def commit(self) -> str:
+        return self.point.commit
+
+    @property
+    def date(self) -> str:
+        return self.point.recorded_at
+
+    @property
+    def value(self) -> float:
+        return self.point.value
+
+    @property
+    def unit(self) -> str:
+        return self.point.unit
+
+    @property
+    def verdict(self) -> str:
+        return self.point.verdict
+
+    @property
+    def lo(self) -> float | None:
+        """The lower end of the value's interval, where the store has a finite one."""
+        return _finite(self.point.lo)
+
+    @property
+    def hi(self) -> float | None:
+        return _finite(self.point.hi)
+
+    @property
+    def breakdown(self) -> Mapping[str, Any] | None:
+        """The run's kernel (or op) breakdown as stored, where it has one."""
+        return self.point.breakdown
+
+    @property
+    def run_id(self) -> str:
+        return self.point.run_id
 
 
 @dataclass(frozen=True)
@@ -227,21 +256,7 @@ def _line(
     place: Callable[[Point], int],
     listed: list[Regression],
 ) -> Line:
-    runs = tuple(
-        Run(
-            x=place(p),
-            commit=p.commit,
-            date=p.recorded_at,
-            value=p.value,
-            unit=p.unit,
-            verdict=p.verdict,
-            lo=_finite(p.lo),
-            hi=_finite(p.hi),
-            breakdown=p.breakdown,
-            run_id=p.run_id,
-        )
-        for p in points
-    )
+    runs = tuple(Run(place(p), p) for p in points)
     # the runs and values ``regressions`` searches: positive ones, in cycle space where needed
     searched = [i for i, p in enumerate(points) if p.value > 0]
     values, reference = comparable([points[i] for i in searched])
