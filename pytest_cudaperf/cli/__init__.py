@@ -110,7 +110,12 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("reports", type=Path, nargs="+")
     found = what.add_parser("regressions", help="list slowdown change points; exit 1 on one")
     found.add_argument("db", help="an SQLite history file or a postgresql:// URL")
-    found.add_argument("--since", default="", help="only runs recorded on or after this date")
+    found.add_argument(
+        "--since",
+        default="",
+        metavar="REV|DATE",
+        help="only runs from this commit (the first run of it in the history) or this date on",
+    )
     ack = what.add_parser(
         "ack", help="acknowledge a regression (or --all): it no longer fails `history regressions`"
     )
@@ -129,7 +134,12 @@ def _parser() -> argparse.ArgumentParser:
     dashboard.add_argument(
         "out_dir", type=Path, help="a new or empty folder, or one a dashboard was written to"
     )
-    dashboard.add_argument("--since", default="", help="only runs recorded on or after this date")
+    dashboard.add_argument(
+        "--since",
+        default="",
+        metavar="REV|DATE",
+        help="only runs from this commit (the first run of it in the history) or this date on",
+    )
     return parser
 
 

@@ -1,5 +1,5 @@
-"""``cudaperf history ingest DB REPORT…``, ``cudaperf history regressions DB`` and ``cudaperf
-history ack DB (TEST SERIES COMMIT | --all) --note TEXT``: the run history
+"""``cudaperf history ingest DB REPORT…``, ``cudaperf history regressions DB [--since REV|DATE]``
+and ``cudaperf history ack DB (TEST SERIES COMMIT | --all) --note TEXT``: the run history
 (:mod:`pytest_cudaperf.history`) from the command line. ``DB`` is an SQLite file path or a
 ``postgresql://`` URL."""
 

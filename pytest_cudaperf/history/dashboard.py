@@ -107,8 +107,9 @@ def build(
     since: str = "",
     progress: Progress | None = None,
 ) -> Built:
-    """Write the dashboard of ``store`` (named ``source`` on its pages) to ``out_dir``; runs
-    recorded on or after ``since`` when given."""
+    """Write the dashboard of ``store`` (named ``source`` on its pages) to ``out_dir``; the runs
+    from ``since`` on when given (a commit or a date:
+    :meth:`~pytest_cudaperf.history.store.HistoryStore.since_time`)."""
     previous = _previous_files(out_dir)
 
     def report(stage: str) -> Callable[[int, int, str], None] | None:

@@ -140,12 +140,20 @@ def acknowledged(
 
 def regressions(store: HistoryStore, since: str = "") -> list[Regression]:
     """Every step and drift that made a series slower, each with its ack where it has one;
-    unacknowledged first, then worst first."""
+    unacknowledged first, then worst first. ``since`` (a commit or a date:
+    :meth:`~pytest_cudaperf.history.store.HistoryStore.since_time`) keeps the runs from it on."""
+    return regressions_after(store, store.since_time(since))
+
+
+def regressions_after(store: HistoryStore, cut: str) -> list[Regression]:
+    """:func:`regressions` of the runs recorded at or after ``cut``, a time
+    :meth:`~pytest_cudaperf.history.store.HistoryStore.since_time` gave (``""``: every run), the
+    same for every series."""
     acks: dict[tuple[SeriesId, str], list[Ack]] = {}
     for ack in store.acks():
         acks.setdefault((ack.series, ack.kind), []).append(ack)
     found: list[Regression] = []
     for ident in store.series_ids():
-        points = [p for p in store.points(ident, since) if p.value > 0]
+        points = [p for p in store.points(ident, cut) if p.value > 0]
         found += [replace(r, ack=acknowledged(r, acks)) for r in _series_regressions(ident, points)]
     return sorted(found, key=lambda r: (r.ack is not None, -r.change, r.series, r.kind))

@@ -15,7 +15,9 @@ refused with one line (why: docs/decisions.md, "How is the run history stored?")
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,10 @@ __all__ = [
 
 #: the store's schema version: 2 added each result's interval and breakdown, and the acks
 SCHEMA = 2
+#: a commit as ``--since`` takes it: its sha or a prefix of it, 4 hex digits or more
+_COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
+#: the candidates an ambiguous commit prefix names, at most
+_CANDIDATES = 3
 
 #: the tables of a new store ({serial}: the backend's auto-numbered key)
 _TABLES = """
@@ -169,6 +175,22 @@ def run_breakdown(judged: JudgedRecord) -> Mapping[str, Any] | None:
     if judged.record.breakdown is not None:
         return judged.record.breakdown
     return judged.compared[1].to_json() if judged.compared is not None else None
+
+
+def _iso_time(text: str) -> str | None:
+    """``text`` as the recorded times compare with it, where it is an ISO date (``2026-11-01``)
+    or time (in UTC, without its zone; one without a zone is UTC); else None."""
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        pass
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return moment.isoformat()
 
 
 def _breakdown(text: object) -> dict[str, Any] | None:
@@ -299,9 +321,49 @@ class HistoryStore:
             )
         return [(str(c), str(n), str(m), str(s)) for c, n, m, s in rows]
 
+    def since_time(self, since: str) -> str:
+        """The time ``since`` (a ``--since`` value) names, which :meth:`points` keeps the runs
+        recorded at or after: ``""`` (every run) for ``""``; a date or time in ISO form as a date
+        (``2026-11-01``) or a time in UTC (``2026-11-01T08:00:00``; one without a zone is UTC, as
+        the recorded ones are); else a commit, its sha or a prefix of it (4 hex digits or more):
+        the time its first run in the store was recorded. A commit no run has, a prefix of
+        several, or anything else is a :class:`HistoryError`."""
+        text = since.strip()
+        if not text:
+            return ""
+        moment = _iso_time(text)
+        if moment is not None:
+            return moment
+        if _COMMIT.fullmatch(text) is None:
+            raise HistoryError(
+                f"--since takes a commit (4 or more hex digits of its sha) or an ISO date such "
+                f"as 2026-11-01, not {text!r}"
+            )
+        prefix = text.lower()
+        with self._db.guard("could not read the runs"):
+            rows, _ = self._db.execute(
+                "SELECT commit_sha, min(recorded_at) FROM runs WHERE lower(commit_sha) LIKE ? "
+                "GROUP BY commit_sha ORDER BY min(recorded_at), commit_sha",
+                (prefix + "%",),
+            )
+        if not rows:
+            raise HistoryError(
+                f"{self.where}: no run of commit {text} is in the history (--since takes a "
+                "commit recorded in the history or a date such as 2026-11-01)"
+            )
+        if len(rows) > 1:
+            shown = [str(sha)[: max(12, len(prefix) + 4)] for sha, _ in rows[:_CANDIDATES]]
+            more = len(rows) - len(shown)
+            listed = ", ".join(shown) + (f" and {more} more" if more else "")
+            raise HistoryError(
+                f"{self.where}: --since {text} is ambiguous: {len(rows)} commits of the history "
+                f"start with it ({listed}); give more of the sha"
+            )
+        return str(rows[0][1])
+
     def points(self, ident: SeriesId, since: str = "") -> list[Point]:
         """One series' values, oldest run first (runs recorded at or after ``since``, a date or
-        time in ISO form, when given)."""
+        time in ISO form as :meth:`since_time` gives it, when given)."""
         with self._db.guard("could not read a series"):
             rows, _ = self._db.execute(
                 "SELECT runs.commit_sha, runs.recorded_at, results.value, results.unit, "

@@ -24,7 +24,13 @@ from pytest_cudaperf.breakdown.diff import diff
 from pytest_cudaperf.breakdown.html import side_by_side_html
 from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.history.changepoints import ChangePoint, change_points
-from pytest_cudaperf.history.regressions import DRIFT, STEP, Regression, comparable, regressions
+from pytest_cudaperf.history.regressions import (
+    DRIFT,
+    STEP,
+    Regression,
+    comparable,
+    regressions_after,
+)
 from pytest_cudaperf.history.store import Ack, HistoryStore, Point, SeriesId
 
 #: lines of the breakdown diff's text shown above its table
@@ -313,15 +319,17 @@ def read_history(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[TestHistory]:
     """Every test of the store with its timelines, tests and timelines in name order; ``since``
-    keeps the runs recorded on or after it. ``progress(done, total, nodeid)`` is called after
-    each test is read."""
+    (a commit or a date: :meth:`~pytest_cudaperf.history.store.HistoryStore.since_time`, read
+    once for every series) keeps the runs from it on. ``progress(done, total, nodeid)`` is called
+    after each test is read."""
+    cut = store.since_time(since)
     listed: dict[SeriesId, list[Regression]] = {}
-    for found in regressions(store, since):
+    for found in regressions_after(store, cut):
         listed.setdefault(found.series, []).append(found)
     grouped: dict[str, dict[tuple[str, str], dict[str, list[Point]]]] = {}
     for ident in store.series_ids():
         device_class, nodeid, name, series = ident
-        points = store.points(ident, since)
+        points = store.points(ident, cut)
         if points:
             grouped.setdefault(nodeid, {}).setdefault((name, series), {})[device_class] = points
     tests = []

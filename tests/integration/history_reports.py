@@ -3,6 +3,8 @@ gives it."""
 
 from __future__ import annotations
 
+import hashlib
+import random
 from collections.abc import Sequence
 
 from pytest_cudaperf.history.store import Source, open_store
@@ -29,9 +31,27 @@ def run_report(run_id: str, values: dict[str, float], commit: str = "", when: st
     return Report(tests=tests, run_id=run_id, environment={**environment, "recorded_at": when})
 
 
-def fill(target: str, values: Sequence[float], nodeid: str = "t.py::s") -> None:
-    """One run per value of ``nodeid``, at commits c00, c01, … a day apart."""
+def fill(
+    target: str, values: Sequence[float], nodeid: str = "t.py::s", commits: Sequence[str] = ()
+) -> None:
+    """One run per value of ``nodeid``, at ``commits`` (else c00, c01, …) a day apart."""
     with open_store(target) as store:
         for i, value in enumerate(values):
             report = run_report(f"{nodeid} run{i}", {nodeid: value})
-            store.add_run(report, Source(f"c{i:02d}"), f"2026-11-{i + 1:02d}T00:00:00+00:00")
+            commit = commits[i] if commits else f"c{i:02d}"
+            store.add_run(report, Source(commit), f"2026-11-{i + 1:02d}T00:00:00+00:00")
+
+
+def shas(n: int) -> list[str]:
+    """``n`` commit shas of 40 hex digits, the ``i``-th starting with ``c0de`` and ``i`` in two
+    digits (``c0de00…``, ``c0de01…``): ``c0de`` names all of them, ``c0de1`` ten."""
+    return [f"c0de{i:02d}" + hashlib.sha1(str(i).encode()).hexdigest()[6:] for i in range(n)]
+
+
+def stepped_pair(target: str, commits: Sequence[str]) -> None:
+    """Two series over the runs at ``commits`` (30), each 20% slower from one run on:
+    ``t.py::early`` from run 6, ``t.py::late`` from run 20."""
+    rng = random.Random(4)
+    for nodeid, step in (("t.py::early", 6), ("t.py::late", 20)):
+        levels = [(1.2 if i >= step else 1.0) * rng.gauss(1, 0.005) for i in range(len(commits))]
+        fill(target, levels, nodeid, commits)

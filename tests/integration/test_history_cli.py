@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from history_reports import fill
+from history_reports import fill, shas, stepped_pair
 
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.history.store import open_store
@@ -158,6 +158,61 @@ def test_a_drift_is_listed_with_its_pace_and_acknowledged_with_all(
     assert "acknowledged: t.py::s time:device/cold drift at c29" in out
     assert "cudaperf history: 1 acknowledged by " in out  # not the step again
     assert main(["history", "regressions", db]) == 0
+
+
+def test_since_a_commit_keeps_the_runs_from_its_first_run_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "h.sqlite")
+    commits = shas(30)
+    stepped_pair(db, commits)
+    assert main(["history", "regressions", db]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"t\.py::early +time:device/cold +step +c0de05\w* → c0de06", out)
+    assert re.search(r"t\.py::late +time:device/cold +step +c0de19\w* → c0de20", out)
+    assert "cudaperf history: 2 regressions\n" in out
+    listed = []
+    for since in ("c0de10", commits[10], "C0DE10", "2026-11-11"):  # a prefix, the sha, the date
+        assert main(["history", "regressions", db, "--since", since]) == 1
+        listed.append(capsys.readouterr().out)
+    assert "t.py::early" not in listed[0]  # its step came before the cut
+    assert re.search(r"t\.py::late +time:device/cold +step +c0de19\w* → c0de20", listed[0])
+    assert "cudaperf history: 1 regression\n" in listed[0]
+    assert listed == [listed[0]] * 4
+    assert main(["history", "regressions", db, "--since", "c0de21"]) == 0
+    assert capsys.readouterr().out == f"cudaperf history: no regression in {db} since c0de21\n"
+
+
+def test_a_since_that_names_no_one_commit_nor_a_date_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "h.sqlite")
+    commits = shas(30)
+    stepped_pair(db, commits)
+
+    def error(since: str) -> str:
+        assert main(["history", "regressions", db, "--since", since]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.count("\n") == 1
+        assert "Traceback" not in captured.err
+        return captured.err
+
+    assert error("beef") == (
+        f"cudaperf: history: {db}: no run of commit beef is in the history (--since takes a "
+        "commit recorded in the history or a date such as 2026-11-01)\n"
+    )
+    candidates = ", ".join(c[:12] for c in commits[10:13])
+    assert error("c0de1") == (
+        f"cudaperf: history: {db}: --since c0de1 is ambiguous: 10 commits of the history start "
+        f"with it ({candidates} and 7 more); give more of the sha\n"
+    )
+    assert "--since c0de is ambiguous: 30 commits " in error("c0de")
+    for value in ("yesterday", "c0d", "2026-13-01", "c0de10 c0de11", commits[0] * 2):
+        assert error(value) == (
+            "cudaperf: history: --since takes a commit (4 or more hex digits of its sha) or an "
+            f"ISO date such as 2026-11-01, not {value!r}\n"
+        )
 
 
 def test_each_unusable_history_or_report_is_one_line(

@@ -1,7 +1,7 @@
 """The run history on a real PostgreSQL server, started for this module: runs added once (from
 two writers at once too), the tables created and a schema-1 store migrated by the tool,
-regressions and acks, ``cudaperf history ingest`` and ``--cudaperf-history`` with a URL, and each
-connection error in one line.
+regressions and acks, ``--since`` a commit, ``cudaperf history ingest`` and
+``--cudaperf-history`` with a URL, and each connection error in one line.
 
 The server is a throwaway cluster (``initdb`` into a temporary folder, ``pg_ctl start`` on a free
 port, stopped at the end), run as ``nobody`` when the tests run as root (``initdb`` refuses
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from history_reports import IDENT, fill, run_report
+from history_reports import IDENT, fill, run_report, shas, stepped_pair
 
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.history.regressions import regressions
@@ -216,6 +216,27 @@ def test_regressions_and_acks_over_postgresql(url: str, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "cudaperf history: 1 regression, 1 acknowledged" in out
     assert "secret" not in out  # the URL is shown without its password
+
+
+def test_since_a_commit_over_postgresql(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    commits = shas(30)
+    stepped_pair(url, commits)
+    with open_store(url) as store:
+        everything = regressions(store)
+        assert store.since_time("C0DE10") == "2026-11-11T00:00:00+00:00"  # any case, as SQLite
+        for since in ("c0de10", commits[10], "2026-11-11"):
+            (found,) = regressions(store, since)
+            assert (found.series[1], found.first_bad) == ("t.py::late", commits[20])
+        with pytest.raises(HistoryError, match=r"--since c0de1 is ambiguous: 10 commits of the"):
+            regressions(store, "c0de1")
+    assert {r.series[1] for r in everything} == {"t.py::early", "t.py::late"}
+    assert main(["history", "regressions", url, "--since", "beef"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cudaperf: history: postgresql://cudaperf:***@127.0.0.1:")
+    assert err.endswith(
+        ": no run of commit beef is in the history (--since takes a commit "
+        "recorded in the history or a date such as 2026-11-01)\n"
+    )
 
 
 def test_history_ingest_and_the_plugin_write_to_a_url(

@@ -307,6 +307,25 @@ def test_cudaperf_dashboard_writes_the_site_with_its_progress_on_stderr(
     ]
     assert main(["dashboard", str(history_db), str(out), "--since", "2026-11-13"]) == 0
     assert "2 tests, 3 series, 8 runs" in capsys.readouterr().out
+    assert main(["dashboard", str(history_db), str(out), "--since", "c1201234"]) == 0  # run 12's
+    assert "2 tests, 3 series, 8 runs" in capsys.readouterr().out
+
+
+def test_a_since_that_names_no_commit_of_the_history_nor_a_date_is_one_line(
+    history_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "site"
+    assert main(["dashboard", str(history_db), str(out), "--since", "beef"]) == 2
+    assert capsys.readouterr().err == (
+        f"cudaperf: dashboard: {history_db}: no run of commit beef is in the history (--since "
+        "takes a commit recorded in the history or a date such as 2026-11-01)\n"
+    )
+    assert main(["dashboard", str(history_db), str(out), "--since", "last week"]) == 2
+    assert capsys.readouterr().err == (
+        "cudaperf: dashboard: --since takes a commit (4 or more hex digits of its sha) or an ISO "
+        "date such as 2026-11-01, not 'last week'\n"
+    )
+    assert not out.exists()  # refused before anything was written
 
 
 def test_progress_lines_are_at_most_one_a_second_between_each_stages_first_and_last() -> None:

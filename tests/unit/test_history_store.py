@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -80,6 +81,29 @@ def test_a_run_is_added_once_and_its_series_read_back_in_order(tmp_path: Path) -
             ("c2", pytest.approx(1.5), "ms"),
         ]
         assert [p.commit for p in store.points(ident, since="2026-11-02")] == ["c2"]
+
+
+def test_since_names_a_date_a_time_in_utc_or_the_first_run_of_a_commit(tmp_path: Path) -> None:
+    with open_store(tmp_path / "h.sqlite") as store:
+        for i, (commit, day) in enumerate([("aaaa01", 1), ("bbbb02", 2), ("aaaa01", 3)]):
+            run = report(tmp_path, f"r{i}", {"t.py::a": 1.0})
+            store.add_run(run, Source(commit + "0" * 34), f"2026-11-0{day}T06:00:00+00:00")
+        assert store.since_time("") == ""
+        assert store.since_time("2026-11-02") == "2026-11-02"
+        assert store.since_time(" 2026-11-02T10:00+02:00 ") == "2026-11-02T08:00:00"
+        assert store.since_time("2026-11-02 08:00") == "2026-11-02T08:00:00"
+        assert store.since_time("aaaa") == "2026-11-01T06:00:00+00:00"  # its first run's
+        assert store.since_time("BBBB02" + "0" * 34) == "2026-11-02T06:00:00+00:00"
+        cut = store.since_time("bbbb")
+        ident = ("GPU X", "t.py::a", "", "time:device/cold")
+        assert [p.run_id for p in store.points(ident, cut)] == ["r1", "r2"]
+        for value, why in [
+            ("cccc", "no run of commit cccc is in the history"),
+            ("aaa", "--since takes a commit (4 or more hex digits of its sha) or an ISO date"),
+            ("2026-02-30", "an ISO date such as 2026-11-01, not '2026-02-30'"),
+        ]:
+            with pytest.raises(HistoryError, match=re.escape(why)):
+                store.since_time(value)
 
 
 def test_a_step_is_named_by_its_last_good_and_first_bad_commit(tmp_path: Path) -> None:
