@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf import series
 from pytest_cudaperf.measure import instability, stats
+from pytest_cudaperf.series import LOOPS
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ FINGERPRINT_KEYS = (
 #: docs/decisions.md, "Why does a CPU wall time under contention fail only beyond twice its
 #: baseline?")
 CONTENDED_WALL_THRESHOLD = 1.0
+#: a host-speed shift of a host-bound ratio under this (relative to the baseline) is not set
+#: aside (:func:`_fixed_part`): within any measurement's noise
+FIXED_PART_MIN = 0.005
 
 
 class Kind(str, Enum):
@@ -75,8 +79,10 @@ class Observation:
     peak): ``value`` in ``unit``; ``halfwidth`` the relative CI half-width (``rel_halfwidth``);
     ``instability_noise`` and ``instability`` what the measurement's instability implies and why;
     ``sm_mhz`` the SM clock while sampling (CUDA); ``env`` this run's environment/fingerprint;
-    ``reference_ms`` the host's reference-loop time while sampling (CPU); ``traced`` the tracer
-    or profiler it ran under (its verdict is then never a regression or an improvement)."""
+    ``reference_ms`` the host's reference time while sampling (the CPU backend's loop; for
+    ``unit == "loops"`` the launch reference); ``traced`` the tracer or profiler it ran under (its
+    verdict is then never a regression or an improvement); ``fixed_ms`` (``unit == "loops"``) the
+    part of each call that does not follow the host's speed: its kernels."""
 
     value: float
     halfwidth: float = 0.0
@@ -87,6 +93,7 @@ class Observation:
     unit: str = "ms"
     reference_ms: float | None = None
     traced: str | None = None
+    fixed_ms: float | None = None
 
     @property
     def noise(self) -> float:
@@ -232,6 +239,8 @@ def _with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str |
     """``obs`` with what the host's speed says (:func:`instability.host_speed`: this run's
     reference loop against the recordings'), first among its reasons: it is the one a reader
     needs when the machine itself was slower; and that reason, or None."""
+    if obs.unit == LOOPS:  # the host's speed is in the ratio already (see _fixed_part)
+        return obs, None
     found = instability.host_speed(obs.reference_ms, entry.reference_ms)
     if found is None:
         return obs, None
@@ -241,6 +250,36 @@ def _with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str |
         instability_noise=max(_clean(obs.instability_noise), found.noise),
     )
     return widened, found.reason
+
+
+def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
+    """GPU code that synchronizes inside, judged in reference loops (call / launch reference):
+    the reference follows the host's speed, the call's kernels (``obs.fixed_ms``) do not. Where
+    the host ran the reference faster than when the series was recorded, the unchanged call
+    reads up to ``fixed_ms * (1 / now - 1 / then)`` loops more (fewer where it ran slower): how
+    much of the kernels the call waits for is not known, anything from none to all of them. The
+    observation is moved toward the baseline by as much of that as it needs (never past it),
+    and the reason is returned for the message; ``obs`` as it is and None where a side lacks
+    its reference or the kernels' time, or the shift is under 0.5% (why: docs/decisions.md,
+    "How is GPU code that synchronizes inside judged?")."""
+    now, then, fixed, base = obs.reference_ms, entry.reference_ms, obs.fixed_ms, entry.value
+    if obs.unit != LOOPS or now is None or then is None or fixed is None:
+        return obs, None
+    if not (_usable(now) and _usable(then) and _usable(fixed)):
+        return obs, None
+    shift = fixed * (1 / now - 1 / then)
+    if not _usable(base) or abs(shift) < FIXED_PART_MIN * float(base):
+        return obs, None
+    value = min(max(float(base), obs.value - max(0.0, shift)), obs.value - min(0.0, shift))
+    faster = now < then
+    factor = then / now if faster else now / then
+    reason = (
+        f"the host ran the launch reference {factor:.2f}x {'faster' if faster else 'slower'} "
+        f"than at recording ({format_ms(now)} vs {format_ms(then)}) and the kernels "
+        f"({format_ms(fixed)} per call) do not follow it: up to {format_pct(shift / base)} set "
+        f"aside, judged as {format_value(value, LOOPS)}"
+    )
+    return replace(obs, value=value), reason
 
 
 def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
@@ -282,6 +321,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
     obs, host = _with_host_speed(obs, entry)
+    obs, fixed = _fixed_part(obs, entry)
     t = max(tolerance, _clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))
@@ -296,6 +336,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         else f"tolerance {t:.1%}"
     )
     body = f"{head} ({format_pct(ratio - 1)}, 95% CI {ci_text((low, high))}, {allowed}) — {where}"
+    body += f"; {fixed}" if fixed else ""
     if low > 1 + t:
         if diffs and low <= 1 + 2 * t:
             kind = Kind.INCONCLUSIVE

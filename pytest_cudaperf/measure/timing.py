@@ -108,9 +108,11 @@ class Measurement:
     sm_mhz: float | None = None
     #: frames torch.compile compiled while samples were taken (not during warm-up)
     recompiles: int = 0
-    #: the time of a fixed reference loop beside the samples (median of one timing per round
-    #: and one at the end; :class:`pytest_cudaperf.measure.cpu.ReferenceProbe`): how fast the
-    #: host ran while measuring. The CPU backend on the CPU only; None elsewhere
+    #: the time of a fixed reference beside the samples: how fast the host ran while measuring.
+    #: The CPU backend's loop on the CPU (median of one timing per round and one at the end;
+    #: :class:`pytest_cudaperf.measure.cpu.ReferenceProbe`); for GPU code that synchronizes
+    #: inside (``metric == "host"``) the median launch reference timed before each call
+    #: (:func:`pytest_cudaperf.measure.cuda.launch_reference`); None elsewhere
     reference_ms: float | None = None
     #: a tracer or profiler that ran while the samples were taken (``coverage's trace
     #: function``): the measurement is not the code's speed, and is neither judged nor recorded
@@ -122,6 +124,10 @@ class Measurement:
     #: the quantity its verdict compares; None for any other metric
     in_loops: float | None = None
     in_loops_ci: tuple[float, float] | None = None
+    #: ``metric == "host"``: the part of each call (ms) that does not follow the host's speed,
+    #: its kernels' device time timed apart (the call waits for them inside); None for any other
+    #: metric and where the kernels could not be timed
+    fixed_ms: float | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:

@@ -56,7 +56,15 @@ def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
     that ratio's CI; the host's speed is in it already."""
     if m.metric == "host" and m.in_loops is not None and m.in_loops_ci is not None:
         halfwidth = (m.in_loops_ci[1] - m.in_loops_ci[0]) / 2 / m.in_loops
-        return Observation(m.in_loops, halfwidth, env=env, unit=LOOPS, traced=m.traced)
+        return Observation(
+            m.in_loops,
+            halfwidth,
+            env=env,
+            unit=LOOPS,
+            reference_ms=m.reference_ms,
+            traced=m.traced,
+            fixed_ms=m.fixed_ms,
+        )
     return Observation(
         m.median_ms,
         m.rel_halfwidth,
@@ -92,7 +100,12 @@ def judge_time(
     if obs.unit == LOOPS:
         assert m.in_loops_ci is not None  # what made the observation one in loops
         recording = Recording(
-            date=str(env["date"]), median=obs.value, noise=obs.noise, n=m.n, ci=m.in_loops_ci
+            date=str(env["date"]),
+            median=obs.value,
+            noise=obs.noise,
+            n=m.n,
+            ci=m.in_loops_ci,
+            reference_ms=m.reference_ms,
         )
     else:
         recording = Recording(
@@ -154,6 +167,9 @@ def confirm_fresh(
         why = found if isinstance(found, str) else "it took no such measurement"
         test.state.details.append(f"{first.key.label()}not re-measured in a fresh process: {why}")
         return first, measured
+    if again.fixed_ms is None and measured.fixed_ms is not None:
+        # the kernels' time does not move between processes: this process's timing of them
+        again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
     return confirm_time(test, first, again, " in a fresh process")
 
 

@@ -85,25 +85,42 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
     time budget each time, at most REMEASURE times); confirm a regression or an improvement by
     measuring again (on the CPU in a fresh process too);
     then attach the breakdown (update) or what it says changed (non-pass verdict). With
-    ``peak``, the callable's peak memory is read after and judged as a series of its own."""
+    ``peak``, the callable's peak memory is read after and judged as a series of its own.
+
+    GPU code that synchronizes inside (``metric == "host"``) has its kernels timed apart after
+    its first measurement and before its verdict: they are a series of their own
+    (``time:kernels``), and the host time's verdict takes their time as the part of each call
+    that does not follow the host's speed (:attr:`Measurement.fixed_ms`)."""
+    kernels: tuple[JudgedRecord, Measurement] | None = None
+    timed_apart = False
+
+    def measured(given: Budget) -> Measurement:
+        nonlocal kernels, timed_apart
+        found = run_once(given)
+        if found.metric != "host" or profiled is None or test.run.rank is not None:
+            return found
+        if not timed_apart:
+            timed_apart = True
+            kernels = kernels_judged(test, key, profiled, device_class)
+        if kernels is None:
+            return found
+        return dataclasses.replace(found, fixed_ms=kernels[1].median_ms)
+
     for attempt in range(REMEASURE + 1):
-        measurement = run_once(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
+        measurement = measured(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
         record = judge_time(test, key, measurement, device_class)
         if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
             break
     if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
-        record, measurement = confirm_time(test, record, run_once(budget))
+        record, measurement = confirm_time(test, record, measured(budget))
         lock = profiled.lock if profiled is not None else contextlib.nullcontext
         record, measurement = confirm_fresh(test, record, measurement, lock)
     if profiled is not None and _may_profile(test):
         record = _with_breakdown(test, record, profiled)
-    kernels = None
-    if measurement.metric == "host" and profiled is not None and test.run.rank is None:
-        kernels = kernels_judged(test, key, profiled, device_class)
-        if kernels is not None:
-            record = _with_kernels(record, kernels[0])
+    if kernels is not None and measurement.metric == "host":
+        record = _with_kernels(record, kernels[0])
     add_time(test, record, measurement)
-    if kernels is not None:
+    if kernels is not None and measurement.metric == "host":
         add_time(test, *kernels)
     found = peak() if peak is not None else None
     if found is not None:

@@ -75,6 +75,9 @@ def test_a_slow_state_of_one_process_is_not_a_regression(recorded: pytest.Pytest
     assert record["series"] == "time:host"
     assert record["measurement"]["metric"] == "host"  # it synchronizes inside
     assert record["measurement"]["in_loops"] > 0
+    # its kernels, timed apart before the verdict, are the part that does not follow the host
+    assert 0 < record["measurement"]["fixed_ms"] < record["measurement"]["median_ms"]
+    assert record["recording"]["reference_ms"] > 0
 
 
 def test_a_slowdown_every_process_shows_fails_and_the_kernels_are_named_unchanged(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -357,7 +358,9 @@ def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: P
     judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
     (record,) = stored(first)
     assert (record.series, record.unit, record.value) == ("time:host", "loops", 4.0)
-    assert record.recording.reference_ms is None  # the host's speed is in the loops already
+    # the host's speed is in the loops already; the reference's time is kept for the kernels'
+    # part that does not follow it (see the next test)
+    assert record.recording.reference_ms == pytest.approx(0.5)
     run.store.update("GPU X", stored(first))
     # the host ran 1.5x slower (3 ms per call) and the loop with it: the same 4 loops, a pass
     slow_host = judging.judge_time(new_test(run), A, host_bound(4.0, ms=3.0), "GPU X")
@@ -365,6 +368,29 @@ def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: P
     slower_code = judging.judge_time(new_test(run), A, host_bound(6.0, ms=3.0), "GPU X")
     assert slower_code.verdict.kind is Kind.REGRESSION
     assert "median 6 loops vs baseline 4 loops" in slower_code.verdict.message
+
+
+def test_kernels_that_do_not_follow_a_faster_host_are_set_aside(tmp_path: Path) -> None:
+    run = run_context(tmp_path)
+    first = new_test(run)
+    # 2 ms per call: 1.5 ms of host work and 0.5 ms of kernels it waits for; reference 0.5 ms
+    m = dataclasses.replace(host_bound(4.0, ms=2.0), fixed_ms=0.5)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    # the host runs twice as fast: 0.75 ms of host work, the same 0.5 ms of kernels, reference
+    # 0.25 ms: 5 loops, +25% in the ratio, all of it the kernels' fixed time
+    faster = dataclasses.replace(host_bound(5.0, ms=1.25), fixed_ms=0.5)
+    found = judging.judge_time(new_test(run), A, faster, "GPU X")
+    assert found.verdict.kind is Kind.PASS
+    assert "launch reference 2.00x faster than at recording" in found.verdict.message
+    # without the kernels' time it would not have passed (+25% against a one-process series)
+    unknown = judging.judge_time(new_test(run), A, host_bound(5.0, ms=1.25), "GPU X")
+    assert unknown.verdict.kind is Kind.INCONCLUSIVE
+    # the host work grew by half as well: beyond what the kernels explain
+    slower_code = dataclasses.replace(host_bound(8.0, ms=2.0), fixed_ms=0.5)
+    assert judging.judge_time(new_test(run), A, slower_code, "GPU X").verdict.kind is (
+        Kind.REGRESSION
+    )
 
 
 @pytest.mark.parametrize(

@@ -430,3 +430,50 @@ def test_a_slow_stretch_of_the_host_is_not_a_regression_a_real_one_in_it_still_i
     older = cpu_series(1.0, 1.0, 1.0, 1.0, 1.0, reference_ms=None)
     assert older.reference_ms is None
     assert judge(obs(2.4, 0.02, reference_ms=0.38), older, 0.05, "CPU").kind is Kind.REGRESSION
+
+
+def host_series(loops: float, reference_ms: float) -> Entry:
+    recs = [
+        Recording(f"2026-11-0{i}", loops, 0.01, 50, reference_ms=reference_ms) for i in (1, 2, 3)
+    ]
+    return entry_of(recs, "loops", ENV, "host")
+
+
+@pytest.mark.parametrize(
+    ("value", "reference_ms", "kind", "judged"),
+    [
+        # host 2x faster, 1 ms of kernels: up to 1 loop of the ratio is theirs
+        (3.8, 0.5, Kind.PASS, 3.0),  # moved to the baseline, never past it
+        (4.0, 0.5, Kind.PASS, 3.0),
+        (5.0, 0.5, Kind.REGRESSION, 4.0),  # beyond what the kernels explain
+        # host 2x slower: the kernels weigh less, up to 0.5 loop fewer
+        (2.5, 2.0, Kind.PASS, 3.0),
+        (2.0, 2.0, Kind.IMPROVED, 2.5),
+    ],
+)
+def test_the_kernels_of_a_host_bound_call_do_not_follow_the_hosts_speed(
+    value: float, reference_ms: float, kind: Kind, judged: float
+) -> None:
+    base = host_series(3.0, reference_ms=1.0)
+    found = judge(
+        obs(value, unit="loops", reference_ms=reference_ms, fixed_ms=1.0), base, 0.05, "GPU"
+    )
+    assert found.kind is kind
+    assert found.ratio == pytest.approx(judged / 3.0)
+    assert f"judged as {judged:g} loops" in found.message
+
+
+def test_the_hosts_speed_alone_moves_no_host_bound_verdict() -> None:
+    base = host_series(3.0, reference_ms=1.0)
+    # no kernels' time, or none on the baseline's side: judged as measured; the CPU backend's
+    # host-speed finding does not apply to a ratio that has the host's speed in it
+    for found in (
+        judge(obs(3.6, unit="loops", reference_ms=0.5), base, 0.05, "GPU"),
+        judge(
+            obs(3.6, unit="loops", reference_ms=0.5, fixed_ms=1.0), host_series(3.0, 0), 0.05, "GPU"
+        ),
+    ):
+        assert found.kind is Kind.REGRESSION
+        assert found.ratio == pytest.approx(1.2)
+        assert "set aside" not in found.message
+        assert "reference loop" not in found.message
