@@ -127,7 +127,7 @@ def reports(folder: Path) -> list[Path]:
     return paths
 
 
-def screenshot(url: str, png: Path) -> None:
+def screenshot(url: str, png: Path, height: int = 1240) -> None:
     png.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run(
@@ -143,7 +143,7 @@ def screenshot(url: str, png: Path) -> None:
                 "--disable-sync",
                 f"--user-data-dir={profile}",
                 "--hide-scrollbars",
-                "--window-size=1200,1240",
+                f"--window-size=1200,{height}",
                 f"--screenshot={png.resolve()}",
                 url,
             ],
