@@ -90,16 +90,57 @@ def private_paths(basetemp: Path) -> list[str]:
     return ["--basetemp", str(basetemp), f"--junitxml={basetemp}-junit.xml"]
 
 
-def plugin_args(invocation: Sequence[str]) -> list[str]:
-    """The ``-p NAME`` arguments of the parent's command line (a plugin loaded that way, this one
-    included, must be loaded in the child too)."""
-    found: list[str] = []
-    for i, arg in enumerate(invocation):
-        if arg == "-p" and i + 1 < len(invocation):
-            found += ["-p", invocation[i + 1]]
-        elif arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
-            found += ["-p", arg[2:]]
-    return found
+#: options of the parent's command line a fresh process does not take, and whether each takes
+#: a value: those that start workers or reruns, write the parent's files (the parent writes every
+#: report), need the cache (the child runs with ``-p no:cacheprovider``) or stop for a debugger;
+#: the child sets its own selection, report and breakdown options
+DROPPED_OPTIONS = {
+    **dict.fromkeys(("-n", "--numprocesses", "--maxprocesses", "--dist", "--tx"), True),
+    **dict.fromkeys(("-d", "--distload", "-f", "--looponfail"), False),
+    **dict.fromkeys(("--max-worker-restart", "--reruns", "--reruns-delay"), True),
+    **dict.fromkeys(("--junitxml", "--junit-xml", "--junit-prefix", "--basetemp"), True),
+    **dict.fromkeys(("--rootdir", "-c", "--config-file", "--lfnf"), True),
+    **dict.fromkeys(("--last-failed-no-failures",), True),
+    **dict.fromkeys(("--lf", "--last-failed", "--ff", "--failed-first", "--nf"), False),
+    **dict.fromkeys(("--new-first", "--sw", "--stepwise", "--sw-skip"), False),
+    **dict.fromkeys(("--stepwise-skip", "--cache-clear", "--cache-show"), False),
+    **dict.fromkeys(("--pdb", "--trace", "--pdbcls"), False),
+    **dict.fromkeys(("--html", "--report-log", "--result-log", "--benchmark-json"), True),
+    **dict.fromkeys(("--benchmark-save", "--benchmark-histogram"), True),
+    **dict.fromkeys(("--benchmark-autosave", "--self-contained-html"), False),
+    **dict.fromkeys(("--cudaperf-json", "--cudaperf-html", "--cudaperf-history"), True),
+    **dict.fromkeys(("--cudaperf-breakdown",), True),
+    **dict.fromkeys(("--cudaperf-update", "--cudaperf-prune"), False),
+}
+
+
+def passed_args(invocation: Sequence[str], positional: Sequence[str] = ()) -> list[str]:
+    """The parent's command line as a fresh process takes it: every option, ``-p`` plugins and
+    a suite's own options (a conftest's ``--device cuda`` decides which parametrized items
+    exist) included, but the test paths (``positional``: the child names its one item) and
+    :data:`DROPPED_OPTIONS` (``--opt=value``, ``--opt value`` and ``-nVALUE`` forms alike);
+    every ``--cov*`` option too (coverage files are the parent's)."""
+    paths = list(positional)
+    kept: list[str] = []
+    skip = False
+    for arg in invocation:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name.startswith("--cov"):
+            skip = "=" not in arg and name in ("--cov", "--cov-report", "--cov-config")
+            continue
+        if name in DROPPED_OPTIONS:
+            skip = DROPPED_OPTIONS[name] and "=" not in arg
+            continue
+        if len(arg) > 2 and arg[:2] in ("-n", "-c", "-d") and not arg.startswith("--"):
+            continue  # -n2, -cFILE
+        if not arg.startswith("-") and arg in paths:
+            paths.remove(arg)
+            continue
+        kept.append(arg)
+    return kept
 
 
 def read_times(report: Report, nodeid: str) -> dict[tuple[str, str], Measurement]:
@@ -122,7 +163,7 @@ class FreshProcess:
     root: Path
     inifile: Path | None
     env: Mapping[str, str]
-    plugins: Sequence[str] = ()
+    options: Sequence[str] = ()
     limit: int = FRESH_LIMIT
     timeout_s: float = FRESH_TIMEOUT_S
     _done: dict[str, dict[tuple[str, str], Measurement] | str] = field(default_factory=dict)
@@ -146,7 +187,7 @@ class FreshProcess:
             path = self.root / nodeid.split("::", 1)[0]
             args = [sys.executable, "-m", "pytest"]
             args += item_args(nodeid, path, self.root, self.inifile, Path(tmp, "basetemp"), "line")
-            args += [*self.plugins, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
+            args += [*self.options, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
             env = {k: v for k, v in os.environ.items() if not k.startswith(CHILD_DROPS)}
             env.update(self.env)
             env.update(extra)

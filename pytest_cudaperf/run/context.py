@@ -34,7 +34,7 @@ from pytest_cudaperf.report.model import (
     LeakOutcome,
     TestOutcome,
 )
-from pytest_cudaperf.run.child import FRESH_ENV, FreshProcess, plugin_args, settings_env
+from pytest_cudaperf.run.child import FRESH_ENV, FreshProcess, passed_args, settings_env
 from pytest_cudaperf.settings import ConfigLike, Settings, resolve
 from pytest_cudaperf.store.baselines import BaselineStore
 
@@ -83,6 +83,7 @@ class RunContext:
         *,
         inifile: Path | None = None,
         invocation: Sequence[str] = (),
+        positional: Sequence[str] = (),
     ) -> RunContext:
         """Resolve the settings and load the store (SettingError, BaselineError on bad input)."""
         settings = resolve(options, environ, ini_name)
@@ -101,7 +102,7 @@ class RunContext:
         fresh = None
         if settings.confirm_process == "auto" and rank is None and not fresh_locks:
             env = settings_env(settings, baseline_dir)
-            fresh = FreshProcess(root, inifile, env, plugin_args(invocation))
+            fresh = FreshProcess(root, inifile, env, passed_args(invocation, positional))
         return cls(
             settings=settings,
             store=BaselineStore.load(baseline_dir),

@@ -134,3 +134,31 @@ def test_a_fresh_process_writes_none_of_the_suites_outputs(
     assert summary.read_text().count("### cudaperf") == 1
     assert "test_nap" in (recorded.path / "junit.xml").read_text()
     assert (recorded.path / "report.html").exists()
+
+
+SIZED = """
+import os, pathlib, time
+import pytest
+
+def pytest_addoption(parser):
+    parser.addoption("--size", default="small")
+
+def pytest_generate_tests(metafunc):
+    if "size" in metafunc.fixturenames:
+        metafunc.parametrize("size", [metafunc.config.getoption("size")])
+"""
+
+
+def test_a_fresh_process_gets_the_suites_own_options(pytester: pytest.Pytester) -> None:
+    # the item exists only with the parent's `--size big`: without it, the fresh process would
+    # find no test_nap[big] and the slow state of this process would fail the test
+    pytester.makeconftest(SIZED)
+    pytester.makepyfile(test_napper=NAPPER.replace("def test_nap():", "def test_nap(size):"))
+    args = ["test_napper.py", "--size", "big", "-k", "not timed", *FAST]
+    pytester.runpytest(*args, "--cudaperf-update").assert_outcomes(passed=1)
+    (pytester.path / "slow-once-nap").touch()
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["test_napper.py::test_nap[[]big[]]: inconclusive: +*% not confirmed in a fresh process*"]
+    )

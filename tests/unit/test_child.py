@@ -12,7 +12,13 @@ from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
-from pytest_cudaperf.run.child import FreshProcess, item_args, plugin_args, read_times, settings_env
+from pytest_cudaperf.run.child import (
+    FreshProcess,
+    item_args,
+    passed_args,
+    read_times,
+    settings_env,
+)
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.verdict import Kind, Verdict
@@ -49,10 +55,20 @@ def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
     assert "--tb=line" in item_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path, "line")
 
 
-def test_plugin_args_keep_every_dash_p_of_the_parent() -> None:
-    invocation = ["-p", "pytest_cudaperf.plugin", "tests", "-pno:randomly", "--tb=short", "-n2"]
-    assert plugin_args(invocation) == ["-p", "pytest_cudaperf.plugin", "-p", "no:randomly"]
-    assert plugin_args(["--pdb", "-p"]) == []  # a dangling -p is left to pytest's own error
+def test_passed_args_keep_the_parents_options_but_paths_and_its_own_outputs() -> None:
+    invocation = [
+        "-p", "pytest_cudaperf.plugin", "tests/test_a.py", "-pno:randomly", "--tb=short", "-n2",
+        "--device", "cuda", "--cudaperf-benchmark", "--cudaperf-json", "out.json",
+        "--junitxml=j.xml", "--benchmark-json", "b.json", "--cov=src", "--cov-report", "xml",
+        "--lf", "-k", "color", "tests/test_b.py", "--dist", "loadfile", "--pdb",
+    ]  # fmt: skip
+    assert passed_args(invocation, ["tests/test_a.py", "tests/test_b.py"]) == [
+        "-p", "pytest_cudaperf.plugin", "-pno:randomly", "--tb=short", "--device", "cuda",
+        "--cudaperf-benchmark", "-k", "color",
+    ]  # fmt: skip
+    # a path that is not a test path given is an option's value, kept
+    assert passed_args(["--data", "tests"], []) == ["--data", "tests"]
+    assert passed_args(["-p"]) == ["-p"]  # a dangling -p is left to pytest's own error
 
 
 def _report(nodeid: str, *records: tuple[str, str, float]) -> Report:
