@@ -283,7 +283,7 @@ def _open_run(config: pytest.Config) -> RunContext:
             output,
             inifile=config.inipath,
             invocation=config.invocation_params.args,
-            positional=config.getoption("file_or_dir") or (),
+            positional=getattr(config.option, "file_or_dir", None) or (),
         )
     except (SettingError, BaselineError) as exc:
         raise pytest.UsageError(str(exc)) from None
