@@ -1,9 +1,11 @@
 """Host-bound benchmark suite: the plugin's cuda_timer, wrapped so that CUDAPERF_PLANT can slow
 every test by a known amount of one kind:
 
-- ``host:0.25``: Python work worth 25% of the test's recorded host-bound time (its ``time:host``
-  series, in reference loops), a loop calibrated against the plugin's reference
-  (``launch_reference``), so that it costs the same share whatever speed the host runs at;
+- ``host:0.25``: host work worth 25% of the test's recorded host-bound time (its ``time:host``
+  series, in reference loops) in every call: a busy wait of that many times the plugin's
+  reference (``launch_reference``) as it was last timed in this process (every
+  :data:`RETIME_EVERY` calls), so that it keeps its share of the call whatever speed the host
+  runs at (a loop calibrated once per process did not: the host's speed moves within a process);
 - ``kernel:0.10``: a ``torch.cuda._sleep`` kernel worth 10% of the test's recorded kernels'
   time (its ``time:kernels`` series) in every call.
 
@@ -11,10 +13,8 @@ Without CUDAPERF_PLANT the fixture is the plugin's own."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -41,31 +41,32 @@ def stored_value(config: pytest.Config, nodeid: str, series: str) -> float | Non
     return None
 
 
-def _python_work(iterations: int) -> int:
-    total = 0
-    for i in range(iterations):
-        total += i * i % 7
-    return total
+#: the host plant times the plugin's launch reference again after this many calls
+RETIME_EVERY = 8
 
 
-@functools.cache
-def iterations_per_loop() -> float:
-    """Iterations of _python_work that cost one reference loop of the plugin's host-bound
-    measurement (``launch_reference``; medians of back-to-back pairs)."""
+def host_work(loops: float) -> Callable[[], None]:
+    """Work worth ``loops`` launch references on the host in every call: a busy wait of
+    ``loops`` times the reference's latest time (timed at the first call and every
+    :data:`RETIME_EVERY` calls after, outside the wait)."""
     import torch
 
     from pytest_cudaperf.measure.cuda import launch_reference
 
     reference = launch_reference(torch, torch.device("cuda"))
-    ratios = []
-    for _ in range(21):
-        began = time.perf_counter_ns()
-        reference()
-        loop = time.perf_counter_ns() - began
-        began = time.perf_counter_ns()
-        _python_work(2_000)
-        ratios.append(2_000 * loop / (time.perf_counter_ns() - began))
-    return statistics.median(ratios)
+    state = {"calls": 0, "reference_s": 0.0}
+
+    def work() -> None:
+        if state["calls"] % RETIME_EVERY == 0:
+            began = time.perf_counter()
+            reference()
+            state["reference_s"] = time.perf_counter() - began
+        state["calls"] += 1
+        end = time.perf_counter() + loops * state["reference_s"]
+        while time.perf_counter() < end:
+            pass
+
+    return work
 
 
 def plant(request: pytest.FixtureRequest) -> Callable[[], None] | None:
@@ -80,8 +81,7 @@ def plant(request: pytest.FixtureRequest) -> Callable[[], None] | None:
         loops = stored_value(request.config, nodeid, "time:host")
         if loops is None:
             return None
-        iterations = round(fraction * loops * iterations_per_loop())
-        return lambda: _python_work(iterations) and None
+        return host_work(fraction * loops)
     if kind == "kernel":
         import torch
 
