@@ -97,28 +97,21 @@ def judge_time(
     if m.threads is not None:  # the threads it was measured with, not the process's
         env["torch_threads"] = str(m.threads)
     obs = observation(m, env)
-    if obs.unit == LOOPS:
-        assert m.in_loops_ci is not None  # what made the observation one in loops
-        recording = Recording(
-            date=str(env["date"]),
-            median=obs.value,
-            noise=obs.noise,
-            n=m.n,
-            ci=m.in_loops_ci,
-            reference_ms=m.reference_ms,
-        )
-    else:
-        recording = Recording(
-            date=str(env["date"]),
-            median=m.median_ms,
-            noise=m.noise,
-            n=m.n,
-            rounds=m.round_medians_ms,
-            sm_mhz=m.sm_mhz,
-            unstable=m.instability,
-            ci=m.ci_ms,
-            reference_ms=m.reference_ms,
-        )
+    # a host-bound time is recorded in loops: its value, noise and CI are the observation's, and
+    # its rounds and clock (in ms) are not kept
+    loops = obs.unit == LOOPS
+    assert not loops or m.in_loops_ci is not None  # what made the observation one in loops
+    recording = Recording(
+        date=str(env["date"]),
+        median=obs.value if loops else m.median_ms,
+        noise=obs.noise if loops else m.noise,
+        n=m.n,
+        rounds=() if loops else m.round_medians_ms,
+        sm_mhz=None if loops else m.sm_mhz,
+        unstable=() if loops else m.instability,
+        ci=m.in_loops_ci if loops else m.ci_ms,
+        reference_ms=m.reference_ms,
+    )
     perf_tolerance = test.perf.tolerance if test.perf else None
     series = f"time:{m.mode}"
     record = Record(key, series, device_class, obs.unit, recording, env, None, perf_tolerance)
