@@ -1,0 +1,111 @@
+"""Re-judge the host-bound series of a ``bench_suite.py --suite host`` output folder, with any
+``--recordings`` of its unchanged runs standing in for the baseline and every other unchanged run
+judged by this checkout's ``verdict.judge``, every such choice of runs in turn.
+
+Each run's ``time:host`` measurement gives its ratio (loops), CI, launch reference and, from the
+same test's ``time:kernels`` measurement, the kernels' time. Two columns: the ratio alone (no
+reference, no kernels: the rule before the host's speed was weighed) and this checkout's rules
+with both. ``--plant 1.25`` multiplies each judged ratio by 1.25 (a slowdown of the whole call in
+loops) to count what would be caught. The plugin's confirmation in a fresh process is not
+modelled.
+
+    python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_cudaperf import verdict
+from pytest_cudaperf.series import LOOPS, Recording, entry_of
+
+
+def host_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """Per test, each unchanged run's host-bound figures."""
+    tests: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(folder.glob("serial-unchanged-*.json")):
+        for test in json.loads(path.read_text())["tests"]:
+            records = {r["series"]: r for r in test["records"]}
+            host, kernels = records.get("time:host"), records.get("time:kernels")
+            if host is None or kernels is None or host["measurement"] is None:
+                continue
+            m = host["measurement"]
+            low, high = m["in_loops_ci"]
+            tests.setdefault(test["nodeid"], []).append(
+                {
+                    "loops": m["in_loops"],
+                    "halfwidth": (high - low) / 2 / m["in_loops"],
+                    "ci": (low, high),
+                    "n": m["n"],
+                    "reference_ms": m["reference_ms"],
+                    "fixed_ms": kernels["measurement"]["median_ms"],
+                }
+            )
+    return tests
+
+
+def judged(runs: list[dict[str, Any]], recordings: int, plant: float, weigh: bool) -> Counter[str]:
+    """Verdict kinds over every choice of ``recordings`` runs as the baseline."""
+    kinds: Counter[str] = Counter()
+    for chosen in itertools.combinations(range(len(runs)), recordings):
+        entry = entry_of(
+            [
+                Recording(
+                    "2026-11-25",
+                    runs[i]["loops"],
+                    runs[i]["halfwidth"],
+                    runs[i]["n"],
+                    ci=runs[i]["ci"],
+                    reference_ms=runs[i]["reference_ms"] if weigh else None,
+                )
+                for i in chosen
+            ],
+            LOOPS,
+            {},
+            "host",
+        )
+        for j, run in enumerate(runs):
+            if j in chosen:
+                continue
+            obs = verdict.Observation(
+                run["loops"] * plant,
+                run["halfwidth"],
+                unit=LOOPS,
+                reference_ms=run["reference_ms"] if weigh else None,
+                fixed_ms=run["fixed_ms"] if weigh else None,
+            )
+            kinds[verdict.judge(obs, entry, 0.05, "GPU").kind.value] += 1
+    return kinds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--recordings", type=int, default=3)
+    parser.add_argument("--plant", type=float, default=1.0)
+    args = parser.parse_args()
+    tests = host_runs(args.folder)
+    runs = {len(r) for r in tests.values()}
+    print(f"{len(tests)} host-bound tests, {sorted(runs)} unchanged runs each")
+    print("| rule | verdicts | REGRESSION | INCONCLUSIVE | IMPROVED | PASS |")
+    print("|---|---|---|---|---|---|")
+    for weigh, name in ((False, "the ratio alone"), (True, "this checkout")):
+        total: Counter[str] = Counter()
+        for test_runs in tests.values():
+            if len(test_runs) > args.recordings:
+                total += judged(test_runs, args.recordings, args.plant, weigh)
+        n = sum(total.values())
+        cells = [f"{total[k]} ({total[k] / n:.1%})" for k in ("regression", "inconclusive")]
+        print(f"| {name} | {n} | {' | '.join(cells)} | {total['improved']} | {total['pass']} |")
+
+
+if __name__ == "__main__":
+    main()
