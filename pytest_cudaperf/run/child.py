@@ -165,6 +165,9 @@ class FreshProcess:
     inifile: Path | None
     env: Mapping[str, str]
     options: Sequence[str] = ()
+    #: where the child starts (the parent's invocation folder: a relative path among ``options``
+    #: means there what it meant to the parent); None: ``root``
+    cwd: Path | None = None
     limit: int = FRESH_LIMIT
     timeout_s: float = FRESH_TIMEOUT_S
     _done: dict[str, dict[tuple[str, str], Measurement] | str] = field(default_factory=dict)
@@ -196,7 +199,7 @@ class FreshProcess:
             try:
                 done = subprocess.run(
                     args,
-                    cwd=self.root,
+                    cwd=self.cwd or self.root,
                     env=env,
                     capture_output=True,
                     text=True,

@@ -102,7 +102,9 @@ class RunContext:
         fresh = None
         if settings.confirm_process == "auto" and rank is None and not fresh_locks:
             env = settings_env(settings, baseline_dir)
-            fresh = FreshProcess(root, inifile, env, passed_args(invocation, positional))
+            fresh = FreshProcess(
+                root, inifile, env, passed_args(invocation, positional), cwd=output_dir
+            )
         return cls(
             settings=settings,
             store=BaselineStore.load(baseline_dir),

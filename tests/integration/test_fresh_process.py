@@ -5,6 +5,7 @@ INCONCLUSIVE, a real slowdown still fails and says it was confirmed there."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -161,4 +162,35 @@ def test_a_fresh_process_gets_the_suites_own_options(pytester: pytest.Pytester) 
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["test_napper.py::test_nap[[]big[]]: inconclusive: +*% not confirmed in a fresh process*"]
+    )
+
+
+def test_a_fresh_process_starts_where_the_parent_was_started(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--size-file size.txt` is relative to the folder pytest was started in (sub/), not to the
+    # rootdir: the fresh process must start there to find the same item
+    pytester.makeconftest("""
+import pathlib
+
+def pytest_addoption(parser):
+    parser.addoption("--size-file")
+
+def pytest_generate_tests(metafunc):
+    if "size" in metafunc.fixturenames:
+        size = pathlib.Path(metafunc.config.getoption("size_file")).read_text().strip()
+        metafunc.parametrize("size", [size])
+""")
+    pytester.makepyfile(test_napper=NAPPER.replace("def test_nap():", "def test_nap(size):"))
+    sub = pytester.mkdir("sub")
+    (sub / "size.txt").write_text("big\n")
+    monkeypatch.chdir(sub)
+    args = ["../test_napper.py", "--size-file", "size.txt", "-k", "not timed", *FAST]
+    first = pytester.run(sys.executable, "-m", "pytest", *args, "--cudaperf-update")
+    assert first.ret == 0, first.stdout.str()
+    (pytester.path / "slow-once-nap").touch()
+    result = pytester.run(sys.executable, "-m", "pytest", *args)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["*test_nap[[]big[]]: inconclusive: +*% not confirmed in a fresh process*"]
     )
