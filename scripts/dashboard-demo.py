@@ -6,7 +6,7 @@ and a kernel breakdown, as ``--cudaperf-update`` runs record them: ``test_attent
 from the fifteenth commit on both classes (its flash-attention kernel replaced by a softmax and a
 GEMM), ``test_mlp`` 8% faster from the eighth, ``test_layernorm`` creeping up 0.4% a run over the
 last 14 runs on GPU A. Then ``cudaperf history ingest`` and ``cudaperf dashboard`` (their output
-on stdout and stderr), and headless Chromium (offline, as ``screenshot-report.sh`` runs it)
+on stdout and stderr), and ``screenshot-report.sh`` (headless Chromium, offline)
 screenshots ``test_attention``'s page with GPU A's change point clicked::
 
     python scripts/dashboard-demo.py --out out/dashboard-demo --png docs/images/dashboard.png
@@ -22,7 +22,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -127,29 +126,14 @@ def reports(folder: Path) -> list[Path]:
     return paths
 
 
-def screenshot(url: str, png: Path, height: int = 1240) -> None:
+def screenshot(page: Path, png: Path, anchor: str = "", height: int = 1240) -> None:
+    """``page`` (with ``#anchor``) as a PNG, by ``screenshot-report.sh``."""
     png.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run(
-            [
-                "chromium",
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={profile}",
-                "--hide-scrollbars",
-                f"--window-size=1200,{height}",
-                f"--screenshot={png.resolve()}",
-                url,
-            ],
-            check=True,
-            capture_output=True,
-        )
+    script = Path(__file__).resolve().with_name("screenshot-report.sh")
+    target = f"{page}#{anchor}" if anchor else str(page)
+    subprocess.run(
+        ["bash", str(script), target, str(png), f"1200,{height}"], check=True, capture_output=True
+    )
 
 
 def main() -> int:
@@ -167,7 +151,7 @@ def main() -> int:
     subprocess.run([*cli, "history", "ingest", history, *names], cwd=args.out, check=True)
     subprocess.run([*cli, "dashboard", history, "site"], cwd=args.out, check=True)
     page = next((args.out / "site" / "tests").glob("tests_test_model.py_test_attention*.html"))
-    screenshot(page.resolve().as_uri() + "#cp-0-0-0", args.png)
+    screenshot(page, args.png, "cp-0-0-0")
     print(f"wrote {args.png}")
     return 0
 
