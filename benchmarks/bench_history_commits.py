@@ -350,8 +350,9 @@ def main() -> None:
         create(repo)
     done = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     extra = ["--cudaperf-require-gpu"] if args.require_gpu else []
-    step_s = max((r["seconds"] for r in done), default=30.0)
     for index in range(len(done) + 1, args.commits + 1):
+        # the longest run so far (a first run's guess: 30 s) must fit in what is left
+        step_s = max((r["seconds"] for r in done), default=30.0)
         if args.max_seconds and time.monotonic() - began + 1.5 * step_s > args.max_seconds:
             print(f"bench_history_commits: stopped before commit {index} (--max-seconds)")
             return
@@ -379,7 +380,6 @@ def main() -> None:
                 cmd, cwd=repo, env=plugin_env(), stdout=f, stderr=subprocess.STDOUT
             )
         seconds = round(time.monotonic() - start, 1)
-        step_s = max(step_s if done else 0.0, seconds)
         row = {
             "index": index,
             "commit": sha,
