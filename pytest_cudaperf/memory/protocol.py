@@ -95,11 +95,9 @@ class LeakResult:
                 parts.append(f"+{format_size(total)} in the guarded block on {key}")
                 continue
             steps = [b - a for a, b in zip(self.series[key], self.series[key][1:], strict=False)]
-            each = (
-                f"+{format_size(total / runs)} each"
-                if len(set(steps)) == 1
-                else ("steps " + ", ".join(f"+{format_size(s)}" for s in steps))
-            )
+            # steps that read alike are one per-run step (bytes of bookkeeping apart)
+            shown = [f"+{format_size(s)}" for s in steps]
+            each = f"{shown[0]} each" if len(set(shown)) == 1 else "steps " + ", ".join(shown)
             parts.append(f"+{format_size(total)} over {runs} runs ({each}) on {key}")
         return "leak: " + "; ".join(parts)
 

@@ -22,6 +22,12 @@ def test_steady_growth_is_a_leak_with_a_per_run_message() -> None:
     assert result.message() == "leak: +3.0 MiB over 3 runs (+1.0 MiB each) on cuda:0"
 
 
+def test_steps_that_read_alike_are_one_step_each() -> None:
+    # a few bytes of the allocator's bookkeeping in one step do not make three different steps
+    result = LeakResult(series={"cpu tensors": [0, 4096, 8200, 12288]}, tolerance=0)
+    assert result.message() == "leak: +12.0 KiB over 3 runs (+4.0 KiB each) on cpu tensors"
+
+
 def test_plateau_and_tolerance_are_not_leaks() -> None:
     plateau = LeakResult(series={"cuda:0": [0, 512, 1024, 1024]}, tolerance=0)
     assert plateau.leaks == {}
