@@ -147,6 +147,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="FRACTION",
     ),
     Option(
+        "host-tolerance",
+        "slowdown tolerated before a regression of GPU code that synchronizes inside (its "
+        "host-bound time, in launch references), as 0.10 or 10%% (default: 10%%)",
+        parse_fraction,
+        0.10,
+        metavar="FRACTION",
+    ),
+    Option(
         "breakdown",
         "kernel (CPU: op) breakdowns: auto records one on --cudaperf-update and diffs it on a "
         "non-pass verdict; off profiles nothing (default: auto)",
@@ -231,6 +239,10 @@ class Settings:
     strict: bool = False
     prune: bool = False
     tolerance: float = 0.05
+    #: the tolerance of host-bound time (``time:host``: GPU code that synchronizes inside),
+    #: which moves between processes by more than device time does (why: docs/decisions.md,
+    #: "Why does host-bound time have its own tolerance?")
+    host_tolerance: float = 0.10
     baseline_dir: str = ".cudaperf"
     json: str | None = None
     html: str | None = None

@@ -25,7 +25,7 @@ from pytest_cudaperf.report.model import (
     Other,
 )
 from pytest_cudaperf.run.context import TestContext
-from pytest_cudaperf.series import LOOPS, Record, Recording
+from pytest_cudaperf.series import LOOPS, Record, Recording, metric_of
 from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
 
 if TYPE_CHECKING:
@@ -37,11 +37,12 @@ if TYPE_CHECKING:
 MEMORY_TOLERANCE = 0.01
 
 
-def tolerance(settings: Settings, perf: PerfOptions | None) -> float:
-    """The marker's tolerance, else the run's."""
+def tolerance(settings: Settings, perf: PerfOptions | None, metric: str = "device") -> float:
+    """The marker's tolerance, else the run's: its host tolerance for a host-bound time
+    (``metric == "host"``: GPU code that synchronizes inside), its tolerance otherwise."""
     if perf is not None and perf.tolerance is not None:
         return perf.tolerance
-    return settings.tolerance
+    return settings.host_tolerance if metric == "host" else settings.tolerance
 
 
 def _device_of(test: TestContext) -> str:
@@ -92,11 +93,11 @@ def judge_time(
     test: TestContext, key: SeriesKey, m: Measurement, device_class: str
 ) -> JudgedRecord:
     """A time's record and verdict (the measurement's fields kept for the reports)."""
-    allowed = tolerance(test.settings, test.perf)
     env = environment(test.run.probe, _device_of(test))
     if m.threads is not None:  # the threads it was measured with, not the process's
         env["torch_threads"] = str(m.threads)
     obs = observation(m, env)
+    allowed = tolerance(test.settings, test.perf, "host" if obs.unit == LOOPS else m.metric)
     # a host-bound time is recorded in loops: its value, noise and CI are the observation's, and
     # its rounds and clock (in ms) are not kept
     loops = obs.unit == LOOPS
@@ -112,7 +113,9 @@ def judge_time(
         ci=m.in_loops_ci if loops else m.ci_ms,
         reference_ms=m.reference_ms,
     )
-    perf_tolerance = test.perf.tolerance if test.perf else None
+    # a host-bound series carries the tolerance it was judged at: the update's change-point
+    # test and the drift check use it instead of the run's (device) tolerance
+    perf_tolerance = allowed if loops else test.perf.tolerance if test.perf else None
     series = f"time:{m.mode}"
     record = Record(key, series, device_class, obs.unit, recording, env, None, perf_tolerance)
     judged = _judge(test, record, obs, allowed)
@@ -127,7 +130,7 @@ def confirm_time(
     record keeps the re-measurement either way: the verdict's ratio and CI are its (the table's
     baseline column is the value over that ratio). ``where``: where the re-measurement was taken,
     when not here."""
-    allowed = tolerance(test.settings, test.perf)
+    allowed = tolerance(test.settings, test.perf, metric_of(first.series, first.unit))
     entry = test.run.store.lookup(first.device_class, first.key, first.series)
     verdict = confirm(
         first.verdict, observation(again, first.env), entry, allowed, first.device_class, where

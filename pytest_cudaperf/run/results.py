@@ -117,10 +117,13 @@ class Results:
 
     def find_drift(self, store: BaselineStore, tolerance: float) -> None:
         """Series of this run whose baseline drifts (each step under the tolerance, the whole
-        climb over it): shown, never failed."""
+        climb over it): shown, never failed. ``tolerance`` is for records that carry none of
+        their own (``Record.tolerance``)."""
         for record in self.records():
             entry = store.lookup(record.device_class, record.key, record.series)
-            found = drift(entry, tolerance) if entry is not None else None
+            own = record.record.tolerance
+            allowed = own if own is not None else tolerance
+            found = drift(entry, allowed) if entry is not None else None
             if found is not None:
                 self.drifting.append(
                     f"{record.key} {{{record.series}}}: {found.text()} "

@@ -499,3 +499,53 @@ def test_a_host_bound_test_has_two_rows_in_the_table(tmp_path: Path) -> None:
     rows = {row[0]: row[1:4] for row in table_rows(results.report())}
     assert rows["t.py::a [host]"] == ["4.4 loops", "4 loops", "+10.0%"]
     assert rows["t.py::a [kernels]"] == ["100.00 µs", "100.00 µs", "+0.0%"]
+
+
+def host_measured(loops: float) -> Measurement:
+    """GPU code that synchronizes inside: its time in launch references, a tight CI."""
+    return dataclasses.replace(
+        Measurement.from_samples([loops * 0.1] * 21, metric="host", device="cuda:0"),
+        in_loops=loops,
+        in_loops_ci=(loops * 0.999, loops * 1.001),
+        reference_ms=0.1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("perf", "settings", "kind", "tolerance"),
+    [
+        (None, {}, Kind.PASS, 0.10),  # the run's host tolerance, 10% by default
+        (None, {"host_tolerance": 0.05}, Kind.REGRESSION, 0.05),
+        (PerfOptions(tolerance=0.05), {}, Kind.REGRESSION, 0.05),  # the marker's wins
+        (None, {"tolerance": 0.20}, Kind.PASS, 0.10),  # the device tolerance is not it
+    ],
+)
+def test_a_host_bound_time_is_judged_at_the_host_tolerance(
+    tmp_path: Path,
+    perf: PerfOptions | None,
+    settings: dict[str, float],
+    kind: Kind,
+    tolerance: float,
+) -> None:
+    run = run_context(tmp_path, **settings)
+    for loops in (2.99, 3.0, 3.01):  # three processes: the series' own noise under 1%
+        first = new_test(run, perf)
+        m = host_measured(loops)
+        judging.add_time(first, judging.judge_time(first, A, m, "G"), m)
+        run.store.update("G", stored(first))
+    test = new_test(run, perf)
+    found = judging.judge_time(test, A, host_measured(3.24), "G")  # +8%
+    assert found.verdict.kind is kind
+    assert found.verdict.tolerance == pytest.approx(tolerance)
+    assert found.record.tolerance == pytest.approx(tolerance)  # the update's and drift's
+
+
+def test_device_time_keeps_the_runs_tolerance_beside_the_host_one(tmp_path: Path) -> None:
+    run = run_context(tmp_path, host_tolerance=0.5)
+    first = new_test(run)
+    judged(first, 1.0, "G")
+    run.store.update("G", stored(first))
+    found = judging.judge_time(new_test(run), A, measured(1.3), "G")  # within the host's 50%
+    assert found.verdict.kind is Kind.REGRESSION
+    assert found.verdict.tolerance == pytest.approx(0.05)
+    assert found.record.tolerance is None
