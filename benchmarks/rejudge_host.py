@@ -9,7 +9,7 @@ with both. ``--plant 1.25`` multiplies each judged ratio by 1.25 (a slowdown of 
 loops) to count what would be caught. The plugin's confirmation in a fresh process is not
 modelled.
 
-    python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25]
+    python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25] [--tolerance 0.10]
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ def host_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
     return tests
 
 
-def judged(runs: list[dict[str, Any]], recordings: int, plant: float, weigh: bool) -> Counter[str]:
+def judged(
+    runs: list[dict[str, Any]], recordings: int, plant: float, weigh: bool, tolerance: float
+) -> Counter[str]:
     """Verdict kinds over every choice of ``recordings`` runs as the baseline."""
     kinds: Counter[str] = Counter()
     for chosen in itertools.combinations(range(len(runs)), recordings):
@@ -82,7 +84,7 @@ def judged(runs: list[dict[str, Any]], recordings: int, plant: float, weigh: boo
                 reference_ms=run["reference_ms"] if weigh else None,
                 fixed_ms=run["fixed_ms"] if weigh else None,
             )
-            kinds[verdict.judge(obs, entry, 0.05, "GPU").kind.value] += 1
+            kinds[verdict.judge(obs, entry, tolerance, "GPU").kind.value] += 1
     return kinds
 
 
@@ -91,6 +93,9 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--recordings", type=int, default=3)
     parser.add_argument("--plant", type=float, default=1.0)
+    parser.add_argument(
+        "--tolerance", type=float, default=0.10, help="the host tolerance (default: 0.10)"
+    )
     args = parser.parse_args()
     tests = host_runs(args.folder)
     runs = {len(r) for r in tests.values()}
@@ -101,7 +106,7 @@ def main() -> None:
         total: Counter[str] = Counter()
         for test_runs in tests.values():
             if len(test_runs) > args.recordings:
-                total += judged(test_runs, args.recordings, args.plant, weigh)
+                total += judged(test_runs, args.recordings, args.plant, weigh, args.tolerance)
         n = sum(total.values())
         cells = [f"{total[k]} ({total[k] / n:.1%})" for k in ("regression", "inconclusive")]
         print(f"| {name} | {n} | {' | '.join(cells)} | {total['improved']} | {total['pass']} |")
