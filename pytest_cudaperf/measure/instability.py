@@ -37,9 +37,8 @@ HOST_MIN = 0.25
 #: time a reference loop?")
 HOST_STRETCH = 1.5
 #: the same for GPU code that synchronizes inside, judged in launch references (its time over
-#: the reference's): the reference follows most of a slow stretch, not all of it; ten unchanged
-#: H100 runs of a 34-test host-bound suite, with the reference 0.07-0.20 ms, gave no false
-#: regression without it and failed a quarter fewer planted slowdowns with 0.35 (why:
+#: the reference's): the reference follows most of a slow stretch, not all of it; a small
+#: share, since a larger one hides real slowdowns without sparing a false one (why:
 #: docs/decisions.md, "How is GPU code that synchronizes inside judged?")
 LAUNCH_STRETCH = 0.10
 #: other processes' share of the machine's CPU time below this is not reported: a quiet machine's
