@@ -9,7 +9,7 @@ with both. ``--plant 1.25`` multiplies each judged ratio by 1.25 (a slowdown of 
 loops) to count what would be caught. The plugin's confirmation in a fresh process is not
 modelled.
 
-    python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25] [--tolerance 0.10]
+    python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25] [--tolerance 0.05]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_cudaperf import verdict
 from pytest_cudaperf.series import LOOPS, Recording, entry_of
+from pytest_cudaperf.settings import Settings
 
 
 def host_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -93,8 +94,9 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--recordings", type=int, default=3)
     parser.add_argument("--plant", type=float, default=1.0)
+    default = Settings().host_tolerance
     parser.add_argument(
-        "--tolerance", type=float, default=0.10, help="the host tolerance (default: 0.10)"
+        "--tolerance", type=float, default=default, help=f"(default: {default}, the plugin's)"
     )
     args = parser.parse_args()
     tests = host_runs(args.folder)

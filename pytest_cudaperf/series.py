@@ -98,7 +98,9 @@ class Record:
     recording: Recording
     env: Mapping[str, Any]
     breakdown: Mapping[str, Any] | None = None
-    #: the test's tolerance, for the change-point test at update (None: the run's)
+    #: the tolerance it was judged at (the marker's, the run's host tolerance for a host-bound
+    #: time, else the run's), for the change-point test at update and the drift check (None:
+    #: the run's tolerance)
     tolerance: float | None = None
 
     @property

@@ -97,7 +97,8 @@ def judge_time(
     if m.threads is not None:  # the threads it was measured with, not the process's
         env["torch_threads"] = str(m.threads)
     obs = observation(m, env)
-    allowed = tolerance(test.settings, test.perf, "host" if obs.unit == LOOPS else m.metric)
+    series = f"time:{m.mode}"
+    allowed = tolerance(test.settings, test.perf, metric_of(series, obs.unit))
     # a host-bound time is recorded in loops: its value, noise and CI are the observation's, and
     # its rounds and clock (in ms) are not kept
     loops = obs.unit == LOOPS
@@ -113,11 +114,7 @@ def judge_time(
         ci=m.in_loops_ci if loops else m.ci_ms,
         reference_ms=m.reference_ms,
     )
-    # a host-bound series carries the tolerance it was judged at: the update's change-point
-    # test and the drift check use it instead of the run's (device) tolerance
-    perf_tolerance = allowed if loops else test.perf.tolerance if test.perf else None
-    series = f"time:{m.mode}"
-    record = Record(key, series, device_class, obs.unit, recording, env, None, perf_tolerance)
+    record = Record(key, series, device_class, obs.unit, recording, env, None, allowed)
     judged = _judge(test, record, obs, allowed)
     return dataclasses.replace(judged, measurement=m)
 

@@ -548,4 +548,21 @@ def test_device_time_keeps_the_runs_tolerance_beside_the_host_one(tmp_path: Path
     found = judging.judge_time(new_test(run), A, measured(1.3), "G")  # within the host's 50%
     assert found.verdict.kind is Kind.REGRESSION
     assert found.verdict.tolerance == pytest.approx(0.05)
-    assert found.record.tolerance is None
+    assert found.record.tolerance == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(("host_tolerance", "drifting"), [(0.05, True), (0.10, False)])
+def test_drift_is_checked_at_the_tolerance_each_record_was_judged_at(
+    tmp_path: Path, host_tolerance: float, drifting: bool
+) -> None:
+    run = run_context(tmp_path, host_tolerance=host_tolerance)
+    for loops in (3.0, 3.06, 3.12, 3.18):  # +2% a recording, +6% in all
+        test = new_test(run)
+        m = host_measured(loops)
+        judging.add_time(test, judging.judge_time(test, A, m, "G"), m)
+        run.store.update("G", stored(test))
+    results = Results()
+    results.add("t.py::a", "setup", None)
+    results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
+    results.find_drift(run.store, tolerance=0.05)  # the run's: not what a host-bound time uses
+    assert bool(results.drifting) is drifting
