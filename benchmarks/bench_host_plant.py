@@ -1,0 +1,221 @@
+"""Does the launch reference follow a slowdown of the host part of a call, which it must not?
+
+A host-bound measurement divides each call by the launch reference timed right before it
+(``launch_reference``: tiny GPU additions and a synchronize). The ratio cancels the host's speed
+only if the reference follows the host's state and not the call: a call that does more Python
+work leaves the GPU idle for longer, and if a launch after an idle GPU is slower, the reference
+grows with the slowdown and hides part of it.
+
+Two parts, in several fresh processes each:
+
+- *idle*: the reference timed after the GPU sat idle for 0-10 ms (the host busy or asleep), as
+  it is (``cold``) and after one untimed addition and synchronize (``warm``);
+- *plant*: kornia augmentations and data-dependent PyTorch ops, each in blocks without and with
+  a planted host busy-wait of ``--plant`` of its median call (calibrated in the process), each
+  call timed with one of the reference variants (``VARIANTS``) in turn. Per variant: the plant
+  read in loops (the truth, in ms, is 1 + ``--plant``) and the spread of the unplanted loops
+  between processes (what a reference must keep small).
+
+    python benchmarks/bench_host_plant.py --processes 8 --out out/host-plant.json
+
+Needs a CUDA device and kornia 0.9 (``pip install kornia``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+#: kornia.augmentation constructors (a 5x3x128x128 batch), and kornia.filters.canny
+AUGMENTATIONS = {
+    "color_jiggle": "K.ColorJiggle(0.1, 0.1, 0.1, 0.1, p=1.0)",
+    "gaussian_blur": "K.RandomGaussianBlur(3, (1.6, 1.7), p=1.0)",
+    "mixup": "K.RandomMixUpV2(p=1.0)",
+    "jigsaw": "K.RandomJigsaw((4, 4), p=1.0)",
+    "rand_augment": "K.auto.RandAugment(n=2, m=10)",
+    "canny": "kornia.filters.canny",
+}
+#: PyTorch's data-dependent ops: (op, input)
+DATA_OPS = {
+    "tolist": ("lambda x: x.tolist()", "torch.rand(1024, device='cuda')"),
+    "nonzero_4m": ("torch.nonzero", "torch.rand(1 << 22, device='cuda') > 0.5"),
+    "unique_64k": ("torch.unique", "torch.randint(0, 1000, (1 << 16,), device='cuda')"),
+    "topk_then_nonzero": (
+        "lambda x: torch.nonzero(x.topk(1024).values > 0.99)",
+        "torch.rand(1 << 20, device='cuda')",
+    ),
+}
+VARIANTS = ("cold", "warm", "twice")
+IDLE_MS = (0.0, 0.3, 1.0, 3.0, 10.0)
+
+
+def busy_wait(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def timed(work: Callable[[], object]) -> float:
+    began = time.perf_counter_ns()
+    work()
+    return (time.perf_counter_ns() - began) / 1e6
+
+
+def child(calls: int, plant: float, only: list[str]) -> dict[str, Any]:
+    import kornia
+    import torch
+    from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
+
+    from pytest_cudaperf.measure.cuda import launch_reference
+
+    device = torch.device("cuda")
+    reference = launch_reference(torch, device)
+    one = torch.ones(4, device=device)
+
+    def warm() -> None:
+        torch.add(one, one)
+        torch.cuda.synchronize()
+
+    for _ in range(50):
+        reference()
+    out: dict[str, Any] = {"idle": {}, "ops": {}}
+    for idle_ms in IDLE_MS:
+        for mode, wait in (("busy", busy_wait), ("sleep", time.sleep)):
+            cold, warmed = [], []
+            for _ in range(40):
+                wait(idle_ms / 1e3)
+                cold.append(timed(reference))
+                wait(idle_ms / 1e3)
+                warm()
+                warmed.append(timed(reference))
+            out["idle"][f"{mode}:{idle_ms:g}"] = {
+                "cold": statistics.median(cold),
+                "warm": statistics.median(warmed),
+            }
+    images = torch.rand(5, 3, 128, 128, device=device)
+    torch.manual_seed(0)
+    ops: dict[str, tuple[Callable[..., Any], Any]] = {}
+    for name, text in AUGMENTATIONS.items():
+        made = eval(text, {"K": K, "kornia": kornia})  # noqa: S307 - the table above
+        ops[name] = (made.to(device) if hasattr(made, "to") else made, images)
+    for name, (op_text, data_text) in DATA_OPS.items():
+        ops[name] = (eval(op_text, {"torch": torch}), eval(data_text, {"torch": torch}))  # noqa: S307
+    for name, (op, data) in ops.items():
+        if only and name not in only:
+            continue
+
+        def call(op: Callable[..., Any] = op, data: Any = data) -> None:
+            op(data)
+            torch.cuda.synchronize()
+
+        for _ in range(20):
+            call()
+        median_ms = statistics.median(timed(call) for _ in range(30))
+        delay_s = plant * median_ms / 1e3
+
+        def planted(call: Callable[[], None] = call) -> None:
+            call()
+            busy_wait(delay_s)
+
+        rows: dict[str, dict[str, list[tuple[float, float]]]] = {
+            arm: {v: [] for v in VARIANTS} for arm in ("plain", "planted")
+        }
+        for block in range(8):
+            arm = "planted" if block % 2 else "plain"
+            work = planted if arm == "planted" else call
+            for i in range(calls // 8):
+                variant = VARIANTS[i % len(VARIANTS)]
+                if variant == "warm":
+                    warm()
+                elif variant == "twice":
+                    reference()
+                ref_ms = timed(reference)
+                rows[arm][variant].append((timed(work), ref_ms))
+        out["ops"][name] = {
+            "delay_ms": delay_s * 1e3,
+            **{
+                arm: {
+                    v: {
+                        "ms": statistics.median(t for t, _ in pairs),
+                        "ref_ms": statistics.median(r for _, r in pairs),
+                        "loops": statistics.median(t / r for t, r in pairs),
+                    }
+                    for v, pairs in by_variant.items()
+                }
+                for arm, by_variant in rows.items()
+            },
+        }
+    return out
+
+
+def spread(values: list[float]) -> float:
+    return max(values) / min(values) - 1
+
+
+def summarize(runs: list[dict[str, Any]], plant: float) -> None:
+    print("reference after an idle GPU, median over processes (ms): cold / warm")
+    for key in runs[0]["idle"]:
+        cold = statistics.median(r["idle"][key]["cold"] for r in runs)
+        warm = statistics.median(r["idle"][key]["warm"] for r in runs)
+        print(f"  {key:<10} {cold:7.4f} {warm:7.4f}")
+    print(
+        f"plant of +{plant:.0%} per call, median over processes; spread of the unplanted "
+        "figure between processes (max/min - 1)"
+    )
+    header = f"{'op':<18} {'in ms':>7}" + "".join(
+        f" {v + ' plant':>12} {v + ' spread':>13}" for v in VARIANTS
+    )
+    print(header + f" {'ms spread':>10}")
+    names = list(runs[0]["ops"])
+    for name in names:
+        ops = [r["ops"][name] for r in runs]
+        in_ms = statistics.median(o["planted"]["cold"]["ms"] / o["plain"]["cold"]["ms"] for o in ops)
+        line = f"{name:<18} {in_ms - 1:+7.1%}"
+        for v in VARIANTS:
+            seen = statistics.median(o["planted"][v]["loops"] / o["plain"][v]["loops"] for o in ops)
+            line += f" {seen - 1:+12.1%} {spread([o['plain'][v]['loops'] for o in ops]):13.1%}"
+        line += f" {spread([o['plain']['cold']['ms'] for o in ops]):10.1%}"
+        print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=240, help="calls per op and process")
+    parser.add_argument("--plant", type=float, default=0.25)
+    parser.add_argument("--ops", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--out", default="out/host-plant.json")
+    parser.add_argument("--child", action="store_true")
+    args = parser.parse_args()
+    only = [n for n in args.ops.split(",") if n]
+    if args.child:
+        print(json.dumps(child(args.calls, args.plant, only)))
+        return
+    runs: list[dict[str, Any]] = []
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    for i in range(args.processes):
+        cmd = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
+        cmd += ["--plant", str(args.plant), "--ops", args.ops]
+        began = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode:
+            print(done.stderr[-2000:])
+            continue
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"process {i}: {time.perf_counter() - began:5.1f} s", flush=True)
+        Path(args.out).write_text(json.dumps({"plant": args.plant, "runs": runs}))
+    if runs:
+        summarize(runs, args.plant)
+
+
+if __name__ == "__main__":
+    main()
