@@ -70,6 +70,27 @@ def timed(work: Callable[[], object]) -> float:
     return (time.perf_counter_ns() - began) / 1e6
 
 
+def after_idle(
+    reference: Callable[[], object], warm: Callable[[], None]
+) -> dict[str, dict[str, float]]:
+    """The reference's median time after the GPU sat idle, cold and warmed, per idle time."""
+    found = {}
+    for idle_ms in IDLE_MS:
+        for mode, wait in (("busy", busy_wait), ("sleep", time.sleep)):
+            cold, warmed = [], []
+            for _ in range(40):
+                wait(idle_ms / 1e3)
+                cold.append(timed(reference))
+                wait(idle_ms / 1e3)
+                warm()
+                warmed.append(timed(reference))
+            found[f"{mode}:{idle_ms:g}"] = {
+                "cold": statistics.median(cold),
+                "warm": statistics.median(warmed),
+            }
+    return found
+
+
 def child(calls: int, plant: float, only: list[str]) -> dict[str, Any]:
     import kornia
     import torch
@@ -87,28 +108,15 @@ def child(calls: int, plant: float, only: list[str]) -> dict[str, Any]:
 
     for _ in range(50):
         reference()
-    out: dict[str, Any] = {"idle": {}, "ops": {}}
-    for idle_ms in IDLE_MS:
-        for mode, wait in (("busy", busy_wait), ("sleep", time.sleep)):
-            cold, warmed = [], []
-            for _ in range(40):
-                wait(idle_ms / 1e3)
-                cold.append(timed(reference))
-                wait(idle_ms / 1e3)
-                warm()
-                warmed.append(timed(reference))
-            out["idle"][f"{mode}:{idle_ms:g}"] = {
-                "cold": statistics.median(cold),
-                "warm": statistics.median(warmed),
-            }
+    out: dict[str, Any] = {"idle": after_idle(reference, warm), "ops": {}}
     images = torch.rand(5, 3, 128, 128, device=device)
     torch.manual_seed(0)
     ops: dict[str, tuple[Callable[..., Any], Any]] = {}
     for name, text in AUGMENTATIONS.items():
-        made = eval(text, {"K": K, "kornia": kornia})  # noqa: S307 - the table above
+        made = eval(text, {"K": K, "kornia": kornia})
         ops[name] = (made.to(device) if hasattr(made, "to") else made, images)
     for name, (op_text, data_text) in DATA_OPS.items():
-        ops[name] = (eval(op_text, {"torch": torch}), eval(data_text, {"torch": torch}))  # noqa: S307
+        ops[name] = (eval(op_text, {"torch": torch}), eval(data_text, {"torch": torch}))
     for name, (op, data) in ops.items():
         if only and name not in only:
             continue
@@ -122,7 +130,7 @@ def child(calls: int, plant: float, only: list[str]) -> dict[str, Any]:
         median_ms = statistics.median(timed(call) for _ in range(30))
         delay_s = plant * median_ms / 1e3
 
-        def planted(call: Callable[[], None] = call) -> None:
+        def planted(call: Callable[[], None] = call, delay_s: float = delay_s) -> None:
             call()
             busy_wait(delay_s)
 
@@ -178,7 +186,9 @@ def summarize(runs: list[dict[str, Any]], plant: float) -> None:
     names = list(runs[0]["ops"])
     for name in names:
         ops = [r["ops"][name] for r in runs]
-        in_ms = statistics.median(o["planted"]["cold"]["ms"] / o["plain"]["cold"]["ms"] for o in ops)
+        in_ms = statistics.median(
+            o["planted"]["cold"]["ms"] / o["plain"]["cold"]["ms"] for o in ops
+        )
         line = f"{name:<18} {in_ms - 1:+7.1%}"
         for v in VARIANTS:
             seen = statistics.median(o["planted"][v]["loops"] / o["plain"][v]["loops"] for o in ops)
