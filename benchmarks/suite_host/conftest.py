@@ -3,9 +3,10 @@ every test by a known amount of one kind:
 
 - ``host:0.25``: host work worth 25% of the test's recorded host-bound time (its ``time:host``
   series, in reference loops) in every call: a busy wait of that many times the plugin's
-  reference (``launch_reference``) as it was last timed in this process (every
-  :data:`RETIME_EVERY` calls), so that it keeps its share of the call whatever speed the host
-  runs at (a loop calibrated once per process did not: the host's speed moves within a process);
+  reference (``launch_reference``, after its ``launch_wake`` as the plugin times it) as it was
+  last timed in this process (every :data:`RETIME_EVERY` calls), so that it keeps its share of
+  the call whatever speed the host runs at (a loop calibrated once per process did not: the
+  host's speed moves within a process);
 - ``kernel:0.10``: a ``torch.cuda._sleep`` kernel worth 10% of the test's recorded kernels'
   time (its ``time:kernels`` series) in every call.
 
@@ -47,17 +48,19 @@ RETIME_EVERY = 8
 
 def host_work(loops: float) -> Callable[[], None]:
     """Work worth ``loops`` launch references on the host in every call: a busy wait of
-    ``loops`` times the reference's latest time (timed at the first call and every
-    :data:`RETIME_EVERY` calls after, outside the wait)."""
+    ``loops`` times the reference's latest time (timed as the plugin times it, at the first
+    call and every :data:`RETIME_EVERY` calls after, outside the wait)."""
     import torch
 
-    from pytest_cudaperf.measure.cuda import launch_reference
+    from pytest_cudaperf.measure.cuda import launch_reference, launch_wake
 
     reference = launch_reference(torch, torch.device("cuda"))
+    wake = launch_wake(torch, torch.device("cuda"))
     state = {"calls": 0, "reference_s": 0.0}
 
     def work() -> None:
         if state["calls"] % RETIME_EVERY == 0:
+            wake()
             began = time.perf_counter()
             reference()
             state["reference_s"] = time.perf_counter() - began

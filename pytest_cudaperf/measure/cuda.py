@@ -259,7 +259,9 @@ class HostSampler:
     """GPU code that synchronizes inside (it cannot wait behind a blocker): each sample is one
     call timed on the host up to a synchronize after it, and the ``reference`` work
     (:func:`launch_reference`) timed right before it, kept in :attr:`references` (every
-    batch's, warm-up included: the samples are the last ones)."""
+    batch's, warm-up included: the samples are the last ones). ``wake`` runs untimed before
+    each reference (:func:`launch_wake`), so that the reference does not time the GPU waking
+    from the idle the call left behind."""
 
     graph = False
     blocker = None
@@ -270,19 +272,23 @@ class HostSampler:
         synchronize: Callable[[], object],
         reference: Callable[[], object],
         clock: Callable[[], int] = time.perf_counter_ns,
+        wake: Callable[[], object] = lambda: None,
     ) -> None:
         self.run = run
         self._synchronize = synchronize
         self._reference = reference
         self._clock = clock
+        self._wake = wake
         self._size = 4
         #: the reference loop's time (ms) before each sample taken so far
         self.references: list[float] = []
 
     def batch(self) -> list[float]:
         run, sync, reference, clock = self.run, self._synchronize, self._reference, self._clock
+        wake = self._wake
         times = []
         for _ in range(self._size):
+            wake()
             began = clock()
             reference()
             called = clock()
@@ -338,6 +344,25 @@ def launch_reference(torch_mod: Any, device: torch.device) -> Callable[[], objec
         return out
 
     return work
+
+
+def launch_wake(torch_mod: Any, device: torch.device) -> Callable[[], object]:
+    """One addition of two 4-element tensors on ``device`` and a synchronize, run untimed
+    before each launch reference. A launch after an idle GPU is slower (on the H100 the
+    reference took 0.16 ms after 10 ms of host work, 0.09 ms after none, and 0.10 ms after the
+    wake), so a reference timed cold grows with the host work of the call before it and hides
+    part of a host slowdown (why: docs/decisions.md, "Why is the launch path woken before the
+    reference is timed?")."""
+    one = torch_mod.ones(4, device=device)
+    add = torch_mod.add
+    synchronize = torch_mod.cuda.synchronize
+
+    def wake() -> object:
+        out = add(one, one)
+        synchronize(device)
+        return out
+
+    return wake
 
 
 def _make_blocker(
@@ -453,7 +478,12 @@ class CudaBackend:
                 "callable synchronizes inside: timed on the host in reference loops, its "
                 "kernels apart"
             )
-            return HostSampler(fn, torch.cuda.synchronize, launch_reference(torch, self.device))
+            return HostSampler(
+                fn,
+                torch.cuda.synchronize,
+                launch_reference(torch, self.device),
+                wake=launch_wake(torch, self.device),
+            )
         blocker: SpinBlocker | SleepBlocker | None = self.blocker
         return CudaEventSampler(
             torch, run, calls, blocker, self.flush, self.clocks, captured, self._events

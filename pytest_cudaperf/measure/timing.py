@@ -28,11 +28,14 @@ from pytest_cudaperf.units import format_ms
 MAX_KEPT_SAMPLES = 2000
 #: host time per call above this multiple of the device time is flagged ``host-bound``
 HOST_BOUND_RATIO = 1.5
-#: the share of the time budget a host-bound measurement (GPU code that synchronizes inside)
-#: takes: its verdict is judged at the host's between-process noise, a few percent, not at a
-#: tenth of the tolerance, and its kernels are timed apart after it (why: docs/decisions.md,
-#: "How is GPU code that synchronizes inside judged?")
-HOST_TIME_SHARE = 0.3
+#: a host-bound measurement (GPU code that synchronizes inside) samples until the median of its
+#: calls in reference loops is within :attr:`Budget.host_precision`, for at most this multiple
+#: of the time budget: its verdict is judged at the host tolerance, so a call of 0.1 ms gets
+#: there in a few hundredths of a second and one of 70 ms needs its seconds (why:
+#: docs/decisions.md, "How long does a host-bound measurement sample?")
+HOST_TIME_CAP = 2.0
+#: the fewest calls a host-bound round stops at for its precision
+HOST_MIN_SAMPLES = 20
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,12 @@ class Budget:
     #: as noise instead of a false regression (why: docs/decisions.md, "Why does a measurement take
     #: three rounds?")
     rounds: int = 3
+    #: the precision (relative CI half-width) of a host-bound measurement's median in
+    #: reference loops: a fifth of the tolerance it is judged at
+    host_precision: float = 0.02
 
     def per_round(self) -> Budget:
-        """One round's share: the time split, the precision relaxed by sqrt(rounds) (the
+        """One round's share: the time split, the precisions relaxed by sqrt(rounds) (the
         pooled median is that much tighter), the minimum sample count split."""
         if self.rounds <= 1:
             return self
@@ -61,13 +67,29 @@ class Budget:
             max_time=self.max_time / self.rounds,
             min_samples=max(1, math.ceil(self.min_samples / self.rounds)),
             precision=self.precision * math.sqrt(self.rounds),
+            host_precision=self.host_precision * math.sqrt(self.rounds),
             rounds=1,
         )
 
+    def host_bound(self) -> Budget:
+        """This budget for a host-bound measurement: the precision is :attr:`host_precision`
+        (of the median in reference loops), at least :data:`HOST_MIN_SAMPLES` calls, at most
+        :data:`HOST_TIME_CAP` times the time."""
+        return dataclasses.replace(
+            self,
+            precision=self.host_precision,
+            min_samples=max(self.min_samples, HOST_MIN_SAMPLES),
+            max_time=self.max_time * HOST_TIME_CAP,
+        )
+
     @classmethod
-    def for_tolerance(cls, tolerance: float, **kwargs: Any) -> Budget:
-        """Precision target: a tenth of the tolerance, between 0.05% and 1%."""
+    def for_tolerance(
+        cls, tolerance: float, host_tolerance: float | None = None, **kwargs: Any
+    ) -> Budget:
+        """Precision target: a tenth of the tolerance, between 0.05% and 1%; a host-bound
+        measurement's, a fifth of ``host_tolerance`` (default: ``tolerance``)."""
         kwargs.setdefault("precision", min(0.01, max(0.0005, tolerance / 10)))
+        kwargs.setdefault("host_precision", (host_tolerance or tolerance) / 5)
         return cls(**kwargs)
 
 
@@ -265,9 +287,13 @@ def run_adaptive(
     budget: Budget,
     clock: Callable[[], float] = time.perf_counter,
     compiles: CompileWatch | None = None,
+    judged: Callable[[list[float]], list[float]] | None = None,
 ) -> AdaptiveResult:
     """Warm up until stable (and, with ``compiles``, until torch.compile stopped compiling),
-    then sample until precise enough or out of time."""
+    then sample until precise enough or out of time. ``judged`` maps the samples taken to the
+    values whose median's precision is the target (a host-bound call's time in reference
+    loops); without it, the samples themselves."""
+    judge = judged or (lambda taken: taken)
     clock = getattr(sampler, "clock", clock)  # [distributed] ranks agree on the clock
     unsettled: tuple[float, float] | None = None
     begin = clock()
@@ -300,11 +326,11 @@ def run_adaptive(
         samples.extend(sampler.batch())
         elapsed = clock() - start
         if elapsed >= budget.min_time and stats.precise_enough(
-            stats.summarize(samples), budget.precision, budget.min_samples
+            stats.summarize(judge(samples)), budget.precision, budget.min_samples
         ):
             break
         if elapsed >= budget.max_time and len(samples) >= 3:
-            reached = stats.summarize(samples).rel_halfwidth
+            reached = stats.summarize(judge(samples)).rel_halfwidth
             spent_at = reached if reached > budget.precision else None
             break
     recompiles = compiles.compiles() - compiled_before if compiles is not None else 0
@@ -320,9 +346,10 @@ def _span(values: Sequence[float], fmt: Callable[[float], str]) -> str:
     return low if low == high else f"{low}…{high}"
 
 
-def budget_spent(budget: Budget, rounds: Sequence[AdaptiveResult]) -> str | None:
+def budget_spent(budget: Budget, rounds: Sequence[AdaptiveResult], unit: str = "") -> str | None:
     """One line for the rounds (``budget`` is one round's) whose time budget ran out before
-    their median was as precise as asked, or None when every round got there."""
+    their median (``unit``: of what, if not the samples) was as precise as asked, or None when
+    every round got there."""
     short = [r for r in rounds if r.spent_at is not None]
     if not short:
         return None
@@ -331,7 +358,7 @@ def budget_spent(budget: Budget, rounds: Sequence[AdaptiveResult]) -> str | None
     several = len(rounds) > 1
     return (
         f"time budget {budget.max_time:.3g} s{' per round' if several else ''} spent at "
-        f"{precision} precision of the median"
+        f"{precision} precision of the median{f' {unit}' if unit else ''}"
         f"{f' in {len(short)} of {len(rounds)} rounds' if several else ''} "
         f"(target ±{budget.precision:.2%}, {samples} samples)"
     )
@@ -448,13 +475,11 @@ def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
     for _ in range(max(1, budget.rounds)):
         sampler = backend.sampler(fn, graph)
         beside = getattr(sampler, "references", None)
-        this_round = per_round
+        this_round, judged = per_round, None
         if beside is not None:
-            this_round = dataclasses.replace(
-                per_round, max_time=per_round.max_time * HOST_TIME_SHARE
-            )
+            this_round, judged = per_round.host_bound(), _in_loops_of(sampler)
         try:
-            results.append(run_adaptive(sampler, this_round, compiles=compiles))
+            results.append(run_adaptive(sampler, this_round, compiles=compiles, judged=judged))
         except SynchronizesInside:
             backend.recover(sampler)
             results.append(run_adaptive(sampler, this_round, compiles=compiles))
@@ -464,9 +489,7 @@ def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
     if len(references) != len(results):  # a round that found out late: no loops to compare
         references = []
     rounds = [r.samples for r in results]
-    # a host-bound measurement is judged in reference loops: the precision of its milliseconds,
-    # which move with the host, is not what its verdict needs
-    spent = budget_spent(this_round, results) if not references else None
+    spent = budget_spent(this_round, results, "in reference loops" if references else "")
     warnings = [spent] if spent else []
     if traced:
         warnings.append(f"measured under {traced}: not judged, not recorded")
@@ -476,6 +499,16 @@ def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
     sampled = Sampled(samples, warnings, cost, name, medians, tuple(references))
     measured = backend.finish(sampler, fn, sampled)
     return dataclasses.replace(measured, traced=traced), results, rounds, samples
+
+
+def _in_loops_of(sampler: Any) -> Callable[[list[float]], list[float]]:
+    """The samples taken so far over the references timed before them (the sampler's last)."""
+
+    def judged(taken: list[float]) -> list[float]:
+        refs = sampler.references[len(sampler.references) - len(taken) :]
+        return [t / r for t, r in zip(taken, refs, strict=True) if r > 0] or taken
+
+    return judged
 
 
 def with_findings(

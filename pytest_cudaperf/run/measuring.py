@@ -60,11 +60,12 @@ def budget_for(
     max_time: float | None = None,
 ) -> Budget:
     """A measurement's budget: explicit arguments, else the marker's, else the run's settings;
-    the precision follows the tolerance."""
+    the precision follows the tolerance (a host-bound measurement's, the host tolerance)."""
     from pytest_cudaperf.measure.timing import Budget
 
     return Budget.for_tolerance(
         tolerance(settings, perf),
+        host_tolerance=tolerance(settings, perf, "host"),
         warmup=warmup if warmup is not None else (perf.warmup or 0.05),
         min_time=min_time if min_time is not None else (perf.min_time or 0.0),
         max_time=max_time if max_time is not None else (perf.max_time or settings.max_time),

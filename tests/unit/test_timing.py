@@ -76,6 +76,10 @@ def test_rounds_that_ran_out_of_time_make_one_line() -> None:
         " in 3 of 3 rounds (target ±0.87%, 10 samples)"
     )
     assert budget_spent(budget, [short(None, 10)] * 3) is None
+    assert budget_spent(budget, [short(0.05, 10)], "in reference loops") == (
+        "time budget 0.333 s spent at ±5.00% precision of the median in reference loops"
+        " (target ±0.87%, 10 samples)"
+    )
 
 
 def test_a_measurement_out_of_time_in_every_round_says_so_once() -> None:
@@ -91,6 +95,46 @@ def test_budget_for_tolerance_sets_precision() -> None:
     assert Budget.for_tolerance(0.05).precision == pytest.approx(0.005)
     assert Budget.for_tolerance(0.5).precision == pytest.approx(0.01)
     assert Budget.for_tolerance(0.0).precision == pytest.approx(0.0005)
+
+
+def test_a_host_bound_budget_aims_at_a_fifth_of_the_host_tolerance_in_loops() -> None:
+    from pytest_cudaperf.measure.timing import HOST_MIN_SAMPLES, HOST_TIME_CAP
+
+    budget = Budget.for_tolerance(0.05, host_tolerance=0.10, max_time=1.5, rounds=3)
+    assert budget.precision == pytest.approx(0.005)
+    assert budget.host_precision == pytest.approx(0.02)
+    assert Budget.for_tolerance(0.05).host_precision == pytest.approx(0.01)
+    one = budget.per_round()
+    assert one.host_precision == pytest.approx(0.02 * 3**0.5)  # relaxed as the precision is
+    host = one.host_bound()
+    assert host.precision == pytest.approx(one.host_precision)
+    assert host.min_samples == HOST_MIN_SAMPLES
+    assert host.max_time == pytest.approx(0.5 * HOST_TIME_CAP)
+
+
+def test_sampling_stops_on_the_precision_of_what_is_judged() -> None:
+    """Calls that swing 1 <-> 3 ms with the host while their ratio to the reference holds."""
+
+    class Swinging:
+        def __init__(self) -> None:
+            self.references: list[float] = []
+
+        def batch(self) -> list[float]:
+            self.references += [0.25, 0.75] * 4
+            return [1.0, 3.0] * 4
+
+    budget = Budget(warmup=0.0, max_time=0.05, precision=0.01, min_samples=20)
+    ms_only = run_adaptive(Swinging(), budget)
+    assert ms_only.spent_at is not None  # in ms the median never gets within 1%
+    sampler = Swinging()
+
+    def in_loops(taken: list[float]) -> list[float]:
+        refs = sampler.references[len(sampler.references) - len(taken) :]
+        return [t / r for t, r in zip(taken, refs, strict=True)]
+
+    judged = run_adaptive(sampler, budget, judged=in_loops)
+    assert judged.spent_at is None
+    assert len(judged.samples) == 24  # the first batches past 20 samples: 4 loops each
 
 
 def test_cpu_sleep_is_about_two_ms() -> None:
@@ -406,6 +450,42 @@ def test_the_launch_reference_adds_tiny_tensors_on_the_device_and_waits(
     assert waited == [torch.device("cpu")]
 
 
+def test_the_launch_wake_adds_once_on_the_device_and_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from pytest_cudaperf.measure.cuda import launch_wake
+
+    waited: list[object] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", waited.append)  # no GPU here: the CPU stands in
+    out = launch_wake(torch, torch.device("cpu"))()
+    assert torch.equal(out, torch.full((4,), 2.0))  # type: ignore[arg-type]
+    assert waited == [torch.device("cpu")]
+
+
+def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() -> None:
+    from pytest_cudaperf.measure.cuda import HostSampler
+
+    events: list[str] = []
+    ticks = iter(range(0, 10**9, 1_000_000))
+
+    def clock() -> int:
+        events.append("clock")
+        return next(ticks)
+
+    sampler = HostSampler(
+        lambda: events.append("call"),
+        lambda: events.append("sync"),
+        reference=lambda: events.append("reference"),
+        clock=clock,
+        wake=lambda: events.append("wake"),
+    )
+    sampler.batch()
+    assert events[:7] == ["wake", "clock", "reference", "clock", "call", "sync", "clock"]
+    assert events.count("wake") == events.count("reference") == 4
+
+
 def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
     from pytest_cudaperf.measure.cuda import HostSampler
 
@@ -465,7 +545,9 @@ def test_the_rounds_hand_each_sample_its_reference_and_loops_undo_the_hosts_spee
     m = measure(backend, lambda: None, Budget(warmup=0.0, max_time=0.2, rounds=3))  # type: ignore[arg-type]
     sampled = backend.sampled
     assert sampled is not None
-    assert [len(r) for r in sampled.references] == [8, 8, 8]  # the samples, not the warm-up
+    # the samples, not the warm-up: each round stops at its precision in loops once it has
+    # HOST_MIN_SAMPLES (20) calls, three batches of 8
+    assert [len(r) for r in sampled.references] == [24, 24, 24]
     assert sum(len(r) for r in sampled.references) == len(sampled.samples)
     assert m.rel_halfwidth > 0.2  # in milliseconds the rounds disagree by 60%
     found = in_loops(sampled)
