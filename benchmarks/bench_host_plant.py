@@ -54,7 +54,11 @@ DATA_OPS = {
         "torch.rand(1 << 20, device='cuda')",
     ),
 }
-VARIANTS = ("cold", "warm", "twice")
+#: how the reference beside each call is taken: "cold" (right after the call), "warm" (after one
+#: untimed addition and synchronize: the plugin's), "twice" (the second of two), "warm+python"
+#: and "warm+torch" (the warm reference and a Python loop, or 20 additions of 4-element CPU
+#: tensors, timed together), "python" (the Python loop alone)
+VARIANTS = ("cold", "warm", "twice", "warm+python", "warm+torch", "python")
 IDLE_MS = (0.0, 0.3, 1.0, 3.0, 10.0)
 
 
@@ -91,7 +95,14 @@ def after_idle(
     return found
 
 
-def child(calls: int, plant: float, only: list[str]) -> dict[str, Any]:
+def python_loop() -> int:
+    total = 0
+    for i in range(600):
+        total += i * i
+    return total
+
+
+def child(calls: int, plant: float, only: list[str], variants: list[str]) -> dict[str, Any]:
     import kornia
     import torch
     from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
@@ -105,6 +116,26 @@ def child(calls: int, plant: float, only: list[str]) -> dict[str, Any]:
     def warm() -> None:
         torch.add(one, one)
         torch.cuda.synchronize()
+
+    tiny = torch.ones(4)
+
+    def cpu_torch() -> None:
+        out = tiny
+        for _ in range(20):
+            out = torch.add(out, tiny)
+
+    def nothing() -> None:
+        pass
+
+    #: variant -> (untimed before, timed)
+    taken: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
+        "cold": (nothing, reference),
+        "warm": (warm, reference),
+        "twice": (reference, reference),
+        "warm+python": (warm, lambda: (reference(), python_loop())),
+        "warm+torch": (warm, lambda: (reference(), cpu_torch())),
+        "python": (nothing, python_loop),
+    }
 
     for _ in range(50):
         reference()
@@ -135,18 +166,16 @@ def child(calls: int, plant: float, only: list[str]) -> dict[str, Any]:
             busy_wait(delay_s)
 
         rows: dict[str, dict[str, list[tuple[float, float]]]] = {
-            arm: {v: [] for v in VARIANTS} for arm in ("plain", "planted")
+            arm: {v: [] for v in variants} for arm in ("plain", "planted")
         }
         for block in range(8):
             arm = "planted" if block % 2 else "plain"
             work = planted if arm == "planted" else call
             for i in range(calls // 8):
-                variant = VARIANTS[i % len(VARIANTS)]
-                if variant == "warm":
-                    warm()
-                elif variant == "twice":
-                    reference()
-                ref_ms = timed(reference)
+                variant = variants[i % len(variants)]
+                before, ref = taken[variant]
+                before()
+                ref_ms = timed(ref)
                 rows[arm][variant].append((timed(work), ref_ms))
         out["ops"][name] = {
             "delay_ms": delay_s * 1e3,
@@ -176,25 +205,20 @@ def summarize(runs: list[dict[str, Any]], plant: float) -> None:
         warm = statistics.median(r["idle"][key]["warm"] for r in runs)
         print(f"  {key:<10} {cold:7.4f} {warm:7.4f}")
     print(
-        f"plant of +{plant:.0%} per call, median over processes; spread of the unplanted "
-        "figure between processes (max/min - 1)"
+        f"plant of +{plant:.0%} per call, median over processes; spread (max/min - 1) and "
+        "coefficient of variation of the unplanted figure between processes"
     )
-    header = f"{'op':<18} {'in ms':>7}" + "".join(
-        f" {v + ' plant':>12} {v + ' spread':>13}" for v in VARIANTS
-    )
-    print(header + f" {'ms spread':>10}")
     names = list(runs[0]["ops"])
+    variants = list(runs[0]["ops"][names[0]]["plain"])
+    print(f"{'op':<18} {'variant':<12} {'plant':>7} {'spread':>7} {'cv':>6}")
     for name in names:
         ops = [r["ops"][name] for r in runs]
-        in_ms = statistics.median(
-            o["planted"]["cold"]["ms"] / o["plain"]["cold"]["ms"] for o in ops
-        )
-        line = f"{name:<18} {in_ms - 1:+7.1%}"
-        for v in VARIANTS:
-            seen = statistics.median(o["planted"][v]["loops"] / o["plain"][v]["loops"] for o in ops)
-            line += f" {seen - 1:+12.1%} {spread([o['plain'][v]['loops'] for o in ops]):13.1%}"
-        line += f" {spread([o['plain']['cold']['ms'] for o in ops]):10.1%}"
-        print(line)
+        rows = [("in ms", "ms", variants[0])] + [(v, "loops", v) for v in variants]
+        for label, field, v in rows:
+            seen = statistics.median(o["planted"][v][field] / o["plain"][v][field] for o in ops)
+            plain = [o["plain"][v][field] for o in ops]
+            cv = statistics.stdev(plain) / statistics.mean(plain) if len(plain) > 1 else 0.0
+            print(f"{name:<18} {label:<12} {seen - 1:+7.1%} {spread(plain):7.1%} {cv:6.1%}")
 
 
 def main() -> None:
@@ -204,17 +228,22 @@ def main() -> None:
     parser.add_argument("--plant", type=float, default=0.25)
     parser.add_argument("--ops", default="", help="comma-separated names (default: all)")
     parser.add_argument("--out", default="out/host-plant.json")
+    parser.add_argument("--variants", default="cold,warm,twice", help=", ".join(VARIANTS))
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     only = [n for n in args.ops.split(",") if n]
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     if args.child:
-        print(json.dumps(child(args.calls, args.plant, only)))
+        print(json.dumps(child(args.calls, args.plant, only, variants)))
         return
     runs: list[dict[str, Any]] = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for i in range(args.processes):
         cmd = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
-        cmd += ["--plant", str(args.plant), "--ops", args.ops]
+        cmd += ["--plant", str(args.plant), "--ops", args.ops, "--variants", args.variants]
         began = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode:
