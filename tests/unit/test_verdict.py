@@ -482,3 +482,13 @@ def test_a_much_faster_host_widens_a_host_bound_verdict_less_than_a_cpu_one() ->
     assert "the machine ran the launch reference 2.0x faster" in near.message
     far = judge(obs(9.0, unit="loops", reference_ms=0.5), base, 0.05, "GPU")
     assert far.kind is Kind.REGRESSION
+    # a CPU time whose reference loop ran twice as fast: HOST_STRETCH x 1 = ±150% of noise
+    cpu_base = entry_of(
+        [Recording(f"2026-11-0{i}", 3.0, 0.01, 50, reference_ms=1.0) for i in (1, 2, 3)],
+        "ms",
+        ENV,
+        "wall",
+    )
+    cpu = judge(obs(9.0, reference_ms=0.5), cpu_base, 0.05, "CPU")
+    assert cpu.kind is Kind.INCONCLUSIVE  # the same +200% that fails host-bound time
+    assert "the machine ran a reference loop 2.0x faster" in cpu.message
