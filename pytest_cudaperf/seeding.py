@@ -2,26 +2,42 @@
 
 A callable that draws its sizes or its operations at random (a random crop, an auto-augment
 policy) allocates and launches differently from one process to the next. Its peak-memory run and
-its profiled kernel calls therefore start from torch's random state seeded with :data:`SEED`; the
-caller's state is restored after. torch is imported inside: importing this module never loads it.
+its profiled kernel calls therefore start from torch's random state seeded with :data:`SEED`, and
+Python's ``random`` and NumPy's global generator (where NumPy is loaded) from the same seed; the
+caller's states are restored after. torch is imported inside: importing this module never loads
+it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
+import sys
 from collections.abc import Iterator
 
-#: the torch seed those runs start from, in every process
+#: the seed those runs start from, in every process
 SEED = 0
 
 
 @contextlib.contextmanager
 def same_draws(device_index: int | None) -> Iterator[None]:
-    """torch's CPU generator and that of CUDA device ``device_index`` (None: the CPU's only)
-    seeded with :data:`SEED` inside, the caller's states back after."""
+    """torch's CPU generator and that of CUDA device ``device_index`` (None: the CPU's only),
+    Python's ``random`` and NumPy's global generator seeded with :data:`SEED` inside, the
+    caller's states back after."""
     import torch
 
     devices = [] if device_index is None else [device_index]
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(SEED)
-        yield
+    numpy = sys.modules.get("numpy")
+    python_state = random.getstate()
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(SEED)
+            random.seed(SEED)
+            if numpy is not None:
+                numpy.random.seed(SEED)
+            yield
+    finally:
+        random.setstate(python_state)
+        if numpy is not None and numpy_state is not None:
+            numpy.random.set_state(numpy_state)

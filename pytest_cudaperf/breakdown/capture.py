@@ -215,14 +215,19 @@ def per_call_device_us(function_events: Iterable[Any], device_index: int | None)
 
 
 def kernel_times(
-    fn: Callable[[], object], device: str, calls: int = 10, budget_s: float = 0.15
+    fn: Callable[[], object],
+    device: str,
+    calls: int = 10,
+    budget_s: float = 0.15,
+    exact: bool = False,
 ) -> list[float]:
     """The device time (ms) of the work each of up to ``calls`` calls of ``fn`` ran on
     ``device`` (a CUDA device), each call in its own profiler range and synchronized at its
     end: the kernels of GPU code that synchronizes inside, apart from its host time. Fewer
-    calls (down to 3) when ``calls`` of them would take longer than ``budget_s``. The calls
-    draw the same random numbers in every process (:func:`seeding.same_draws`). Raises
-    BreakdownUnavailable when the profiler cannot run here."""
+    calls (down to 3) when ``calls`` of them would take longer than ``budget_s``, unless
+    ``exact``. The calls draw the same random numbers in every process and every pass
+    (:func:`seeding.same_draws`). Raises BreakdownUnavailable when the profiler cannot run
+    here."""
     import torch
 
     dev = torch.device(device)
@@ -233,7 +238,8 @@ def kernel_times(
     fn()
     torch.cuda.synchronize(index)
     each = time.perf_counter() - began
-    calls = max(3, min(calls, int(budget_s / max(each, 1e-9))))
+    if not exact:
+        calls = max(3, min(calls, int(budget_s / max(each, 1e-9))))
     try:
         with same_draws(index), _profiler(torch, True) as prof:
             for _ in range(calls):

@@ -115,6 +115,22 @@ def paired_ratio(
     return summary.median, summary.ci[0], summary.ci[1]
 
 
+def repeated_median(
+    first: Sequence[float], second: Sequence[float]
+) -> tuple[float, tuple[float, float]]:
+    """Two passes over the same calls (call ``i`` of one does the work of call ``i`` of the
+    other: the same seeded draws): the median of both passes, with a CI from how the passes
+    agree, not from how the calls differ. Its half-width is half the largest distance from 1 of
+    the per-call ratios' median CI (second / first) and of the ratio of the passes' medians."""
+    if len(first) != len(second) or not first:
+        raise ValueError("need two passes of equally many calls")
+    pooled = summarize([*first, *second]).median
+    _, low, high = paired_ratio(second, first)
+    passes = summarize(second).median / summarize(first).median
+    half = max(abs(low - 1), abs(high - 1), abs(passes - 1)) / 2
+    return pooled, (pooled * (1 - half), pooled * (1 + half))
+
+
 def precise_enough(summary: Summary, target: float, min_samples: int) -> bool:
     """Stopping rule: enough samples and the median's CI half-width within ``target``."""
     return summary.n >= min_samples and summary.rel_halfwidth <= target

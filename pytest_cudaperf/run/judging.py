@@ -141,6 +141,7 @@ def confirm_fresh(
     first: JudgedRecord,
     measured: Measurement,
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    any_metric: bool = False,
 ) -> tuple[JudgedRecord, Measurement]:
     """A regression (or improvement) of a host-dominated measurement (the CPU's, or GPU code that
     synchronizes inside: :attr:`Measurement.host_dominated`) that held in this process stands only
@@ -148,10 +149,11 @@ def confirm_fresh(
     same GPU: a slow (or fast) state of one process is not the code's.
     The fresh process measures under this process's ``lock`` (the device to itself, as any
     measurement). Where no fresh measurement can be had, the regression stands and a line under
-    it says why."""
+    it says why. ``any_metric``: whatever the host's part in the measurement (the kernels of
+    calls that draw their work at random)."""
     fresh = test.run.fresh
     judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
-    if fresh is None or not judged or not measured.host_dominated:
+    if fresh is None or not judged or not (measured.host_dominated or any_metric):
         return first, measured
     with lock():
         found = fresh.measurements(test.nodeid, visible_device(measured.device))

@@ -98,3 +98,42 @@ def test_a_slower_kernel_fails_as_the_kernels(recorded: pytest.Pytester) -> None
     (test,) = json.loads((recorded.path / "out.json").read_text())["tests"]
     kinds = {r["series"]: r["verdict"]["kind"] for r in test["records"]}
     assert kinds["time:kernels"] == "regression"
+
+
+# each call draws how many matrix products it runs (1 to 11) from torch's generator: its kernels
+# differ call to call by up to 11x, and are the same calls in every seeded pass
+POLICY = """
+import pytest
+import torch
+
+@pytest.mark.perf
+def test_random_policy(cuda_timer, cuda_device):
+    x = torch.rand(256, 256, device=cuda_device)
+
+    def policy():
+        out = x
+        for _ in range(int(torch.randint(1, 12, (1,)).item())):
+            out = out @ x
+        return out.sum().item()  # synchronizes inside
+
+    cuda_timer(policy)
+"""
+
+
+def test_the_kernels_of_calls_that_draw_their_work_are_judged_by_two_seeded_passes(
+    pytester: pytest.Pytester,
+) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pytester.makepyfile(test_policy=POLICY)
+    result = pytester.runpytest(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    (kernels,) = [r for r in test["records"] if r["series"] == "time:kernels"]
+    m = kernels["measurement"]
+    assert m["n"] >= 6
+    assert m["n"] % 2 == 0  # two passes of the same calls
+    assert max(m["samples_ms"]) > 2 * min(m["samples_ms"])  # the calls differ
+    low, high = m["ci_ms"]
+    assert (high - low) / 2 / m["median_ms"] < 0.05  # the passes agree

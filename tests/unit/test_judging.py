@@ -566,3 +566,67 @@ def test_drift_is_checked_at_the_tolerance_each_record_was_judged_at(
     results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
     results.find_drift(run.store, tolerance=0.05)  # the run's: not what a host-bound time uses
     assert bool(results.drifting) is drifting
+
+
+def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An auto-augment policy: each call draws other ops (0.05-0.35 ms of kernels), the same
+    ones in every pass; a second pass makes the median as precise as the passes agree."""
+    from pytest_cudaperf.breakdown import capture
+    from pytest_cudaperf.run import measuring
+
+    drawn = [0.05, 0.35, 0.12, 0.30, 0.08, 0.20, 0.25, 0.10, 0.15, 0.33]
+    passes: list[tuple[int, bool]] = []
+    slower = {"by": 1.0}
+
+    def kernel_times(fn: object, device: str, calls: int = 10, **kwargs: object) -> list[float]:
+        passes.append((calls, bool(kwargs.get("exact"))))
+        return [t * slower["by"] for t in drawn[:calls]]
+
+    monkeypatch.setattr(capture, "kernel_times", kernel_times)
+    profiled = measuring.Profiled(lambda: None, "cuda:0")
+    run = run_context(tmp_path)
+    first = new_test(run)
+    found = measuring.kernels_judged(first, A, profiled, "GPU X")
+    assert found is not None
+    record, m = found
+    assert passes == [(10, False), (10, True)]  # the second pass: the same ten calls
+    assert m.n == 20
+    assert m.ci_ms == pytest.approx((m.median_ms, m.median_ms))
+    judging.add_time(first, record, m)
+    run.store.update("GPU X", stored(first))
+    slower["by"] = 1.10  # every drawn op 10% slower
+    found = measuring.kernels_judged(new_test(run), A, profiled, "GPU X")
+    assert found is not None
+    assert found[0].verdict.kind is Kind.REGRESSION  # at +10%, within a 5% tolerance's reach
+    # such calls are confirmed in a fresh process too: there they drew their usual work
+    unchanged = measuring.kernels_measured(drawn, "cuda:0", list(drawn))
+    fresh = FreshStub(lambda: unchanged)
+    run.fresh = fresh  # type: ignore[assignment]
+    found = measuring.kernels_judged(new_test(run), A, profiled, "GPU X")
+    assert found is not None
+    assert len(fresh.asked) == 1
+    assert found[0].verdict.kind is Kind.INCONCLUSIVE
+    assert "not confirmed in a fresh process" in found[0].verdict.message
+
+
+def test_kernels_that_agree_call_to_call_are_profiled_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_cudaperf.breakdown import capture
+    from pytest_cudaperf.run import measuring
+
+    passes: list[int] = []
+
+    def kernel_times(fn: object, device: str, calls: int = 10, **kwargs: object) -> list[float]:
+        passes.append(calls)
+        return [0.1 * (1 + 0.001 * i) for i in range(calls)]
+
+    monkeypatch.setattr(capture, "kernel_times", kernel_times)
+    found = measuring.kernels_judged(
+        new_test(run_context(tmp_path)), A, measuring.Profiled(lambda: None, "cuda:0"), "GPU X"
+    )
+    assert found is not None
+    assert passes == [10]
+    assert found[1].n == 10

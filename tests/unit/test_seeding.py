@@ -17,3 +17,23 @@ def test_the_draws_inside_are_the_same_and_the_callers_state_comes_back() -> Non
         second = torch.rand(3)
     assert torch.equal(first, second)  # whatever the caller's state was
     assert torch.equal(after_first, expected_after)  # the caller's stream went on untouched
+
+
+def test_python_and_numpy_draws_inside_are_the_same_and_theirs_come_back() -> None:
+    import random
+
+    import numpy as np
+
+    random.seed(7)
+    np.random.seed(7)
+    with same_draws(None):
+        first = (random.random(), float(np.random.rand()))
+    after = (random.random(), float(np.random.rand()))
+    random.seed(7)
+    np.random.seed(7)
+    assert after == (random.random(), float(np.random.rand()))  # the caller's streams went on
+    random.seed(1)
+    np.random.seed(1)
+    with same_draws(None):
+        second = (random.random(), float(np.random.rand()))
+    assert first == second

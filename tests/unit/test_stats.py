@@ -76,3 +76,19 @@ def test_relative_iqr_and_halfwidth_are_one_rule_for_summaries_and_measurements(
     assert stats.relative_halfwidth((0.9, 1.1), 1.0) == pytest.approx(0.1)
     assert stats.relative_halfwidth((0.0, 1.0), 0.0) == float("inf")
     assert stats.relative_iqr(1.0, 0.0) == float("inf")
+
+
+def test_two_passes_over_the_same_calls_are_as_precise_as_they_agree() -> None:
+    # calls that draw their work at random: 1 to 9 ms each, the same calls in both passes
+    first = [1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0, 5.5]
+    wide = stats.summarize(first)
+    assert wide.rel_halfwidth > 0.3  # as if the calls were noise
+    median, (low, high) = stats.repeated_median(first, list(first))
+    assert median == pytest.approx(5.25)
+    assert (low, high) == pytest.approx((5.25, 5.25))  # the passes agree exactly
+    slower = [x * 1.10 for x in first]  # the second pass 10% slower throughout
+    median, (low, high) = stats.repeated_median(first, slower)
+    assert low == pytest.approx(median * 0.95)
+    assert high == pytest.approx(median * 1.05)
+    with pytest.raises(ValueError, match="equally many calls"):
+        stats.repeated_median(first, first[:-1])
