@@ -35,24 +35,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_host_causes import DATA_OPS as CAUSES_DATA_OPS
+from bench_host_causes import OPS as CAUSES_OPS
+
 #: kornia.augmentation constructors (a 5x3x128x128 batch), and kornia.filters.canny
 AUGMENTATIONS = {
-    "color_jiggle": "K.ColorJiggle(0.1, 0.1, 0.1, 0.1, p=1.0)",
-    "gaussian_blur": "K.RandomGaussianBlur(3, (1.6, 1.7), p=1.0)",
-    "mixup": "K.RandomMixUpV2(p=1.0)",
+    **{name: f"K.{CAUSES_OPS[name]}" for name in ("color_jiggle", "gaussian_blur", "mixup")},
     "jigsaw": "K.RandomJigsaw((4, 4), p=1.0)",
     "rand_augment": "K.auto.RandAugment(n=2, m=10)",
     "canny": "kornia.filters.canny",
 }
 #: PyTorch's data-dependent ops: (op, input)
 DATA_OPS = {
-    "tolist": ("lambda x: x.tolist()", "torch.rand(1024, device='cuda')"),
-    "nonzero_4m": ("torch.nonzero", "torch.rand(1 << 22, device='cuda') > 0.5"),
-    "unique_64k": ("torch.unique", "torch.randint(0, 1000, (1 << 16,), device='cuda')"),
-    "topk_then_nonzero": (
-        "lambda x: torch.nonzero(x.topk(1024).values > 0.99)",
-        "torch.rand(1 << 20, device='cuda')",
-    ),
+    name: CAUSES_DATA_OPS[name]
+    for name in ("tolist", "nonzero_4m", "unique_64k", "topk_then_nonzero")
 }
 #: how the reference beside each call is taken: "cold" (right after the call), "warm" (after one
 #: untimed addition and synchronize: the plugin's), "twice" (the second of two), "warm+python"

@@ -436,32 +436,21 @@ class Ticks:
         return self.now
 
 
-def test_the_launch_reference_adds_tiny_tensors_on_the_device_and_waits(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("name", "adds"), [("launch_reference", 8), ("launch_wake", 1)])
+def test_the_launch_reference_and_its_wake_add_tiny_tensors_on_the_device_and_wait(
+    monkeypatch: pytest.MonkeyPatch, name: str, adds: int
 ) -> None:
     import torch
 
-    from pytest_cudaperf.measure.cuda import LAUNCH_CALLS, launch_reference
+    from pytest_cudaperf.measure import cuda
 
     waited: list[object] = []
     monkeypatch.setattr(torch.cuda, "synchronize", waited.append)  # no GPU here: the CPU stands in
-    out = launch_reference(torch, torch.device("cpu"))()
-    assert torch.equal(out, torch.full((4,), 1.0 + LAUNCH_CALLS))  # type: ignore[arg-type]
+    out = getattr(cuda, name)(torch, torch.device("cpu"))()
+    assert torch.equal(out, torch.full((4,), 1.0 + adds))
     assert waited == [torch.device("cpu")]
-
-
-def test_the_launch_wake_adds_once_on_the_device_and_waits(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import torch
-
-    from pytest_cudaperf.measure.cuda import launch_wake
-
-    waited: list[object] = []
-    monkeypatch.setattr(torch.cuda, "synchronize", waited.append)  # no GPU here: the CPU stands in
-    out = launch_wake(torch, torch.device("cpu"))()
-    assert torch.equal(out, torch.full((4,), 2.0))  # type: ignore[arg-type]
-    assert waited == [torch.device("cpu")]
+    if name == "launch_reference":
+        assert adds == cuda.LAUNCH_CALLS
 
 
 def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() -> None:
