@@ -319,14 +319,24 @@ def main() -> None:
             if control in pin:
                 cmd = ["taskset", "-c", str(pin[control]), *cmd]
             began = time.perf_counter()
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if done.returncode:
-                print(done.stderr[-2000:])
+            found = child_json(cmd)
+            if found is None:
                 continue
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            runs.append(found)
             print(f"{i} {control:<11} {time.perf_counter() - began:5.1f} s", flush=True)
             Path(args.out).write_text(json.dumps({"local": local, "others": others, "runs": runs}))
     summarize(runs)
+
+
+def child_json(cmd: list[str]) -> dict[str, Any] | None:
+    """Run one measuring process; the JSON object on its last line, or None (its stderr's tail
+    printed) when it failed."""
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode:
+        print(done.stderr[-2000:])
+        return None
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
 
 
 def summarize(runs: list[dict[str, object]]) -> None:

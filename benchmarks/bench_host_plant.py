@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_host_causes import DATA_OPS as CAUSES_DATA_OPS
 from bench_host_causes import OPS as CAUSES_OPS
+from bench_host_causes import child_json
 
 #: kornia.augmentation constructors (a 5x3x128x128 batch), and kornia.filters.canny
 AUGMENTATIONS = {
@@ -241,11 +241,10 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
         cmd += ["--plant", str(args.plant), "--ops", args.ops, "--variants", args.variants]
         began = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode:
-            print(done.stderr[-2000:])
+        found = child_json(cmd)
+        if found is None:
             continue
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        runs.append(found)
         print(f"process {i}: {time.perf_counter() - began:5.1f} s", flush=True)
         Path(args.out).write_text(json.dumps({"plant": args.plant, "runs": runs}))
     if runs:
