@@ -87,7 +87,9 @@ class RankBackend:
     def sampler(self, fn: Callable[[], object], graph: bool) -> RankSampler:
         return RankSampler(fn, self.device.startswith("cuda"))
 
-    def recover(self, sampler: Any) -> None:  # pragma: no cover - no stream blocker here
+    def recover(  # pragma: no cover - no stream blocker here
+        self, sampler: Any, restart: bool = False
+    ) -> None:
         raise AssertionError("the distributed backend never blocks")
 
     def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement:

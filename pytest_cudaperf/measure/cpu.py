@@ -437,7 +437,9 @@ class CpuBackend:
             self.probe.point()
         return CpuSampler(fn, sync=self._sync, meter=self.meter)
 
-    def recover(self, sampler: Any) -> None:  # pragma: no cover - nothing blocks on the CPU
+    def recover(
+        self, sampler: Any, restart: bool = False
+    ) -> None:  # pragma: no cover - nothing blocks on the CPU
         raise AssertionError("the CPU backend never blocks")
 
     def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement:

@@ -489,10 +489,17 @@ class CudaBackend:
             torch, run, calls, blocker, self.flush, self.clocks, captured, self._events
         )
 
-    def recover(self, sampler: CudaEventSampler) -> None:
-        """After :class:`SynchronizesInside`: sample without the blocker from now on."""
+    def recover(self, sampler: CudaEventSampler, restart: bool = False) -> None:
+        """After :class:`SynchronizesInside`: sample without the blocker from now on, or, with
+        ``restart``, measure the callable afresh as one that synchronizes inside (its next
+        sampler is a :class:`HostSampler`)."""
         self.warnings.append(
-            "callable synchronized while the stream was blocked: launch latency is not hidden"
+            "callable synchronized while the stream was blocked: "
+            + (
+                "measured host-bound from the first round"
+                if restart
+                else "launch latency is not hidden"
+            )
         )
         sampler.blocker = None
         if not sampler.graph:  # the next round of this measurement need not time out again

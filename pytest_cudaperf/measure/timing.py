@@ -413,7 +413,7 @@ def in_loops(sampled: Sampled) -> tuple[float, tuple[float, float]] | None:
 class Backend(Protocol):
     def sampler(self, fn: Callable[[], object], graph: bool) -> Any: ...
 
-    def recover(self, sampler: Any) -> None: ...
+    def recover(self, sampler: Any, restart: bool = False) -> None: ...
 
     def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement: ...
 
@@ -472,7 +472,8 @@ def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
     results: list[AdaptiveResult] = []
     compiles = CompileWatch.if_loaded()
     references: list[tuple[float, ...]] = []
-    for _ in range(max(1, budget.rounds)):
+    restarted = False
+    while len(results) < max(1, budget.rounds):
         sampler = backend.sampler(fn, graph)
         beside = getattr(sampler, "references", None)
         this_round, judged = per_round, None
@@ -481,6 +482,14 @@ def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
         try:
             results.append(run_adaptive(sampler, this_round, compiles=compiles, judged=judged))
         except SynchronizesInside:
+            if not restarted and not getattr(sampler, "graph", False):
+                # it synchronizes after all (the dry run drew a call that did not): every round
+                # is measured host-bound, from the first, so that one series holds them all
+                backend.recover(sampler, restart=True)
+                restarted = True
+                results.clear()
+                references.clear()
+                continue
             backend.recover(sampler)
             results.append(run_adaptive(sampler, this_round, compiles=compiles))
         beside = getattr(sampler, "references", None)

@@ -136,3 +136,41 @@ def test_the_kernels_of_calls_that_draw_their_work_are_judged_by_two_seeded_pass
     assert max(m["samples_ms"]) > 2 * min(m["samples_ms"])  # the calls differ
     low, high = m["ci_ms"]
     assert (high - low) / 2 / m["median_ms"] < 0.05  # the passes agree
+
+
+# the first call and the 20 ms dry run do not wait for the GPU; every later call does
+LATE = """
+import pytest
+import torch
+
+calls = {"n": 0}
+
+@pytest.mark.perf
+def test_late(cuda_timer, cuda_device):
+    x = torch.rand(1 << 16, device=cuda_device)
+
+    def sometimes():
+        calls["n"] += 1
+        y = x * 2
+        return y.sum().item() if calls["n"] > 2 else y
+
+    cuda_timer(sometimes)
+"""
+
+
+def test_a_callable_found_to_synchronize_late_is_measured_host_bound_throughout(
+    pytester: pytest.Pytester,
+) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pytester.makepyfile(test_late=LATE)
+    result = pytester.runpytest(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    series = {r["series"] for r in test["records"]}
+    assert "time:host" in series
+    assert not any(s.startswith("time:device") for s in series)
+    (host,) = [r for r in test["records"] if r["series"] == "time:host"]
+    warnings = host["measurement"]["warnings"]
+    assert any("measured host-bound from the first round" in w for w in warnings), warnings

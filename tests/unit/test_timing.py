@@ -555,3 +555,68 @@ def test_rounds_in_loops_that_disagree_widen_the_ci() -> None:
     assert found is not None
     assert found[1][0] <= 4.0
     assert found[1][1] >= 6.0
+
+
+class LateSyncBackend:
+    """A callable whose dry run drew a call that did not synchronize: its second round, behind
+    the blocker, times out; the backend knows it synchronizes from then on."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+        self.recovered: list[bool] = []
+        self.known = False
+        self.sampled: Sampled | None = None
+
+    def sampler(self, fn: object, graph: bool) -> object:
+        from pytest_cudaperf.measure.timing import SynchronizesInside
+
+        if self.known:
+            self.made.append("host")
+
+            class Host:
+                graph = False
+
+                def __init__(self) -> None:
+                    self.references: list[float] = []
+
+                def batch(self) -> list[float]:
+                    self.references = [*self.references, *([0.5] * 8)]
+                    return [2.0] * 8
+
+            return Host()
+        self.made.append("blocked")
+        late = len(self.made) == 2
+
+        class Blocked:
+            graph = False
+
+            def batch(self) -> list[float]:
+                if late:
+                    raise SynchronizesInside("the stream blocker timed out")
+                return [1.0] * 8
+
+        return Blocked()
+
+    def recover(self, sampler: object, restart: bool = False) -> None:
+        self.recovered.append(restart)
+        self.known = True
+
+    def finish(self, sampler: object, fn: object, sampled: Sampled) -> Measurement:
+        self.sampled = sampled
+        return Measurement.from_samples(sampled.samples, round_medians_ms=sampled.round_medians_ms)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_callable_found_to_synchronize_late_is_measured_host_bound_from_the_first_round() -> None:
+    backend = LateSyncBackend()
+    m = measure(backend, lambda: None, Budget(warmup=0.0, max_time=0.2, rounds=3))  # type: ignore[arg-type]
+    assert backend.recovered == [True]
+    # two blocked samplers (the second timed out), then three host-bound rounds from scratch
+    assert backend.made == ["blocked", "blocked", "host", "host", "host"]
+    sampled = backend.sampled
+    assert sampled is not None
+    assert len(sampled.references) == 3  # every round in reference loops: one series
+    assert set(sampled.samples) == {2.0}  # nothing of the blocked round kept
+    assert m.median_ms == pytest.approx(2.0)
