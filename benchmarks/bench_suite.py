@@ -128,6 +128,8 @@ class Driver:
         self.rows: list[dict[str, Any]] = []
         self.done: set[str] = set()
         if args.resume and (self.out / "runs.jsonl").exists():
+            # a folder seeded with only the baselines (and record.json) to run more on them
+            (self.out / "rows.jsonl").touch()
             self.runs = [json.loads(x) for x in (self.out / "runs.jsonl").read_text().splitlines()]
             self.rows = [json.loads(x) for x in (self.out / "rows.jsonl").read_text().splitlines()]
             self.done = {self.tag(r["mode"], r["phase"], r["plant"], r["index"]) for r in self.runs}
