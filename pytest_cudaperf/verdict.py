@@ -33,6 +33,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf import series
+from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.series import LOOPS
 from pytest_cudaperf.units import format_ms, format_pct, format_size
@@ -258,6 +259,29 @@ def _with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str |
     return widened, found.reason
 
 
+def _with_launch_gaps(obs: Observation, entry: Entry) -> Observation:
+    """Device time (``entry.metric == "device"``) of a call whose recorded breakdown launches
+    many kernels: the GPU's gaps between them move between processes
+    (:func:`instability.launch_gaps`), which joins this side's noise. ``obs`` as it is for any
+    other series, or without a CUDA breakdown."""
+    if entry.metric != "device" or obs.unit != "ms" or entry.breakdown is None:
+        return obs
+    try:
+        breakdown = Breakdown.from_json(entry.breakdown)
+    except ValueError:
+        return obs
+    if breakdown.backend != "cuda":
+        return obs
+    found = instability.launch_gaps(breakdown.launches, obs.value)
+    if found is None:
+        return obs
+    return replace(
+        obs,
+        instability=(*obs.instability, found.reason),
+        instability_noise=max(_clean(obs.instability_noise), found.noise),
+    )
+
+
 def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
     """GPU code that synchronizes inside, judged in reference loops (call / launch reference):
     the reference follows the host's speed, the call's kernels (``obs.fixed_ms``) do not. Where
@@ -324,6 +348,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
     obs, host = _with_host_speed(obs, entry)
+    obs = _with_launch_gaps(obs, entry)
     obs, fixed = _fixed_part(obs, entry)
     t = max(tolerance, _clean(entry.noise))
     raised_by = "the series' noise"

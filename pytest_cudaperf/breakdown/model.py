@@ -71,6 +71,12 @@ class Breakdown:
     def unit(self) -> str:
         return "kernels" if self.backend == "cuda" else "ops"
 
+    @property
+    def launches(self) -> float:
+        """Kernels (and copies) launched per call, the entries' and the rest's (CUDA); ops per
+        call on the CPU."""
+        return sum(e.launches for e in self.entries) + self.other.launches
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, keys in sorted order at every level; entries (a list) in their
         ranked order."""

@@ -41,6 +41,16 @@ HOST_STRETCH = 1.5
 #: share, since a larger one hides real slowdowns without sparing a false one (why:
 #: docs/decisions.md, "How is GPU code that synchronizes inside judged?")
 LAUNCH_STRETCH = 0.10
+#: how far the GPU's time between two kernels launched back to back moves between processes, in
+#: µs per launch: device time behind the blocker includes it once per launch (why:
+#: docs/decisions.md, "Why does device time of many small kernels carry a noise per launch?")
+LAUNCH_GAP_US = 0.17
+#: a launch-gap noise below this share of the median is not named
+LAUNCH_GAP_MIN = 0.005
+#: calls of fewer launches than this are not given a launch-gap noise: the move was seen in calls
+#: of 10 to 158 launches, and suites of one or two kernels a call gave no false regression
+#: without it
+LAUNCH_GAP_MIN_LAUNCHES = 8
 #: other processes' share of the machine's CPU time below this is not reported: a quiet machine's
 #: daemons use a few percent; one busy process on a 2-core machine is 50%
 BUSY_MIN = 0.25
@@ -236,6 +246,26 @@ def host_speed(
         f"the machine ran {reference} {factor:.1f}x {'slower' if slower else 'faster'} "
         f"than when the baseline was recorded ({_values([now_ms, then_ms])})",
         stretch * (factor - 1),
+    )
+
+
+def launch_gaps(launches: float, median_ms: float) -> Finding | None:
+    """Device time of a call that launches ``launches`` kernels (and copies) per call: the GPU
+    spends a gap between each two, and that gap moved by up to :data:`LAUNCH_GAP_US` per launch
+    between processes while the kernels did not. Noise: that much over ``median_ms``; None
+    under :data:`LAUNCH_GAP_MIN`, under :data:`LAUNCH_GAP_MIN_LAUNCHES` launches or without a
+    count."""
+    if not (launches >= LAUNCH_GAP_MIN_LAUNCHES and median_ms > 0):
+        return None
+    if not math.isfinite(launches * median_ms):
+        return None
+    noise = launches * LAUNCH_GAP_US / (median_ms * 1e3)
+    if noise < LAUNCH_GAP_MIN:
+        return None
+    return Finding(
+        f"{launches:.0f} kernel launches per call: the GPU's gaps between them move between "
+        f"processes (±{noise:.1%})",
+        noise,
     )
 
 

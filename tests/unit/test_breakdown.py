@@ -650,3 +650,18 @@ def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> 
         FakeEvent("after every call", 250, 260, device_type=cuda),
     ]
     assert per_call_device_us(events, 0) == [25.0, 22.0]
+
+
+def test_launches_per_call_count_the_entries_and_the_rest() -> None:
+    from pytest_cudaperf.breakdown.model import Breakdown, Other
+    from pytest_cudaperf.breakdown.model import Entry as Kernel
+
+    found = Breakdown(
+        "cuda",
+        5,
+        30.0,
+        100.0,
+        (Kernel("a", "a", 16.0, 15.9), Kernel("b", "b", 6.0, 10.0)),
+        Other(count=3, launches=4.0, time_us=4.1),
+    )
+    assert found.launches == pytest.approx(26.0)

@@ -154,3 +154,25 @@ def test_host_speed_names_a_slower_or_faster_machine_beyond_its_jitter() -> None
     assert instability.host_speed(0.0, 0.17) is None
     assert instability.host_speed(float("inf"), 0.17) is None
     assert not instability.is_contention(slow.reason)
+
+
+@pytest.mark.parametrize(
+    ("launches", "median_ms", "noise"),
+    [
+        (96, 0.2171, 96 * instability.LAUNCH_GAP_US / 217.1),  # kornia's RandomAffine: ±7.5%
+        (10, 0.0335, 10 * instability.LAUNCH_GAP_US / 33.5),  # RandomResizedCrop: ±5.1%
+        (4, 0.005, None),  # a few launches: not named, however short the call
+        (100, 50.0, None),  # long kernels: the gaps are nothing beside them
+        (0, 0.2, None),
+    ],
+)
+def test_launch_gaps_are_noise_per_launch_over_the_median(
+    launches: float, median_ms: float, noise: float | None
+) -> None:
+    found = instability.launch_gaps(launches, median_ms)
+    if noise is None:
+        assert found is None
+        return
+    assert found is not None
+    assert found.noise == pytest.approx(noise)
+    assert found.reason.startswith(f"{launches} kernel launches per call: the GPU's gaps")

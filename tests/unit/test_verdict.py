@@ -492,3 +492,37 @@ def test_a_much_faster_host_widens_a_host_bound_verdict_less_than_a_cpu_one() ->
     cpu = judge(obs(9.0, reference_ms=0.5), cpu_base, 0.05, "CPU")
     assert cpu.kind is Kind.INCONCLUSIVE  # the same +200% that fails host-bound time
     assert "the machine ran a reference loop 2.0x faster" in cpu.message
+
+
+def launch_series(launches: float, metric: str = "device") -> Entry:
+    """Device time of 217 µs per call (kornia's RandomAffine), recorded with a breakdown of
+    ``launches`` kernels per call."""
+    from pytest_cudaperf.breakdown.model import Breakdown
+    from pytest_cudaperf.breakdown.model import Entry as Kernel
+
+    breakdown = Breakdown(
+        backend="cuda",
+        calls=5,
+        total_us=130.6,
+        host_us=2000.0,
+        entries=(Kernel("k", "elementwise_kernel", launches, 130.6),),
+    )
+    entry = series(0.2171, 0.2171, 0.2171, metric=metric)
+    return replace(entry, breakdown=breakdown.to_json())
+
+
+def test_device_time_of_many_launches_carries_their_gaps_noise() -> None:
+    """A process whose GPU spends 0.15 µs more between launches: +6.4% on 96 launches, kernels
+    unchanged. Judged as the gaps' noise, not as a regression."""
+    slow_gaps = obs(0.2171 * 1.064, halfwidth=0.007)
+    found = judge(slow_gaps, launch_series(96), 0.05, "GPU")
+    assert found.kind is Kind.INCONCLUSIVE
+    assert "96 kernel launches per call: the GPU's gaps between them move" in found.message
+    # the same call at +20% is a regression still
+    assert judge(obs(0.2171 * 1.20, halfwidth=0.007), launch_series(96), 0.05, "GPU").kind is (
+        Kind.REGRESSION
+    )
+    # two launches a call, or the kernels' own series: no such noise
+    assert judge(slow_gaps, launch_series(2), 0.05, "GPU").kind is Kind.REGRESSION
+    kernels = judge(slow_gaps, launch_series(96, metric="kernels"), 0.05, "GPU")
+    assert kernels.kind is Kind.REGRESSION
