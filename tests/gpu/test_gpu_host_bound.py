@@ -6,6 +6,7 @@ it was confirmed and that the kernels did not change; a slower kernel fails as t
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -120,16 +121,24 @@ def test_random_policy(cuda_timer, cuda_device):
 """
 
 
-def test_the_kernels_of_calls_that_draw_their_work_are_judged_by_two_seeded_passes(
-    pytester: pytest.Pytester,
-) -> None:
+def recorded_alone(pytester: pytest.Pytester, source: str) -> dict[str, Any]:
+    """The JSON report's entry of the one test in ``source``, recorded (``--cudaperf-update``)
+    on the GPU."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    pytester.makepyfile(test_policy=POLICY)
+    pytester.makepyfile(test_alone=source)
     result = pytester.runpytest(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    found: dict[str, Any] = test
+    return found
+
+
+def test_the_kernels_of_calls_that_draw_their_work_are_judged_by_two_seeded_passes(
+    pytester: pytest.Pytester,
+) -> None:
+    test = recorded_alone(pytester, POLICY)
     (kernels,) = [r for r in test["records"] if r["series"] == "time:kernels"]
     m = kernels["measurement"]
     assert m["n"] == 20  # two passes of the same ten calls
@@ -161,13 +170,7 @@ def test_late(cuda_timer, cuda_device):
 def test_a_callable_found_to_synchronize_late_is_measured_host_bound_throughout(
     pytester: pytest.Pytester,
 ) -> None:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    pytester.makepyfile(test_late=LATE)
-    result = pytester.runpytest(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
-    result.assert_outcomes(passed=1)
-    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    test = recorded_alone(pytester, LATE)
     series = {r["series"] for r in test["records"]}
     assert "time:host" in series
     assert not any(s.startswith("time:device") for s in series)
