@@ -326,19 +326,21 @@ def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float
 LAUNCH_CALLS = 8
 
 
-def launch_reference(torch_mod: Any, device: torch.device) -> Callable[[], object]:
-    """The reference timed beside each host-bound call: :data:`LAUNCH_CALLS` additions of two
-    4-element tensors on ``device`` and a synchronize, the launch path and the wait that
-    host-bound GPU code spends its time on. Of the references tried it followed the calls best
-    between processes on the H100 (why: docs/decisions.md, "How is GPU code that synchronizes
-    inside judged?")."""
+def launch_reference(
+    torch_mod: Any, device: torch.device, calls: int = LAUNCH_CALLS
+) -> Callable[[], object]:
+    """The reference timed beside each host-bound call: ``calls`` (:data:`LAUNCH_CALLS`)
+    additions of two 4-element tensors on ``device`` and a synchronize, the launch path and the
+    wait that host-bound GPU code spends its time on. Of the references tried it followed the
+    calls best between processes on the H100 (why: docs/decisions.md, "How is GPU code that
+    synchronizes inside judged?")."""
     one = torch_mod.ones(4, device=device)
     add = torch_mod.add
     synchronize = torch_mod.cuda.synchronize
 
     def work() -> object:
         out = one
-        for _ in range(LAUNCH_CALLS):
+        for _ in range(calls):
             out = add(out, one)
         synchronize(device)
         return out
@@ -347,22 +349,12 @@ def launch_reference(torch_mod: Any, device: torch.device) -> Callable[[], objec
 
 
 def launch_wake(torch_mod: Any, device: torch.device) -> Callable[[], object]:
-    """One addition of two 4-element tensors on ``device`` and a synchronize, run untimed
-    before each launch reference. A launch after an idle GPU is slower (on the H100 the
-    reference took 0.16 ms after 10 ms of host work, 0.09 ms after none, and 0.10 ms after the
-    wake), so a reference timed cold grows with the host work of the call before it and hides
-    part of a host slowdown (why: docs/decisions.md, "Why is the launch path woken before the
-    reference is timed?")."""
-    one = torch_mod.ones(4, device=device)
-    add = torch_mod.add
-    synchronize = torch_mod.cuda.synchronize
-
-    def wake() -> object:
-        out = add(one, one)
-        synchronize(device)
-        return out
-
-    return wake
+    """The launch reference with one addition, run untimed before each timed one. A launch
+    after an idle GPU is slower (on the H100 the reference took 0.16 ms after 10 ms of host
+    work, 0.09 ms after none, and 0.10 ms after the wake), so a reference timed cold grows with
+    the host work of the call before it and hides part of a host slowdown (why:
+    docs/decisions.md, "Why is the launch path woken before the reference is timed?")."""
+    return launch_reference(torch_mod, device, calls=1)
 
 
 def _make_blocker(
