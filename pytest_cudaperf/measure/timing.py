@@ -381,6 +381,12 @@ class Sampled:
     references: tuple[tuple[float, ...], ...] = ()
 
 
+def over_references(samples: Sequence[float], references: Sequence[float]) -> list[float]:
+    """Each sample over the reference timed right before it (the references as many as the
+    samples; a reference that read no time is left out with its sample)."""
+    return [t / r for t, r in zip(samples, references, strict=True) if r > 0]
+
+
 def in_loops(sampled: Sampled) -> tuple[float, tuple[float, float]] | None:
     """The per-call time in reference loops: each sample over the reference loop timed right
     before it, their median and its CI widened to every round's median (as
@@ -390,20 +396,14 @@ def in_loops(sampled: Sampled) -> tuple[float, tuple[float, float]] | None:
     flat = [r for round_refs in sampled.references for r in round_refs]
     if not flat or len(flat) != len(sampled.samples):
         return None
-    ratios = [t / r for t, r in zip(sampled.samples, flat, strict=True) if r > 0]
+    ratios = over_references(sampled.samples, flat)
     if not ratios:
         return None
     summary = stats.summarize(ratios)
     low, high = summary.ci
     start, medians = 0, []
     for round_refs in sampled.references:
-        part = [
-            t / r
-            for t, r in zip(
-                sampled.samples[start : start + len(round_refs)], round_refs, strict=True
-            )
-            if r > 0
-        ]
+        part = over_references(sampled.samples[start : start + len(round_refs)], round_refs)
         start += len(round_refs)
         if part and len(sampled.references) > 1:
             medians.append(stats.summarize(part).median)
@@ -515,7 +515,7 @@ def _in_loops_of(sampler: Any) -> Callable[[list[float]], list[float]]:
 
     def judged(taken: list[float]) -> list[float]:
         refs = sampler.references[len(sampler.references) - len(taken) :]
-        return [t / r for t, r in zip(taken, refs, strict=True) if r > 0] or taken
+        return over_references(taken, refs) or taken
 
     return judged
 

@@ -16,6 +16,7 @@ from pytest_cudaperf.measure.timing import (
     budget_spent,
     compare,
     measure,
+    over_references,
     run_adaptive,
 )
 
@@ -129,8 +130,7 @@ def test_sampling_stops_on_the_precision_of_what_is_judged() -> None:
     sampler = Swinging()
 
     def in_loops(taken: list[float]) -> list[float]:
-        refs = sampler.references[len(sampler.references) - len(taken) :]
-        return [t / r for t, r in zip(taken, refs, strict=True)]
+        return over_references(taken, sampler.references[len(sampler.references) - len(taken) :])
 
     judged = run_adaptive(sampler, budget, judged=in_loops)
     assert judged.spent_at is None
