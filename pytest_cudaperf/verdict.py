@@ -251,12 +251,18 @@ def _with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str |
         found = instability.host_speed(obs.reference_ms, entry.reference_ms)
     if found is None:
         return obs, None
-    widened = replace(
+    return _widened(obs, found, first=True), found.reason
+
+
+def _widened(obs: Observation, found: instability.Finding, first: bool = False) -> Observation:
+    """``obs`` with ``found`` among its reasons (``first``: before the others) and its noise in
+    the instability noise's."""
+    reasons = (found.reason, *obs.instability) if first else (*obs.instability, found.reason)
+    return replace(
         obs,
-        instability=(found.reason, *obs.instability),
+        instability=reasons,
         instability_noise=max(_clean(obs.instability_noise), found.noise),
     )
-    return widened, found.reason
 
 
 def _with_launch_gaps(obs: Observation, entry: Entry) -> Observation:
@@ -273,13 +279,7 @@ def _with_launch_gaps(obs: Observation, entry: Entry) -> Observation:
     if breakdown.backend != "cuda":
         return obs
     found = instability.launch_gaps(breakdown.launches, obs.value)
-    if found is None:
-        return obs
-    return replace(
-        obs,
-        instability=(*obs.instability, found.reason),
-        instability_noise=max(_clean(obs.instability_noise), found.noise),
-    )
+    return obs if found is None else _widened(obs, found)
 
 
 def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
