@@ -150,6 +150,9 @@ class Measurement:
     #: its kernels' device time timed apart (the call waits for them inside); None for any other
     #: metric and where the kernels could not be timed
     fixed_ms: float | None = None
+    #: ``metric == "kernels"``: passes over the same seeded calls (2 where the calls differ from
+    #: each other: the CI is how the passes agree, :func:`stats.repeated_median`)
+    seeded_passes: int = 1
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
@@ -207,6 +210,13 @@ class Measurement:
         if self.device == "cpu" or self.metric in ("wall", "region", "host"):
             return True
         return self.metric == "device" and self.blocking == "none"
+
+    @property
+    def process_dependent(self) -> bool:
+        """Whether a state of its process can move this measurement, so that a regression must
+        hold in a fresh process: a host-dominated one, or kernels of calls that draw their work
+        at random (two seeded passes), where a draw that is not seeded differs by process."""
+        return self.host_dominated or self.seeded_passes > 1
 
     def how(self) -> str:
         """``device time, 40 samples, cold L2``."""

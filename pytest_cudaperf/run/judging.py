@@ -141,19 +141,18 @@ def confirm_fresh(
     first: JudgedRecord,
     measured: Measurement,
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
-    any_metric: bool = False,
 ) -> tuple[JudgedRecord, Measurement]:
-    """A regression (or improvement) of a host-dominated measurement (the CPU's, or GPU code that
-    synchronizes inside: :attr:`Measurement.host_dominated`) that held in this process stands only
+    """A regression (or improvement) of a measurement that a state of its process can move (the
+    CPU's, GPU code that synchronizes inside, the kernels of calls that draw their work at random:
+    :attr:`Measurement.process_dependent`) that held in this process stands only
     if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`), on the
     same GPU: a slow (or fast) state of one process is not the code's.
     The fresh process measures under this process's ``lock`` (the device to itself, as any
     measurement). Where no fresh measurement can be had, the regression stands and a line under
-    it says why. ``any_metric``: whatever the host's part in the measurement (the kernels of
-    calls that draw their work at random)."""
+    it says why."""
     fresh = test.run.fresh
     judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
-    if fresh is None or not judged or not (measured.host_dominated or any_metric):
+    if fresh is None or not judged or not measured.process_dependent:
         return first, measured
     with lock():
         found = fresh.measurements(test.nodeid, visible_device(measured.device))

@@ -144,12 +144,10 @@ def kernels_judged(
     """The kernels of GPU code that synchronizes inside, judged as a series of their own
     (``time:kernels``): the device time each profiled call ran, precise where the host time
     around it is not; a regression confirmed by profiling again and, where the calls differ from
-    each other (two passes: :func:`kernels_measured`), in a fresh process too: what such calls
+    each other (two passes: :func:`kernels_of_passes`), in a fresh process too: what such calls
     draw can differ between processes where it is not seeded. None (and a line saying why)
     where the profiler cannot run."""
     from pytest_cudaperf.breakdown.model import BreakdownUnavailable
-
-    repeated: list[bool] = []
 
     def once() -> Measurement | str:
         from pytest_cudaperf.breakdown.capture import kernel_times
@@ -163,8 +161,9 @@ def kernels_judged(
                 again = kernel_times(profiled.fn, profiled.device, len(times), exact=True)
         except BreakdownUnavailable as exc:
             return str(exc)
-        repeated.append(True)
-        return kernels_measured(times, profiled.device, again) or first
+        if len(again) != len(times):  # the profiler lost a call's range: the first pass alone
+            return first
+        return kernels_of_passes(times, again, profiled.device)
 
     found = once()
     if isinstance(found, str):
@@ -177,28 +176,27 @@ def kernels_judged(
     if isinstance(again, str):
         return record, found
     record, found = confirm_time(test, record, again)
-    if repeated:
-        return confirm_fresh(test, record, found, profiled.lock, any_metric=True)
-    return record, found
+    return confirm_fresh(test, record, found, profiled.lock)
 
 
-def kernels_measured(
-    times: list[float], device: str, again: list[float] | None = None
-) -> Measurement | None:
-    """The kernels' measurement of one pass of profiled calls (``times``, ms), or of two passes
-    over the same seeded calls (``again``: the second), whose CI is how the passes agree
-    (:func:`stats.repeated_median`): calls that draw their work at random differ from each other
-    by far more than they differ from themselves. None without calls."""
+def kernels_measured(times: list[float], device: str) -> Measurement | None:
+    """The kernels' measurement of one pass of profiled calls (``times``, ms); None without
+    calls."""
+    from pytest_cudaperf.measure.timing import Measurement
+
+    return Measurement.from_samples(times, metric="kernels", device=device) if times else None
+
+
+def kernels_of_passes(first: list[float], second: list[float], device: str) -> Measurement:
+    """The kernels' measurement of two passes over the same seeded calls, whose CI is how the
+    passes agree (:func:`stats.repeated_median`): calls that draw their work at random differ
+    from each other by far more than they differ from themselves."""
     from pytest_cudaperf.measure import stats
     from pytest_cudaperf.measure.timing import Measurement
 
-    if not times:
-        return None
-    if again is None or len(again) != len(times):
-        return Measurement.from_samples(times, metric="kernels", device=device)
-    median, ci = stats.repeated_median(times, again)
-    pooled = Measurement.from_samples([*times, *again], metric="kernels", device=device)
-    return dataclasses.replace(pooled, median_ms=median, ci_ms=ci)
+    median, ci = stats.repeated_median(first, second)
+    pooled = Measurement.from_samples([*first, *second], metric="kernels", device=device)
+    return dataclasses.replace(pooled, median_ms=median, ci_ms=ci, seeded_passes=2)
 
 
 def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:

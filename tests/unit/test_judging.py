@@ -593,6 +593,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     record, m = found
     assert passes == [(10, False), (10, True)]  # the second pass: the same ten calls
     assert m.n == 20
+    assert m.seeded_passes == 2
     assert m.ci_ms == pytest.approx((m.median_ms, m.median_ms))
     judging.add_time(first, record, m)
     run.store.update("GPU X", stored(first))
@@ -601,7 +602,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     assert found is not None
     assert found[0].verdict.kind is Kind.REGRESSION  # at +10%, within a 5% tolerance's reach
     # such calls are confirmed in a fresh process too: there they drew their usual work
-    unchanged = measuring.kernels_measured(drawn, "cuda:0", list(drawn))
+    unchanged = measuring.kernels_of_passes(drawn, list(drawn), "cuda:0")
     fresh = FreshStub(lambda: unchanged)
     run.fresh = fresh  # type: ignore[assignment]
     found = measuring.kernels_judged(new_test(run), A, profiled, "GPU X")
@@ -618,15 +619,27 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     from pytest_cudaperf.run import measuring
 
     passes: list[int] = []
+    slower = {"by": 1.0}
 
     def kernel_times(fn: object, device: str, calls: int = 10, **kwargs: object) -> list[float]:
         passes.append(calls)
-        return [0.1 * (1 + 0.001 * i) for i in range(calls)]
+        return [0.1 * slower["by"] * (1 + 0.001 * i) for i in range(calls)]
 
     monkeypatch.setattr(capture, "kernel_times", kernel_times)
-    found = measuring.kernels_judged(
-        new_test(run_context(tmp_path)), A, measuring.Profiled(lambda: None, "cuda:0"), "GPU X"
-    )
+    profiled = measuring.Profiled(lambda: None, "cuda:0")
+    run = run_context(tmp_path)
+    first = new_test(run)
+    found = measuring.kernels_judged(first, A, profiled, "GPU X")
     assert found is not None
     assert passes == [10]
-    assert found[1].n == 10
+    assert (found[1].n, found[1].seeded_passes) == (10, 1)
+    judging.add_time(first, *found)
+    run.store.update("GPU X", stored(first))
+    # a slower kernel is confirmed by profiling again, not in a fresh process: the GPU alone
+    slower["by"] = 1.2
+    fresh = FreshStub(lambda: None)
+    run.fresh = fresh  # type: ignore[assignment]
+    found = measuring.kernels_judged(new_test(run), A, profiled, "GPU X")
+    assert found is not None
+    assert found[0].verdict.kind is Kind.REGRESSION
+    assert fresh.asked == []
