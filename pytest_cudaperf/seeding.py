@@ -39,5 +39,5 @@ def same_draws(device_index: int | None) -> Iterator[None]:
             yield
     finally:
         random.setstate(python_state)
-        if numpy is not None and numpy_state is not None:
+        if numpy is not None:
             numpy.random.set_state(numpy_state)
