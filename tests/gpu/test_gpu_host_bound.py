@@ -55,11 +55,15 @@ def test_random_crop(cuda_timer, cuda_device):
 """
 
 
-@pytest.fixture
-def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+def needs_cuda() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+    needs_cuda()
     pytester.makepyfile(test_augment=AUGMENT)
     pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=1)
     return pytester
@@ -124,9 +128,7 @@ def test_random_policy(cuda_timer, cuda_device):
 def recorded_alone(pytester: pytest.Pytester, source: str) -> dict[str, Any]:
     """The JSON report's entry of the one test in ``source``, recorded (``--cudaperf-update``)
     on the GPU."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
+    needs_cuda()
     pytester.makepyfile(test_alone=source)
     result = pytester.runpytest(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
     result.assert_outcomes(passed=1)
