@@ -9,7 +9,7 @@ false-failure counts are an upper bound. The one finding that depends on a run's
 without the reference loop's host-speed finding, to show what it changed. Use it when the rules
 changed after the runs (say so).
 
-    python benchmarks/rejudge.py OUT_DIR
+    python benchmarks/rejudge.py OUT_DIR [--series time:device]
 
 Prints, per phase and plant, test-runs, REGRESSION, INCONCLUSIVE, and for planted runs the catch
 rate against the realised change (planted / unchanged median, per test).
@@ -54,6 +54,49 @@ def _workers_finding(mode: str, env: Mapping[str, Any]) -> instability.Finding |
     return instability.oversubscribed(workers, cores)
 
 
+Row = tuple[str, str, str, str, float, Kind]
+
+
+def judged_rows(out: Path, tolerance: float, prefix: str, host: bool) -> list[Row]:
+    """(mode, phase, plant, key, value, verdict) of every passed test's time record whose series
+    starts with ``prefix`` in every run of ``out``, judged by this checkout."""
+    store = BaselineStore.load(out / "baselines")
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    rows: list[Row] = []
+    for run in runs:
+        name = f"{run['mode']}-{run['phase']}-{run['plant'] or '0'}-{run['index']}"
+        report = out / f"{name}.json"
+        if not report.exists():
+            continue
+        for record, passed in report_records(read_report(report)):
+            if not (passed and record.series.startswith("time:")):
+                continue
+            if not record.series.startswith(prefix):
+                continue
+            entry = store.lookup(record.device_class, record.key, record.series)
+            if entry is None:
+                continue
+            base = rebuilt(entry)
+            allowed = record.tolerance if record.tolerance is not None else tolerance
+            unstable, noise = record.recording.unstable, record.recording.noise
+            workers = _workers_finding(run["mode"], record.env)
+            if workers is not None and record.series.startswith("time:wall"):  # CPU backend
+                noise = max(noise, workers.noise)
+                if workers.reason not in unstable:
+                    unstable = (*unstable, workers.reason)
+            obs = Observation(
+                record.value,
+                noise,
+                instability=unstable,
+                reference_ms=record.recording.reference_ms if host else None,
+            )
+            kind = judge(obs, base, allowed, record.device_class).kind
+            rows.append(
+                (run["mode"], run["phase"], run["plant"], str(record.key), record.value, kind)
+            )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -65,43 +108,16 @@ def main() -> int:
         "--min-ms", type=float, default=0.0, help="catch rate over tests this slow or slower"
     )
     parser.add_argument(
+        "--series", default="time:", help="judge only series whose name starts so (time:device)"
+    )
+    parser.add_argument(
         "--no-host",
         dest="host",
         action="store_false",
         help="judge without the reference loop's host-speed finding (what it changed)",
     )
     args = parser.parse_args()
-    store = BaselineStore.load(args.out / "baselines")
-    runs = [json.loads(line) for line in (args.out / "runs.jsonl").read_text().splitlines()]
-    rows: list[tuple[str, str, str, str, float, Kind]] = []
-    for run in runs:
-        name = f"{run['mode']}-{run['phase']}-{run['plant'] or '0'}-{run['index']}"
-        report = args.out / f"{name}.json"
-        if not report.exists():
-            continue
-        for record, passed in report_records(read_report(report)):
-            if not passed or not record.series.startswith("time:"):
-                continue
-            entry = store.lookup(record.device_class, record.key, record.series)
-            if entry is None:
-                continue
-            base = rebuilt(entry)
-            tolerance = record.tolerance if record.tolerance is not None else args.tolerance
-            unstable, noise = record.recording.unstable, record.recording.noise
-            workers = _workers_finding(run["mode"], record.env)
-            if workers is not None and record.series.startswith("time:wall"):  # CPU backend
-                noise = max(noise, workers.noise)
-                if workers.reason not in unstable:
-                    unstable = (*unstable, workers.reason)
-            obs = Observation(
-                record.value,
-                noise,
-                instability=unstable,
-                reference_ms=record.recording.reference_ms if args.host else None,
-            )
-            kind = judge(obs, base, tolerance, record.device_class).kind
-            row = (run["mode"], run["phase"], run["plant"], str(record.key), record.value, kind)
-            rows.append(row)
+    rows = judged_rows(args.out, args.tolerance, args.series, args.host)
     unchanged: dict[tuple[str, str], list[float]] = defaultdict(list)
     for mode, phase, _, key, value, _ in rows:
         if phase == "unchanged":
