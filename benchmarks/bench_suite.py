@@ -11,11 +11,11 @@
    the same baselines (recorded serially).
 
 Failures are counted from the JUnit XML; verdict kinds and medians come from the JSON report
-through ``read_report`` (the one place that knows the report's layout). The realised change of
-a planted test-run is its median over the median of that test's unchanged runs in the same mode.
-Writes ``rows.jsonl`` (one row per test-run), ``runs.jsonl`` (one row per pytest process) and
-``table.md`` into --out. ``--max-seconds`` stops before a run that would not fit, with a partial
-table.
+through ``read_report`` and ``series_kinds`` (the places that know the report's layout). The
+realised change of a planted test-run is its median over the median of that test's unchanged
+runs in the same mode. Writes ``rows.jsonl`` (one row per test-run), ``runs.jsonl`` (one row per
+pytest process) and ``table.md`` (with the verdicts of every series, by mode and plant) into
+--out. ``--max-seconds`` stops before a run that would not fit, with a partial table.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ class TestResult:
 
 def read_report(path: Path) -> dict[str, TestResult]:
     """nodeid -> verdict kind and median of the test's first time series, from a
-    --cudaperf-json report. The only function that knows the report's layout."""
+    --cudaperf-json report."""
     document = json.loads(path.read_text())
     results: dict[str, TestResult] = {}
     for test in document.get("tests", []):
@@ -70,6 +70,42 @@ def read_report(path: Path) -> dict[str, TestResult]:
             )
             break
     return results
+
+
+def series_kinds(path: Path) -> Counter[tuple[str, str]]:
+    """(series, verdict kind) of every judged record of a --cudaperf-json report, the series
+    without its cache state (``time:device/cold`` -> ``time:device``)."""
+    document = json.loads(path.read_text())
+    return Counter(
+        (str(record["series"]).split("/")[0], str(record["verdict"]["kind"]))
+        for test in document.get("tests", [])
+        for record in test.get("records", [])
+        if record.get("verdict")
+    )
+
+
+def series_table(out: Path) -> list[str]:
+    """Verdicts per series, over the unchanged runs of each mode and over each plant's runs."""
+    groups: dict[tuple[str, str], Counter[tuple[str, str]]] = defaultdict(Counter)
+    for path in sorted(out.glob("*-*-*.json")):
+        mode, phase, rest = path.stem.split("-", 2)
+        if phase not in ("unchanged", "planted"):
+            continue
+        plant = rest.rsplit("-", 1)[0] if phase == "planted" else ""
+        groups[(mode, plant)] += series_kinds(path)
+    lines = [
+        "| mode | plant | series | verdicts | PASS | INCONCLUSIVE | REGRESSION | NEW |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (mode, plant), kinds in sorted(groups.items()):
+        for name in sorted({series for series, _ in kinds}):
+            count = {kind: n for (series, kind), n in kinds.items() if series == name}
+            lines.append(
+                f"| {mode} | {plant or '—'} | `{name}` | {sum(count.values())} | "
+                f"{count.get('pass', 0)} | {count.get('inconclusive', 0)} | "
+                f"{count.get('regression', 0)} | {count.get('new', 0)} |"
+            )
+    return lines
 
 
 def junit_failures(path: Path) -> dict[str, bool]:
@@ -276,6 +312,7 @@ class Driver:
         total = self.record_wall + sum(r["wall_s"] for r in self.runs)
         table = Table(self.rows, self.runs, self.record_wall, total)
         text = table.markdown(self.args, self.stopped)
+        text += "\n## Verdicts by series\n\n" + "\n".join(series_table(self.out)) + "\n"
         (self.out / "table.md").write_text(text)
         print(text)
 

@@ -9,7 +9,12 @@ with both. ``--plant 1.25`` multiplies each judged ratio by 1.25 (a slowdown of 
 loops) to count what would be caught. The plugin's confirmation in a fresh process is not
 modelled.
 
+``--slopes`` prints instead, per test, the least-squares slope of log(loops) on log(launch
+reference) over its unchanged runs: 0 where the reference follows the call, above 0 where the
+call slows more than the reference on a slow host.
+
     python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25] [--tolerance 0.05]
+    python benchmarks/rejudge_host.py OUT_DIR --slopes
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -89,6 +96,21 @@ def judged(
     return kinds
 
 
+def slopes(tests: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Per test with three runs or more, the slope of log(loops) on log(reference)."""
+    found: dict[str, float] = {}
+    for nodeid, runs in tests.items():
+        if len(runs) < 3:
+            continue
+        x = [math.log(r["reference_ms"]) for r in runs]
+        y = [math.log(r["loops"]) for r in runs]
+        mx, my = statistics.fmean(x), statistics.fmean(y)
+        spread = sum((a - mx) ** 2 for a in x)
+        if spread > 0:
+            found[nodeid] = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / spread
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
@@ -98,8 +120,15 @@ def main() -> None:
     parser.add_argument(
         "--tolerance", type=float, default=default, help=f"(default: {default}, the plugin's)"
     )
+    parser.add_argument("--slopes", action="store_true")
     args = parser.parse_args()
     tests = host_runs(args.folder)
+    if args.slopes:
+        found = slopes(tests)
+        for nodeid, slope in sorted(found.items(), key=lambda item: item[1]):
+            print(f"{slope:+.2f}  {nodeid}")
+        print(f"median {statistics.median(found.values()):+.2f} over {len(found)} tests")
+        return
     runs = {len(r) for r in tests.values()}
     print(f"{len(tests)} host-bound tests, {sorted(runs)} unchanged runs each")
     print("| rule | verdicts | REGRESSION | INCONCLUSIVE | IMPROVED | PASS |")
