@@ -44,6 +44,9 @@ class Recording:
     #: the reference loop's time while this process measured (CPU backend on the CPU; see
     #: ``Measurement.reference_ms``)
     reference_ms: float | None = None
+    #: the GPU's time per launch of tiny kernels queued back to back in this process (device
+    #: time on CUDA; see ``Measurement.launch_gap_us``)
+    launch_gap_us: float | None = None
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -80,6 +83,12 @@ class Entry:
         """The median reference-loop time of the recordings that have one: how fast the host
         ran when the series was recorded."""
         return _median([r.reference_ms for r in self.recordings if r.reference_ms is not None])
+
+    @property
+    def launch_gap_us(self) -> float | None:
+        """The median launch gap of the recordings that have one: the GPU's time per launch
+        of back-to-back kernels when the series was recorded."""
+        return _median([r.launch_gap_us for r in self.recordings if r.launch_gap_us is not None])
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,9 @@ class Observation:
     ``reference_ms`` the host's reference time while sampling (the CPU backend's loop; for
     ``unit == "loops"`` the launch reference); ``traced`` the tracer or profiler it ran under (its
     verdict is then never a regression or an improvement); ``fixed_ms`` (``unit == "loops"``) the
-    part of each call that does not follow the host's speed: its kernels."""
+    part of each call that does not follow the host's speed: its kernels; ``launch_gap_us``
+    (device time on CUDA) the GPU's time per launch of back-to-back tiny kernels in this
+    process."""
 
     value: float
     halfwidth: float = 0.0
@@ -95,6 +97,7 @@ class Observation:
     reference_ms: float | None = None
     traced: str | None = None
     fixed_ms: float | None = None
+    launch_gap_us: float | None = None
 
     @property
     def noise(self) -> float:
@@ -265,21 +268,45 @@ def _widened(obs: Observation, found: instability.Finding, first: bool = False) 
     )
 
 
-def _with_launch_gaps(obs: Observation, entry: Entry) -> Observation:
+def _with_launch_gaps(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
     """Device time (``entry.metric == "device"``) of a call whose recorded breakdown launches
-    many kernels: the GPU's gaps between them move between processes
-    (:func:`instability.launch_gaps`), which joins this side's noise. ``obs`` as it is for any
-    other series, or without a CUDA breakdown."""
+    many kernels: the GPU's time between two queued kernels moves between processes. Where
+    both sides probed it (``launch_gap_us``: this process's, the recordings' median), the
+    difference times the launches is set aside (moved toward the baseline, never past it) and
+    returned as the message's reason, and what the probe leaves unexplained
+    (:data:`instability.LAUNCH_GAP_RESIDUAL_US` per launch) joins this side's noise; without a
+    probe on either side the whole move (:data:`instability.LAUNCH_GAP_US` per launch) does
+    (:func:`instability.launch_gaps`). ``obs`` as it is, and None, for any other series or
+    without a CUDA breakdown."""
     if entry.metric != "device" or obs.unit != "ms" or entry.breakdown is None:
-        return obs
+        return obs, None
     try:
         breakdown = Breakdown.from_json(entry.breakdown)
     except ValueError:
-        return obs
+        return obs, None
     if breakdown.backend != "cuda":
-        return obs
-    found = instability.launch_gaps(breakdown.launches, obs.value)
-    return obs if found is None else _widened(obs, found)
+        return obs, None
+    launches, now, then = breakdown.launches, obs.launch_gap_us, entry.launch_gap_us
+    if not (_usable(now) and _usable(then)):
+        found = instability.launch_gaps(launches, obs.value)
+        return (obs if found is None else _widened(obs, found)), None
+    assert now is not None
+    assert then is not None
+    found = instability.launch_gaps(launches, obs.value, instability.LAUNCH_GAP_RESIDUAL_US)
+    obs = obs if found is None else _widened(obs, found)
+    if launches < instability.LAUNCH_GAP_MIN_LAUNCHES:
+        return obs, None
+    shift = launches * (now - then) / 1e3
+    base = float(entry.value)
+    if abs(shift) < FIXED_PART_MIN * base:
+        return obs, None
+    value = min(max(base, obs.value - max(0.0, shift)), obs.value - min(0.0, shift))
+    reason = (
+        f"the GPU took {now:.3f} µs per launch between queued kernels in this process, "
+        f"{then:.3f} µs at recording: {format_pct(shift / base)} over {launches:.0f} launches "
+        f"set aside, judged as {format_value(value, obs.unit)}"
+    )
+    return replace(obs, value=value), reason
 
 
 def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
@@ -348,8 +375,9 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
     obs, host = _with_host_speed(obs, entry)
-    obs = _with_launch_gaps(obs, entry)
+    obs, gaps = _with_launch_gaps(obs, entry)
     obs, fixed = _fixed_part(obs, entry)
+    fixed = gaps or fixed  # one of the two at most: device time, or a time in loops
     t = max(tolerance, _clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))

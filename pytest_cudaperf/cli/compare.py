@@ -34,6 +34,7 @@ def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:
             env=current.env,
             unit=current.unit,
             reference_ms=current.reference_ms,
+            launch_gap_us=current.launch_gap_us,
         )
         verdict = judge(observation, entry, tolerance, cls)
         regressions += verdict.kind is Kind.REGRESSION

@@ -357,6 +357,50 @@ def launch_wake(torch_mod: Any, device: torch.device) -> Callable[[], object]:
     return launch_reference(torch_mod, device, calls=1)
 
 
+#: tiny additions queued back to back in the launch-gap probe, and the probe's repeats
+GAP_PROBE_LAUNCHES = 400
+GAP_PROBE_REPEATS = 5
+#: the launch-gap probe's answer per device, once per process (:func:`launch_gap_us`)
+_LAUNCH_GAPS: dict[str, float] = {}
+
+
+def launch_gap_us(torch_mod: Any, device: torch.device, cycles_per_ms: float) -> float:
+    """The GPU's time per kernel launch (µs) when tiny additions run back to back, queued behind
+    a sleep so that the host's enqueueing does not pace them: the gap between two queued kernels
+    plus the tiny kernel. Probed once per process and device: on the H100 it held within a
+    process (start and end within 1%) and took one of two levels between processes (about 1.92
+    and 2.12 µs), which device time of launch-dense calls carries once per launch (why:
+    docs/decisions.md, "Why does device time of many small kernels carry a noise per launch?")."""
+    key = str(device)
+    if key not in _LAUNCH_GAPS:
+        _LAUNCH_GAPS[key] = _probe_launch_gap(torch_mod, device, cycles_per_ms)
+    return _LAUNCH_GAPS[key]
+
+
+def _probe_launch_gap(torch_mod: Any, device: torch.device, cycles_per_ms: float) -> float:
+    one = torch_mod.ones(4, device=device)
+    add = torch_mod.add
+    sleep_ms, per = 5.0, list[float]()
+    while len(per) < GAP_PROBE_REPEATS:
+        start = torch_mod.cuda.Event(enable_timing=True)
+        end = torch_mod.cuda.Event(enable_timing=True)
+        torch_mod.cuda.synchronize()
+        _torch_compat.cuda_sleep(int(sleep_ms * cycles_per_ms))
+        began = time.perf_counter()
+        start.record()
+        out = one
+        for _ in range(GAP_PROBE_LAUNCHES):
+            out = add(out, one)
+        end.record()
+        enqueued_ms = (time.perf_counter() - began) * 1e3
+        end.synchronize()
+        if enqueued_ms > 0.8 * sleep_ms and sleep_ms < 200:  # the GPU may have caught up
+            sleep_ms *= 2
+            continue
+        per.append(start.elapsed_time(end) * 1e3 / GAP_PROBE_LAUNCHES)
+    return float(sorted(per)[len(per) // 2])
+
+
 def _make_blocker(
     torch_mod: Any, device: torch.device, cycles_per_ms: float, warnings: list[str]
 ) -> SpinBlocker | SleepBlocker:
@@ -517,6 +561,7 @@ class CudaBackend:
         if clock_warning:
             notes.append(clock_warning)
         graph = sampler.graph
+        gap = None if graph else launch_gap_us(self._torch, self.device, self.cycles_per_ms)
         clocks = self.clocks.summary()
         spin = clocks.get("spin_sm_mhz")
         return Measurement.from_samples(
@@ -534,6 +579,7 @@ class CudaBackend:
             name=sampled.name,
             round_medians_ms=sampled.round_medians_ms,
             sm_mhz=float(spin["median"]) if spin else None,
+            launch_gap_us=gap,
         )
 
     def _finish_host(self, sampled: Sampled) -> Measurement:

@@ -150,6 +150,9 @@ class Measurement:
     #: its kernels' device time timed apart (the call waits for them inside); None for any other
     #: metric and where the kernels could not be timed
     fixed_ms: float | None = None
+    #: ``metric == "device"`` (CUDA): the GPU's time per launch of tiny kernels queued back to
+    #: back in this process (:func:`pytest_cudaperf.measure.cuda.launch_gap_us`); None elsewhere
+    launch_gap_us: float | None = None
     #: ``metric == "kernels"``: passes over the same seeded calls (2 where the calls differ from
     #: each other: the CI is how the passes agree, :func:`stats.repeated_median`)
     seeded_passes: int = 1

@@ -75,6 +75,7 @@ def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
         env,
         reference_ms=m.reference_ms,
         traced=m.traced,
+        launch_gap_us=m.launch_gap_us,
     )
 
 
@@ -113,6 +114,7 @@ def judge_time(
         unstable=() if loops else m.instability,
         ci=m.in_loops_ci if loops else m.ci_ms,
         reference_ms=m.reference_ms,
+        launch_gap_us=m.launch_gap_us,
     )
     record = Record(key, series, device_class, obs.unit, recording, env, None, allowed)
     judged = _judge(test, record, obs, allowed)

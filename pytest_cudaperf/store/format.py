@@ -179,6 +179,8 @@ def recording_to_json(recording: Recording) -> dict[str, Any]:
         data["ci"] = list(recording.ci)
     if recording.reference_ms is not None:
         data["reference_ms"] = recording.reference_ms
+    if recording.launch_gap_us is not None:
+        data["launch_gap_us"] = recording.launch_gap_us
     return data
 
 
@@ -199,6 +201,9 @@ def recording_from_json(data: Any, where: str = "recording", unit: str = "ms") -
     reference_ms = data.get("reference_ms")
     if reference_ms is not None:
         reference_ms = check_positive(where, "reference_ms", reference_ms)
+    launch_gap_us = data.get("launch_gap_us")
+    if launch_gap_us is not None:
+        launch_gap_us = check_positive(where, "launch_gap_us", launch_gap_us)
     unstable = data.get("unstable", [])
     if not isinstance(unstable, list) or not all(isinstance(u, str) for u in unstable):
         raise bad_field(where, "unstable", "a list of strings", unstable)
@@ -212,6 +217,7 @@ def recording_from_json(data: Any, where: str = "recording", unit: str = "ms") -
         unstable=tuple(unstable),
         ci=check_ci(where, data.get("ci"), allow_zero=exact),
         reference_ms=reference_ms,
+        launch_gap_us=launch_gap_us,
     )
 
 

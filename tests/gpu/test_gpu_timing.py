@@ -124,6 +124,12 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     assert m["hot"]["cache"] == "hot"
     assert m["graph"]["metric"] == "graph"
     assert m["graph"]["graph"] is True
+    # the GPU's time per launch of back-to-back kernels, probed once per process: the same
+    # figure on every device-time measurement, none on graphs (their launches are the graph's)
+    gaps = {m[name]["launch_gap_us"] for name in ("cold", "hot", "reuse_plain")}
+    assert len(gaps) == 1, gaps
+    assert 0.3 < gaps.pop() < 20
+    assert m["graph"]["launch_gap_us"] is None
     assert m["hot"]["blocking"] in ("spin", "sleep"), m["hot"]["warnings"]
     assert m["sync"]["blocking"] == "none"
     assert any("synchroniz" in w for w in m["sync"]["warnings"])

@@ -378,6 +378,10 @@ def test_every_field_is_checked(
             [{"date": "2026-11-22", "median": 1, "noise": 0, "n": 1, "reference_ms": "fast"}],
             "'reference_ms' must be a finite positive",
         ),
+        (
+            [{"date": "2026-11-22", "median": 1, "noise": 0, "n": 1, "launch_gap_us": 0}],
+            "'launch_gap_us' must be a finite positive",
+        ),
     ],
 )
 def test_recordings_are_checked(tmp_path: Path, recordings: object, message: str) -> None:
@@ -574,6 +578,17 @@ def test_the_reference_loops_time_round_trips_and_older_recordings_lack_it() -> 
     entry = entry_of([older, timed, Recording("2026-11-24", 1.0, 0.01, 20, reference_ms=0.19)],
                      "ms", {}, "wall")  # fmt: skip
     assert entry.reference_ms == pytest.approx(0.18)  # the median of those that have one
+
+
+def test_the_launch_gap_round_trips_and_the_series_takes_the_recordings_median() -> None:
+    probed = Recording("2026-11-27", 0.2, 0.01, 20, launch_gap_us=1.92)
+    assert recording_to_json(probed)["launch_gap_us"] == 1.92
+    assert recording_from_json(recording_to_json(probed)) == probed
+    older = Recording("2026-11-22", 0.2, 0.01, 20)
+    assert "launch_gap_us" not in recording_to_json(older)
+    entry = entry_of([older, probed, Recording("2026-11-28", 0.2, 0.01, 20, launch_gap_us=2.12)],
+                     "ms", {}, "device")  # fmt: skip
+    assert entry.launch_gap_us == pytest.approx(2.02)
 
 
 def test_a_series_written_too_noisy_to_fail_is_named(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_cudaperf import series as evidence
+from pytest_cudaperf.measure import instability
 from pytest_cudaperf.series import Entry, Recording, entry_of
 from pytest_cudaperf.verdict import (
     Kind,
@@ -494,9 +495,11 @@ def test_a_much_faster_host_widens_a_host_bound_verdict_less_than_a_cpu_one() ->
     assert "the machine ran a reference loop 2.0x faster" in cpu.message
 
 
-def launch_series(launches: float, metric: str = "device") -> Entry:
+def launch_series(
+    launches: float, metric: str = "device", launch_gap_us: float | None = None
+) -> Entry:
     """Device time of 217 µs per call (kornia's RandomAffine), recorded with a breakdown of
-    ``launches`` kernels per call."""
+    ``launches`` kernels per call (and, given, the recordings' launch gap)."""
     from pytest_cudaperf.breakdown.model import Breakdown
     from pytest_cudaperf.breakdown.model import Entry as Kernel
 
@@ -508,6 +511,9 @@ def launch_series(launches: float, metric: str = "device") -> Entry:
         entries=(Kernel("k", "elementwise_kernel", launches, 130.6),),
     )
     entry = series(0.2171, 0.2171, 0.2171, metric=metric)
+    if launch_gap_us is not None:
+        probed = tuple(replace(r, launch_gap_us=launch_gap_us) for r in entry.recordings)
+        entry = replace(entry, recordings=probed)
     return replace(entry, breakdown=breakdown.to_json())
 
 
@@ -526,3 +532,30 @@ def test_device_time_of_many_launches_carries_their_gaps_noise() -> None:
     assert judge(slow_gaps, launch_series(2), 0.05, "GPU").kind is Kind.REGRESSION
     kernels = judge(slow_gaps, launch_series(96, metric="kernels"), 0.05, "GPU")
     assert kernels.kind is Kind.REGRESSION
+
+
+def test_a_launch_gap_probed_on_both_sides_is_set_aside() -> None:
+    """The process's GPU took 0.20 µs more per launch than at recording (2.12 vs 1.92 µs): on 96
+    launches 19.2 µs of the +8.8% are set aside and the rest judged; what the probe leaves
+    unexplained is the noise."""
+    recorded = launch_series(96, launch_gap_us=1.92)
+    slow_gaps = obs(0.2171 + 0.0192 + 0.0005, halfwidth=0.007, launch_gap_us=2.12)
+    found = judge(slow_gaps, recorded, 0.05, "GPU")
+    assert found.kind is Kind.PASS
+    assert found.ratio == pytest.approx((0.2171 + 0.0005) / 0.2171)
+    assert "the GPU took 2.120 µs per launch between queued kernels in this process, 1.920" in (
+        found.message
+    )
+    assert found.ci is not None  # the residual, 0.05 µs a launch over 236.8 µs, is its noise
+    residual = 96 * instability.LAUNCH_GAP_RESIDUAL_US / 236.8
+    assert (found.ci[1] - found.ci[0]) / 2 == pytest.approx(residual, rel=0.05)
+    # a kernel 10% slower is caught through it
+    slower = obs(0.2171 * 1.10 + 0.0192, halfwidth=0.007, launch_gap_us=2.12)
+    assert judge(slower, recorded, 0.05, "GPU").kind is Kind.REGRESSION
+    # set aside toward the baseline only: faster gaps never make an unchanged call slower
+    fast_gaps = obs(0.2171 - 0.0050, halfwidth=0.007, launch_gap_us=1.82)  # 9.6 µs faster
+    assert judge(fast_gaps, recorded, 0.05, "GPU").ratio == pytest.approx(1.0)
+    # without a probe on this side: the whole move is noise, as before
+    unprobed = judge(obs(0.2171 * 1.064, halfwidth=0.007), recorded, 0.05, "GPU")
+    assert unprobed.kind is Kind.INCONCLUSIVE
+    assert "set aside" not in unprobed.message
