@@ -4,6 +4,7 @@ mode, sync detection, host-bound flag, regions, compare, peak memory, baselines.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -83,6 +84,15 @@ def test_whole_body(cuda_device):
 """
 
 
+def _assert_one_launch_gap(m: dict[str, Any]) -> None:
+    """The GPU's time per launch of back-to-back kernels, probed once per process: the same
+    figure on every device-time measurement, none on graphs (their launches are the graph's)."""
+    gaps = {m[name]["launch_gap_us"] for name in ("cold", "hot", "reuse_plain")}
+    assert len(gaps) == 1, gaps
+    assert 0.3 < gaps.pop() < 20
+    assert m["graph"]["launch_gap_us"] is None
+
+
 def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_timed=TIMED)
     result = pytester.runpytest("--cudaperf-json=out.json", "--cudaperf-max-time=0.5")
@@ -124,12 +134,7 @@ def test_cuda_measurements(pytester: pytest.Pytester) -> None:
     assert m["hot"]["cache"] == "hot"
     assert m["graph"]["metric"] == "graph"
     assert m["graph"]["graph"] is True
-    # the GPU's time per launch of back-to-back kernels, probed once per process: the same
-    # figure on every device-time measurement, none on graphs (their launches are the graph's)
-    gaps = {m[name]["launch_gap_us"] for name in ("cold", "hot", "reuse_plain")}
-    assert len(gaps) == 1, gaps
-    assert 0.3 < gaps.pop() < 20
-    assert m["graph"]["launch_gap_us"] is None
+    _assert_one_launch_gap(m)
     assert m["hot"]["blocking"] in ("spin", "sleep"), m["hot"]["warnings"]
     assert m["sync"]["blocking"] == "none"
     assert any("synchroniz" in w for w in m["sync"]["warnings"])

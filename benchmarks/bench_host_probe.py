@@ -1,0 +1,178 @@
+"""Can a probe taken apart from the call tell a slow process from a slow call?
+
+Host-bound measurements divide each call by the launch reference timed right before it; on the
+H100 the reference ran 1.5-1.9x slower in some processes than at recording, and a Python-heavy
+call (kornia's RandomMixUpV2) slowed more than the reference there. Device time of launch-dense
+calls moved +4...+8% between processes, 0.12-0.17 µs per launch. Two probes that no call can
+contaminate, in several fresh processes:
+
+- *host probe*: the woken launch reference timed back to back, before anything else, and again
+  at the end of the process (``host_probe_ms``, ``host_probe_end_ms``);
+- *gap probe*: 400 tiny additions queued behind a blocking kernel, CUDA events around them: the
+  GPU's time per launch (``gap_us``), at start and end.
+
+Beside them, per synchronising op: the median call in ms, the reference beside each call, the
+ratio (loops), and the same with a planted busy-wait of ``--plant`` of the call (does the plant
+reach the probe? it must not). The summary gives, per op, the slope of log(loops) on log(host
+probe) and on log(reference beside the call), and of log(ms) on log(host probe). How device
+time follows the gap probe is read from a suite's own runs (``benchmarks/launch_gaps.py``).
+
+    python benchmarks/bench_host_probe.py --processes 12 --out out/host-probe.json
+
+Needs a CUDA device and kornia 0.9 (``pip install kornia``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_host_causes import DATA_OPS, OPS, child_json
+from bench_host_plant import busy_wait, timed
+
+SYNC_OPS = ("mixup", "color_jiggle", "gaussian_blur", "tolist", "nonzero_4m", "unique_64k")
+
+
+def sync_op(  # noqa: PLR0913 - the call, how often, the plant and the three timings
+    call: Callable[[], None], calls: int, plant: float, reference: Callable[[], object],
+    wake: Callable[[], object], host_probe: Callable[[], float],
+) -> dict[str, Any]:  # fmt: skip
+    """One synchronising call timed as the plugin does (wake, reference, call), without and
+    with a planted busy-wait; then the host probe again (did the plant reach it?)."""
+    for _ in range(20):
+        call()
+    delay_s = plant * statistics.median(timed(call) for _ in range(20)) / 1e3
+
+    def planted() -> None:
+        call()
+        busy_wait(delay_s)
+
+    found: dict[str, Any] = {}
+    for arm, work in (("plain", call), ("planted", planted)):
+        pairs = []
+        for _ in range(calls):
+            wake()
+            ref_ms = timed(reference)
+            pairs.append((timed(work), ref_ms))
+        found[arm] = {
+            "ms": statistics.median(t for t, _ in pairs),
+            "ref_ms": statistics.median(r for _, r in pairs),
+            "loops": statistics.median(t / r for t, r in pairs),
+        }
+    found["probe_after_planted_ms"] = host_probe()
+    return found
+
+
+def child(calls: int, plant: float) -> dict[str, Any]:
+    import torch
+    from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
+
+    from pytest_cudaperf.measure import cuda
+
+    device = torch.device("cuda")
+    reference, wake = cuda.launch_reference(torch, device), cuda.launch_wake(torch, device)
+    cycles_per_ms = cuda.sleep_cycles_per_ms(torch)
+
+    def host_probe() -> float:
+        wake()
+        return statistics.median(timed(reference) for _ in range(30))
+
+    for _ in range(50):
+        reference()
+    out: dict[str, Any] = {
+        "host_probe_ms": host_probe(),
+        "gap_us": cuda._probe_launch_gap(torch, device, cycles_per_ms),
+        "ops": {},
+    }
+    images = torch.rand(5, 3, 128, 128, device=device)
+    torch.manual_seed(0)
+    for name in SYNC_OPS:
+        if name in OPS:
+            op: Callable[..., Any] = eval(f"K.{OPS[name]}", {"K": K}).to(device)
+            data: Any = images
+        else:
+            op = eval(DATA_OPS[name][0], {"torch": torch})
+            data = eval(DATA_OPS[name][1], {"torch": torch})
+
+        def call(op: Callable[..., Any] = op, data: Any = data) -> None:
+            op(data)
+            torch.cuda.synchronize()
+
+        out["ops"][name] = sync_op(call, calls, plant, reference, wake, host_probe)
+    out["host_probe_end_ms"] = host_probe()
+    out["gap_end_us"] = cuda._probe_launch_gap(torch, device, cycles_per_ms)
+    return out
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = statistics.mean(lx), statistics.mean(ly)
+    var = sum((x - mx) ** 2 for x in lx)
+    return sum((x - mx) * (y - my) for x, y in zip(lx, ly, strict=True)) / var if var else 0.0
+
+
+def summarize(runs: list[dict[str, Any]]) -> None:
+    probes = [r["host_probe_ms"] for r in runs]
+    print("process  host probe  end      gap µs  end")
+    for i, r in enumerate(runs):
+        print(
+            f"{i:>7}  {r['host_probe_ms'] * 1e3:7.1f} µs {r['host_probe_end_ms'] * 1e3:6.1f} µs"
+            f"  {r['gap_us']:6.3f} {r['gap_end_us']:6.3f}"
+        )
+    print(
+        f"{'op':<14} {'loops~probe':>11} {'loops~ref':>9} {'ms~probe':>9} {'plant':>7} "
+        f"{'probe moved by plant':>20} {'loops spread':>12}"
+    )
+    for name in SYNC_OPS:
+        ops = [r["ops"][name] for r in runs]
+        loops = [o["plain"]["loops"] for o in ops]
+        refs = [o["plain"]["ref_ms"] for o in ops]
+        ms = [o["plain"]["ms"] for o in ops]
+        seen = statistics.median(o["planted"]["loops"] / o["plain"]["loops"] for o in ops)
+        moved = statistics.median(
+            o["probe_after_planted_ms"] / r["host_probe_ms"] for o, r in zip(ops, runs, strict=True)
+        )
+        print(
+            f"{name:<14} {slope(probes, loops):+11.2f} {slope(refs, loops):+9.2f} "
+            f"{slope(probes, ms):+9.2f} {seen - 1:+7.1%} {moved - 1:+20.1%} "
+            f"{max(loops) / min(loops) - 1:12.1%}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=12)
+    parser.add_argument("--calls", type=int, default=60, help="calls per op, arm and process")
+    parser.add_argument("--plant", type=float, default=0.25)
+    parser.add_argument("--out", default="out/host-probe.json")
+    parser.add_argument("--child", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.calls, args.plant)))
+        return
+    runs: list[dict[str, Any]] = []
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    for i in range(args.processes):
+        cmd = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
+        began = time.perf_counter()
+        found = child_json([*cmd, "--plant", str(args.plant)])
+        if found is None:
+            continue
+        runs.append(found)
+        print(f"process {i}: {time.perf_counter() - began:5.1f} s", flush=True)
+        Path(args.out).write_text(json.dumps({"plant": args.plant, "runs": runs}))
+    if len(runs) > 2:
+        summarize(runs)
+
+
+if __name__ == "__main__":
+    main()
