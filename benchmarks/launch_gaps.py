@@ -7,7 +7,14 @@ difference per launch, and the gap per launch of the fast ones (device time minu
 time, over the launches). The verdicts with this checkout's rules:
 ``python benchmarks/rejudge.py OUT_DIR --series time:device``.
 
+``--probe``: instead, per test, how its device time followed the process's own launch-gap probe
+(``launch_gap_us``, kept with each recording): the least-squares slope of the device time on the
+probe over the unchanged processes, per launch (1: the probe explains the move launch for
+launch), the spread of the device time between processes, and that spread once the probe's
+difference from the recordings' times the launches is taken off.
+
     python benchmarks/launch_gaps.py OUT_DIR [--extremes 4]
+    python benchmarks/launch_gaps.py OUT_DIR --probe
 """
 
 from __future__ import annotations
@@ -58,12 +65,50 @@ def launch_table(folder: Path, extremes: int) -> list[str]:
     return rows
 
 
+def probe_table(folder: Path) -> list[str]:
+    """Per test: launches, the device time's slope on the probe per launch, and its spread
+    between processes before and after the probe's difference is taken off."""
+    store = BaselineStore.load(folder / "baselines")
+    seen: dict[tuple[str, SeriesKey, str], list[tuple[float, float]]] = {}
+    for path in sorted(folder.glob("serial-unchanged-*.json")):
+        for record, _ in report_records(read_report(path)):
+            gap = record.recording.launch_gap_us
+            if record.series.startswith("time:device") and gap is not None:
+                found = (record.device_class, record.key, record.series)
+                seen.setdefault(found, []).append((gap, record.value * 1e3))
+    rows = [
+        "| test | launches per call | slope per launch | spread | spread, probe taken off |",
+        "|---|---|---|---|---|",
+    ]
+    for (device_class, key, series), pairs in sorted(seen.items()):
+        entry = store.lookup(device_class, key, series)
+        if entry is None or entry.breakdown is None or entry.launch_gap_us is None:
+            continue
+        launches = Breakdown.from_json(entry.breakdown).launches
+        gaps, times = [g for g, _ in pairs], [t for _, t in pairs]
+        if not launches or len(pairs) < 3 or statistics.pvariance(gaps) == 0:
+            continue
+        mean_g, mean_t = statistics.mean(gaps), statistics.mean(times)
+        covariance = sum((g - mean_g) * (t - mean_t) for g, t in pairs) / len(pairs)
+        slope = covariance / statistics.pvariance(gaps) / launches
+        taken_off = [t - launches * (g - entry.launch_gap_us) for g, t in pairs]
+        rows.append(
+            f"| `{key.nodeid.split('::')[-1]}` | {launches:.0f} | {slope:.2f} | "
+            f"{max(times) / min(times) - 1:.1%} | {max(taken_off) / min(taken_off) - 1:.1%} |"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--extremes", type=int, default=4)
+    parser.add_argument("--probe", action="store_true", help="how device time followed the probe")
     args = parser.parse_args()
-    print("\n".join(launch_table(args.folder, args.extremes)))
+    if args.probe:
+        print("\n".join(probe_table(args.folder)))
+    else:
+        print("\n".join(launch_table(args.folder, args.extremes)))
 
 
 if __name__ == "__main__":
