@@ -120,15 +120,18 @@ def repeated_median(
 ) -> tuple[float, tuple[float, float]]:
     """Two passes over the same calls (call ``i`` of one does the work of call ``i`` of the
     other: the same seeded draws): the median of both passes, with a CI from how the passes
-    agree, not from how the calls differ. Its half-width is half the largest distance from 1 of
-    the per-call ratios' median CI (second / first) and of the ratio of the passes' medians."""
+    agree, not from how the calls differ. Its half-width ``h`` is half the largest distance from
+    1 of the per-call ratios' median CI (second / first) and of the ratio of the passes'
+    medians, taken as a ratio either way: ``median / (1 + h)`` to ``median * (1 + h)``, so that
+    passes which disagree wildly (tiny kernels whose per-call ratios reach 5x) widen it without
+    ever taking its low end to zero or below."""
     if len(first) != len(second) or not first:
         raise ValueError("need two passes of equally many calls")
     pooled = summarize([*first, *second]).median
     _, low, high = paired_ratio(second, first)
     passes = summarize(second).median / summarize(first).median
     half = max(abs(low - 1), abs(high - 1), abs(passes - 1)) / 2
-    return pooled, (pooled * (1 - half), pooled * (1 + half))
+    return pooled, (pooled / (1 + half), pooled * (1 + half))
 
 
 def precise_enough(summary: Summary, target: float, min_samples: int) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, write_report
+from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.report.github import append_github_summary, github_annotations
 from pytest_cudaperf.report.html import write_html
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
@@ -37,7 +38,8 @@ class Results:
     pruned_refused: bool = False
     #: series whose baseline recordings climbed step by step: ``key {series}: drifting …``
     drifting: list[str] = field(default_factory=list)
-    #: one line per end-of-run output that failed (file, reason, what to do)
+    #: one line per end-of-run output that failed (file, reason, what to do), and per test whose
+    #: measurements could not be read back
     errors: list[str] = field(default_factory=list)
 
     def add(
@@ -52,7 +54,10 @@ class Results:
         if body_failed:
             self.failed_bodies.add(nodeid)
         if payload is not None:
-            self.outcomes[nodeid] = TestOutcome.from_json(payload)
+            try:
+                self.outcomes[nodeid] = TestOutcome.from_json(payload)
+            except ReportError as exc:  # the test's own outcome stands; its figures are lost
+                self.errors.append(f"{nodeid}: its measurements could not be read ({exc})")
 
     def worker_output(self) -> dict[str, int]:
         """What a worker sends the controller at its end (JSON builtins only)."""

@@ -157,7 +157,10 @@ def check_ci(where: str, value: Any, allow_zero: bool) -> tuple[float, float] | 
         or value[0] > value[1]
         or (not allow_zero and value[0] <= 0)
     ):
-        raise bad_field(where, "ci", "a pair [low, high] of finite numbers, low <= high", value)
+        sign = "non-negative" if allow_zero else "positive"
+        raise bad_field(
+            where, "ci", f"a pair [low, high] of finite {sign} numbers, low <= high", value
+        )
     low, high = (v if isinstance(v, int) else float(v) for v in value)  # byte counts stay ints
     return low, high
 

@@ -115,6 +115,20 @@ def test_crashed_worker_makes_the_run_partial() -> None:
     assert Results().complete
 
 
+def test_an_outcome_that_cannot_be_read_is_an_error_line_not_a_crash(tmp_path: Path) -> None:
+    test = new_test(run_context(tmp_path))
+    judged(test, 0.0123)
+    payload = test.state.outcome(True, ("t.py", 7)).to_json()
+    payload["records"][0]["recording"]["ci"] = [-0.0036, 0.0067]  # what no reader accepts
+    results = Results()
+    results.add("t.py::a", "call", payload)
+    assert "t.py::a" not in results.outcomes
+    assert results.errors == [
+        "t.py::a: its measurements could not be read (test t.py::a.records[0]: recording: 'ci' "
+        "must be a pair [low, high] of finite positive numbers, low <= high, got [-0.0036, 0.0067])"
+    ]
+
+
 def test_reports_render(tmp_path: Path) -> None:
     test = new_test(run_context(tmp_path))
     judged(test, 0.0123)
