@@ -6,8 +6,9 @@ record of every run is judged by ``verdict.judge``. A REGRESSION here would stil
 re-measured by the plugin (``verdict.confirm``), which can only turn it into INCONCLUSIVE, so the
 false-failure counts are an upper bound. The one finding that depends on a run's setting alone
 (more xdist workers than cores) is added as the current rules would add it; ``--no-host`` judges
-without the reference loop's host-speed finding, to show what it changed. Use it when the rules
-changed after the runs (say so).
+without the reference loop's host-speed finding, ``--no-gap-probe`` without the processes'
+launch-gap probes (device time), to show what each changed. Use it when the rules changed after
+the runs (say so).
 
     python benchmarks/rejudge.py OUT_DIR [--series time:device]
 
@@ -57,7 +58,9 @@ def _workers_finding(mode: str, env: Mapping[str, Any]) -> instability.Finding |
 Row = tuple[str, str, str, str, float, Kind]
 
 
-def judged_rows(out: Path, tolerance: float, prefix: str, host: bool) -> list[Row]:
+def judged_rows(
+    out: Path, tolerance: float, prefix: str, host: bool, gap_probe: bool = True
+) -> list[Row]:
     """(mode, phase, plant, key, value, verdict) of every passed test's time record whose series
     starts with ``prefix`` in every run of ``out``, judged by this checkout."""
     store = BaselineStore.load(out / "baselines")
@@ -89,6 +92,7 @@ def judged_rows(out: Path, tolerance: float, prefix: str, host: bool) -> list[Ro
                 noise,
                 instability=unstable,
                 reference_ms=record.recording.reference_ms if host else None,
+                launch_gap_us=record.recording.launch_gap_us if gap_probe else None,
             )
             kind = judge(obs, base, allowed, record.device_class).kind
             rows.append(
@@ -116,8 +120,14 @@ def main() -> int:
         action="store_false",
         help="judge without the reference loop's host-speed finding (what it changed)",
     )
+    parser.add_argument(
+        "--no-gap-probe",
+        dest="gap_probe",
+        action="store_false",
+        help="judge device time without the processes' launch-gap probes (what they changed)",
+    )
     args = parser.parse_args()
-    rows = judged_rows(args.out, args.tolerance, args.series, args.host)
+    rows = judged_rows(args.out, args.tolerance, args.series, args.host, args.gap_probe)
     unchanged: dict[tuple[str, str], list[float]] = defaultdict(list)
     for mode, phase, _, key, value, _ in rows:
         if phase == "unchanged":
