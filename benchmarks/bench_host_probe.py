@@ -90,7 +90,7 @@ def child(calls: int, plant: float) -> dict[str, Any]:
         reference()
     out: dict[str, Any] = {
         "host_probe_ms": host_probe(),
-        "gap_us": cuda._probe_launch_gap(torch, device, cycles_per_ms),
+        "gap_us": cuda.probe_launch_gap(torch, device, cycles_per_ms),
         "ops": {},
     }
     images = torch.rand(5, 3, 128, 128, device=device)
@@ -109,7 +109,7 @@ def child(calls: int, plant: float) -> dict[str, Any]:
 
         out["ops"][name] = sync_op(call, calls, plant, reference, wake, host_probe)
     out["host_probe_end_ms"] = host_probe()
-    out["gap_end_us"] = cuda._probe_launch_gap(torch, device, cycles_per_ms)
+    out["gap_end_us"] = cuda.probe_launch_gap(torch, device, cycles_per_ms)
     return out
 
 

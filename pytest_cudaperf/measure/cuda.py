@@ -373,11 +373,15 @@ def launch_gap_us(torch_mod: Any, device: torch.device, cycles_per_ms: float) ->
     docs/decisions.md, "Why does device time of many small kernels carry a noise per launch?")."""
     key = str(device)
     if key not in _LAUNCH_GAPS:
-        _LAUNCH_GAPS[key] = _probe_launch_gap(torch_mod, device, cycles_per_ms)
+        _LAUNCH_GAPS[key] = probe_launch_gap(torch_mod, device, cycles_per_ms)
     return _LAUNCH_GAPS[key]
 
 
-def _probe_launch_gap(torch_mod: Any, device: torch.device, cycles_per_ms: float) -> float:
+def probe_launch_gap(torch_mod: Any, device: torch.device, cycles_per_ms: float) -> float:
+    """One probe (:func:`launch_gap_us` keeps the first per process): the median over
+    :data:`GAP_PROBE_REPEATS` of :data:`GAP_PROBE_LAUNCHES` additions between two events, behind a
+    sleep that is doubled (to at most 200 ms) while the host took more than 80% of it to enqueue
+    them."""
     one = torch_mod.ones(4, device=device)
     add = torch_mod.add
     sleep_ms, per = 5.0, list[float]()
