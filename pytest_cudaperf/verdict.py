@@ -300,13 +300,20 @@ def _with_launch_gaps(obs: Observation, entry: Entry) -> tuple[Observation, str 
     base = float(entry.value)
     if abs(shift) < FIXED_PART_MIN * base:
         return obs, None
-    value = min(max(base, obs.value - max(0.0, shift)), obs.value - min(0.0, shift))
+    value = _toward(obs.value, base, shift)
     reason = (
         f"the GPU took {now:.3f} µs per launch between queued kernels in this process, "
         f"{then:.3f} µs at recording: {format_pct(shift / base)} over {launches:.0f} launches "
         f"set aside, judged as {format_value(value, obs.unit)}"
     )
     return replace(obs, value=value), reason
+
+
+def _toward(value: float, base: float, shift: float) -> float:
+    """``value`` less ``shift`` (a part that moved between processes, not with the code), as
+    far as the baseline and no further: a shift never makes a call look slower or faster than
+    its baseline."""
+    return min(max(base, value - max(0.0, shift)), value - min(0.0, shift))
 
 
 def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
@@ -327,7 +334,7 @@ def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None
     shift = fixed * (1 / now - 1 / then)
     if not _usable(base) or abs(shift) < FIXED_PART_MIN * float(base):
         return obs, None
-    value = min(max(float(base), obs.value - max(0.0, shift)), obs.value - min(0.0, shift))
+    value = _toward(obs.value, float(base), shift)
     reason = (
         f"its kernels ({format_ms(fixed)} per call) do not follow the host's speed (launch "
         f"reference {format_ms(now)}, {format_ms(then)} at recording): up to "
@@ -377,7 +384,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
     obs, host = _with_host_speed(obs, entry)
     obs, gaps = _with_launch_gaps(obs, entry)
     obs, fixed = _fixed_part(obs, entry)
-    fixed = gaps or fixed  # one of the two at most: device time, or a time in loops
+    set_aside = gaps or fixed  # one of the two at most: device time, or a time in loops
     t = max(tolerance, _clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))
@@ -392,7 +399,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         else f"tolerance {t:.1%}"
     )
     body = f"{head} ({format_pct(ratio - 1)}, 95% CI {ci_text((low, high))}, {allowed}) — {where}"
-    body += f"; {fixed}" if fixed else ""
+    body += f"; {set_aside}" if set_aside else ""
     if low > 1 + t:
         if diffs and low <= 1 + 2 * t:
             kind = Kind.INCONCLUSIVE

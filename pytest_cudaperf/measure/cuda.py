@@ -380,8 +380,8 @@ def launch_gap_us(torch_mod: Any, device: torch.device, cycles_per_ms: float) ->
 def probe_launch_gap(torch_mod: Any, device: torch.device, cycles_per_ms: float) -> float:
     """One probe (:func:`launch_gap_us` keeps the first per process): the median over
     :data:`GAP_PROBE_REPEATS` of :data:`GAP_PROBE_LAUNCHES` additions between two events, behind a
-    sleep that is doubled (to at most 200 ms) while the host took more than 80% of it to enqueue
-    them."""
+    sleep of 5 ms, doubled (while under 200 ms) whenever the host took more than 80% of it to
+    enqueue them: the GPU must not catch up with the host."""
     one = torch_mod.ones(4, device=device)
     add = torch_mod.add
     sleep_ms, per = 5.0, list[float]()
