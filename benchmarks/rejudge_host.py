@@ -9,11 +9,17 @@ with both. ``--plant 1.25`` multiplies each judged ratio by 1.25 (a slowdown of 
 loops) to count what would be caught. The plugin's confirmation in a fresh process is not
 modelled.
 
+``--state-slope S`` asks what more noise for the host's state would do: where the launch
+reference ran more than ``HOST_MIN`` slower or faster than at recording, this side's noise is
+``factor ** S - 1`` instead of ``LAUNCH_STRETCH * (factor - 1)`` (a Python-heavy call's loops
+rise by up to ``factor ** 0.4`` with the reference; the rule is patched in for this run only).
+
 ``--slopes`` prints instead, per test, the least-squares slope of log(loops) on log(launch
 reference) over its unchanged runs: 0 where the reference follows the call, above 0 where the
 call slows more than the reference on a slow host.
 
     python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25] [--tolerance 0.05]
+    python benchmarks/rejudge_host.py OUT_DIR [--plant 1.25] --state-slope 0.3
     python benchmarks/rejudge_host.py OUT_DIR --slopes
 """
 
@@ -32,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_cudaperf import verdict
+from pytest_cudaperf.measure import instability
 from pytest_cudaperf.series import LOOPS, Recording, entry_of
 from pytest_cudaperf.settings import Settings
 
@@ -111,6 +118,26 @@ def slopes(tests: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     return found
 
 
+def with_state_slope(slope: float) -> None:
+    """Judge the launch reference's host-speed finding with noise ``factor ** slope - 1``."""
+    launch = instability.LAUNCH_STRETCH
+    plain = instability.host_speed
+
+    def host_speed(
+        now_ms: float | None,
+        then_ms: float | None,
+        stretch: float = instability.HOST_STRETCH,
+        reference: str = "a reference loop",
+    ) -> instability.Finding | None:
+        found = plain(now_ms, then_ms, stretch, reference)
+        if found is None or stretch != launch or now_ms is None or then_ms is None:
+            return found
+        factor = max(now_ms / then_ms, then_ms / now_ms)
+        return instability.Finding(found.reason, factor**slope - 1)
+
+    instability.host_speed = host_speed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
@@ -121,7 +148,10 @@ def main() -> None:
         "--tolerance", type=float, default=default, help=f"(default: {default}, the plugin's)"
     )
     parser.add_argument("--slopes", action="store_true")
+    parser.add_argument("--state-slope", type=float, default=None, metavar="S")
     args = parser.parse_args()
+    if args.state_slope is not None:
+        with_state_slope(args.state_slope)
     tests = host_runs(args.folder)
     if args.slopes:
         found = slopes(tests)
