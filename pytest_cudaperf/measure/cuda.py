@@ -30,6 +30,7 @@ from pytest_cudaperf.measure.timing import (
     Sampled,
     SynchronizesInside,
     in_loops,
+    kept_references,
 )
 from pytest_cudaperf.units import format_ms
 
@@ -606,6 +607,7 @@ class CudaBackend:
             reference_ms=sorted(references)[len(references) // 2] if references else None,
             in_loops=loops[0] if loops else None,
             in_loops_ci=loops[1] if loops else None,
+            references_ms=kept_references(sampled),
         )
 
     def reset(self) -> None:

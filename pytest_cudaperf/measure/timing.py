@@ -146,6 +146,10 @@ class Measurement:
     #: the quantity its verdict compares; None for any other metric
     in_loops: float | None = None
     in_loops_ci: tuple[float, float] | None = None
+    #: ``metric == "host"``: the launch reference (ms) timed right before each sample kept in
+    #: :attr:`samples_ms`, in the same order (which state of the host each call met); empty
+    #: elsewhere
+    references_ms: tuple[float, ...] = ()
     #: ``metric == "host"``: the part of each call (ms) that does not follow the host's speed,
     #: its kernels' device time timed apart (the call waits for them inside); None for any other
     #: metric and where the kernels could not be timed
@@ -246,6 +250,7 @@ class Measurement:
         data["clocks"] = dict(self.clocks)
         data["round_medians_ms"] = list(self.round_medians_ms)
         data["instability"] = list(self.instability)
+        data["references_ms"] = list(self.references_ms)
         if self.in_loops_ci is not None:
             data["in_loops_ci"] = list(self.in_loops_ci)
         return data
@@ -259,6 +264,7 @@ class Measurement:
         values["warnings"] = tuple(values.get("warnings", ()))
         values["round_medians_ms"] = tuple(values.get("round_medians_ms", ()))
         values["instability"] = tuple(values.get("instability", ()))
+        values["references_ms"] = tuple(values.get("references_ms", ()))
         if values.get("in_loops_ci") is not None:
             low, high = values["in_loops_ci"]
             values["in_loops_ci"] = (float(low), float(high))
@@ -398,6 +404,16 @@ def over_references(samples: Sequence[float], references: Sequence[float]) -> li
     """Each sample over the reference timed right before it (the references as many as the
     samples; a reference that read no time is left out with its sample)."""
     return [t / r for t, r in zip(samples, references, strict=True) if r > 0]
+
+
+def kept_references(sampled: Sampled) -> tuple[float, ...]:
+    """The reference timed before each sample that :meth:`Measurement.from_samples` keeps (the
+    last :data:`MAX_KEPT_SAMPLES`), in the samples' order; empty where the references do not
+    pair with the samples one to one (a round that found out late took none)."""
+    flat = [r for round_refs in sampled.references for r in round_refs]
+    if not flat or len(flat) != len(sampled.samples):
+        return ()
+    return tuple(flat[-MAX_KEPT_SAMPLES:])
 
 
 def in_loops(sampled: Sampled) -> tuple[float, tuple[float, float]] | None:

@@ -83,6 +83,10 @@ def test_a_slow_state_of_one_process_is_not_a_regression(recorded: pytest.Pytest
     # its kernels, timed apart before the verdict, are the part that does not follow the host
     assert 0 < record["measurement"]["fixed_ms"] < record["measurement"]["median_ms"]
     assert record["recording"]["reference_ms"] > 0
+    # the reference beside each kept call, in order: which state of the host each call met
+    references = record["measurement"]["references_ms"]
+    assert len(references) == len(record["measurement"]["samples_ms"]) > 0
+    assert min(references) > 0
 
 
 def test_a_slowdown_every_process_shows_fails_and_the_kernels_are_named_unchanged(

@@ -547,6 +547,22 @@ def test_the_rounds_hand_each_sample_its_reference_and_loops_undo_the_hosts_spee
     assert in_loops(Sampled([1.0], [], 0.0, None)) is None  # no references: no loops
 
 
+def test_the_reference_beside_each_kept_sample_is_kept_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_cudaperf.measure import timing
+
+    refs = ((0.1, 0.2, 0.3), (0.4, 0.5))
+    sampled = Sampled([1.0, 2.0, 3.0, 4.0, 5.0], [], 0.0, None, (2.0, 4.5), refs)
+    assert timing.kept_references(sampled) == (0.1, 0.2, 0.3, 0.4, 0.5)
+    monkeypatch.setattr(timing, "MAX_KEPT_SAMPLES", 2)  # as many as samples_ms keeps: the last
+    assert timing.kept_references(sampled) == (0.4, 0.5)
+    late = Sampled([1.0, 2.0, 3.0], [], 0.0, None, (2.0,), ((0.1, 0.2),))  # a round took none
+    assert timing.kept_references(late) == ()
+    m = Measurement.from_samples([1.0, 2.0], metric="host", references_ms=(0.1, 0.2))
+    assert Measurement.from_dict(m.to_dict()).references_ms == (0.1, 0.2)
+
+
 def test_rounds_in_loops_that_disagree_widen_the_ci() -> None:
     from pytest_cudaperf.measure.timing import in_loops
 
