@@ -31,6 +31,7 @@ from pytest_cudaperf.measure.timing import (
     SynchronizesInside,
     in_loops,
     kept_references,
+    paired_references,
 )
 from pytest_cudaperf.units import format_ms
 
@@ -591,7 +592,7 @@ class CudaBackend:
         """A host-bound measurement: the time per call (ms) and, what its verdict compares, the
         time in reference loops (:func:`pytest_cudaperf.measure.timing.in_loops`)."""
         loops = in_loops(sampled)
-        references = [r for round_refs in sampled.references for r in round_refs]
+        references = sorted(paired_references(sampled))
         median_ms = float(sorted(sampled.samples)[len(sampled.samples) // 2])
         return Measurement.from_samples(
             sampled.samples,
@@ -604,7 +605,7 @@ class CudaBackend:
             cost_s=sampled.cost_s,
             name=sampled.name,
             round_medians_ms=sampled.round_medians_ms,
-            reference_ms=sorted(references)[len(references) // 2] if references else None,
+            reference_ms=references[len(references) // 2] if references else None,
             in_loops=loops[0] if loops else None,
             in_loops_ci=loops[1] if loops else None,
             references_ms=kept_references(sampled),

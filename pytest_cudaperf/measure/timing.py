@@ -406,14 +406,18 @@ def over_references(samples: Sequence[float], references: Sequence[float]) -> li
     return [t / r for t, r in zip(samples, references, strict=True) if r > 0]
 
 
+def paired_references(sampled: Sampled) -> tuple[float, ...]:
+    """The reference timed before each sample, in the samples' order; empty where the
+    references do not pair with the samples one to one (a round that found out late took
+    none)."""
+    flat = tuple(r for round_refs in sampled.references for r in round_refs)
+    return flat if len(flat) == len(sampled.samples) else ()
+
+
 def kept_references(sampled: Sampled) -> tuple[float, ...]:
-    """The reference timed before each sample that :meth:`Measurement.from_samples` keeps (the
-    last :data:`MAX_KEPT_SAMPLES`), in the samples' order; empty where the references do not
-    pair with the samples one to one (a round that found out late took none)."""
-    flat = [r for round_refs in sampled.references for r in round_refs]
-    if not flat or len(flat) != len(sampled.samples):
-        return ()
-    return tuple(flat[-MAX_KEPT_SAMPLES:])
+    """:func:`paired_references` of the samples :meth:`Measurement.from_samples` keeps (the
+    last :data:`MAX_KEPT_SAMPLES`)."""
+    return paired_references(sampled)[-MAX_KEPT_SAMPLES:]
 
 
 def in_loops(sampled: Sampled) -> tuple[float, tuple[float, float]] | None:
@@ -422,8 +426,8 @@ def in_loops(sampled: Sampled) -> tuple[float, tuple[float, float]] | None:
     :meth:`Measurement.from_samples` widens the time's). None without references. The host's
     speed moves within and between processes; a loop beside each call moves with it (why:
     docs/decisions.md, "How is GPU code that synchronizes inside judged?")."""
-    flat = [r for round_refs in sampled.references for r in round_refs]
-    if not flat or len(flat) != len(sampled.samples):
+    flat = paired_references(sampled)
+    if not flat:
         return None
     ratios = over_references(sampled.samples, flat)
     if not ratios:
