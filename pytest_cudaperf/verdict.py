@@ -287,14 +287,12 @@ def _with_launch_gaps(obs: Observation, entry: Entry) -> tuple[Observation, str 
     if breakdown.backend != "cuda":
         return obs, None
     launches, now, then = breakdown.launches, obs.launch_gap_us, entry.launch_gap_us
-    if not (_usable(now) and _usable(then)):
-        found = instability.launch_gaps(launches, obs.value)
-        return (obs if found is None else _widened(obs, found)), None
-    assert now is not None
-    assert then is not None
-    found = instability.launch_gaps(launches, obs.value, instability.LAUNCH_GAP_RESIDUAL_US)
-    obs = obs if found is None else _widened(obs, found)
     if launches < instability.LAUNCH_GAP_MIN_LAUNCHES:
+        return obs, None
+    probed = now is not None and then is not None and _usable(now) and _usable(then)
+    found = instability.launch_gaps(launches, obs.value, probed)
+    obs = obs if found is None else _widened(obs, found)
+    if not probed or now is None or then is None:  # (None: never, once probed)
         return obs, None
     shift = launches * (now - then) / 1e3
     base = float(entry.value)

@@ -252,23 +252,21 @@ def host_speed(
     )
 
 
-def launch_gaps(
-    launches: float, median_ms: float, per_launch_us: float = LAUNCH_GAP_US
-) -> Finding | None:
+def launch_gaps(launches: float, median_ms: float, probed: bool = False) -> Finding | None:
     """Device time of a call that launches ``launches`` kernels (and copies) per call: the GPU
     spends a gap between each two, and that gap moved by up to :data:`LAUNCH_GAP_US` per launch
-    between processes while the kernels did not. Noise: ``per_launch_us`` per launch over
-    ``median_ms`` (:data:`LAUNCH_GAP_RESIDUAL_US` where both sides probed the gap and its
-    difference was set aside); None under :data:`LAUNCH_GAP_MIN`, under
+    between processes while the kernels did not. Noise: that much per launch over
+    ``median_ms``, or :data:`LAUNCH_GAP_RESIDUAL_US` where both sides ``probed`` the gap and its
+    difference was set aside; None under :data:`LAUNCH_GAP_MIN`, under
     :data:`LAUNCH_GAP_MIN_LAUNCHES` launches or without a count."""
     if not (launches >= LAUNCH_GAP_MIN_LAUNCHES and median_ms > 0):
         return None
     if not math.isfinite(launches * median_ms):
         return None
+    per_launch_us = LAUNCH_GAP_RESIDUAL_US if probed else LAUNCH_GAP_US
     noise = launches * per_launch_us / (median_ms * 1e3)
     if noise < LAUNCH_GAP_MIN:
         return None
-    probed = per_launch_us < LAUNCH_GAP_US
     return Finding(
         f"{launches:.0f} kernel launches per call: the GPU's gaps between them move between "
         f"processes (±{noise:.1%}{', beyond what its probe explains' if probed else ''})",

@@ -176,3 +176,12 @@ def test_launch_gaps_are_noise_per_launch_over_the_median(
     assert found is not None
     assert found.noise == pytest.approx(noise)
     assert found.reason.startswith(f"{launches} kernel launches per call: the GPU's gaps")
+    # where both sides probed the gap and its difference was set aside: the residual only
+    probed = instability.launch_gaps(launches, median_ms, probed=True)
+    residual = launches * instability.LAUNCH_GAP_RESIDUAL_US / (median_ms * 1e3)
+    if residual < instability.LAUNCH_GAP_MIN:
+        assert probed is None
+        return
+    assert probed is not None
+    assert probed.noise == pytest.approx(residual)
+    assert "beyond what its probe explains" in probed.reason
