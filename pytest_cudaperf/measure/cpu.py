@@ -437,9 +437,9 @@ class CpuBackend:
             self.probe.point()
         return CpuSampler(fn, sync=self._sync, meter=self.meter)
 
-    def recover(
+    def recover(  # pragma: no cover - nothing blocks on the CPU
         self, sampler: Any, restart: bool = False
-    ) -> None:  # pragma: no cover - nothing blocks on the CPU
+    ) -> None:
         raise AssertionError("the CPU backend never blocks")
 
     def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement:
