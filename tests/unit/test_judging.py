@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import render_table, summary_line, table_rows
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
-from pytest_cudaperf.run.measuring import budget_for
+from pytest_cudaperf.run.measuring import Profiled, budget_for
 from pytest_cudaperf.run.results import Results
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
@@ -582,24 +583,35 @@ def test_drift_is_checked_at_the_tolerance_each_record_was_judged_at(
     assert bool(results.drifting) is drifting
 
 
+def profiled_kernels(
+    monkeypatch: pytest.MonkeyPatch, times: Callable[[int], list[float]]
+) -> tuple[list[tuple[int, bool]], Profiled]:
+    """The profiler's kernel times replaced by ``times(calls)``: the passes asked for, as
+    (calls, exact), and a profiled callable to judge."""
+    from pytest_cudaperf.breakdown import capture
+
+    passes: list[tuple[int, bool]] = []
+
+    def kernel_times(fn: object, device: str, calls: int = 10, exact: bool = False) -> list[float]:
+        passes.append((calls, exact))
+        return times(calls)
+
+    monkeypatch.setattr(capture, "kernel_times", kernel_times)
+    return passes, Profiled(lambda: None, "cuda:0")
+
+
 def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An auto-augment policy: each call draws other ops (0.05-0.35 ms of kernels), the same
     ones in every pass; a second pass makes the median as precise as the passes agree."""
-    from pytest_cudaperf.breakdown import capture
     from pytest_cudaperf.run import measuring
 
     drawn = [0.05, 0.35, 0.12, 0.30, 0.08, 0.20, 0.25, 0.10, 0.15, 0.33]
-    passes: list[tuple[int, bool]] = []
     slower = {"by": 1.0}
-
-    def kernel_times(fn: object, device: str, calls: int = 10, **kwargs: object) -> list[float]:
-        passes.append((calls, bool(kwargs.get("exact"))))
-        return [t * slower["by"] for t in drawn[:calls]]
-
-    monkeypatch.setattr(capture, "kernel_times", kernel_times)
-    profiled = measuring.Profiled(lambda: None, "cuda:0")
+    passes, profiled = profiled_kernels(
+        monkeypatch, lambda calls: [t * slower["by"] for t in drawn[:calls]]
+    )
     run = run_context(tmp_path)
     first = new_test(run)
     found = measuring.kernels_judged(first, A, profiled, "GPU X")
@@ -629,23 +641,17 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
 def test_kernels_that_agree_call_to_call_are_profiled_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_cudaperf.breakdown import capture
     from pytest_cudaperf.run import measuring
 
-    passes: list[int] = []
     slower = {"by": 1.0}
-
-    def kernel_times(fn: object, device: str, calls: int = 10, **kwargs: object) -> list[float]:
-        passes.append(calls)
-        return [0.1 * slower["by"] * (1 + 0.001 * i) for i in range(calls)]
-
-    monkeypatch.setattr(capture, "kernel_times", kernel_times)
-    profiled = measuring.Profiled(lambda: None, "cuda:0")
+    passes, profiled = profiled_kernels(
+        monkeypatch, lambda calls: [0.1 * slower["by"] * (1 + 0.001 * i) for i in range(calls)]
+    )
     run = run_context(tmp_path)
     first = new_test(run)
     found = measuring.kernels_judged(first, A, profiled, "GPU X")
     assert found is not None
-    assert passes == [10]
+    assert passes == [(10, False)]
     assert (found[1].n, found[1].seeded_passes) == (10, 1)
     judging.add_time(first, *found)
     run.store.update("GPU X", stored(first))

@@ -493,6 +493,21 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
     assert len(sampler.batch()) == 10  # the next batch aims at 20 ms: 10 calls of 2 ms
 
 
+class LoopSampler:
+    """A host-bound sampler: batches of 8 calls of 2 ms, each after a reference of 0.5 ms (4
+    loops), all ``speed`` times slower."""
+
+    graph = False
+
+    def __init__(self, speed: float = 1.0) -> None:
+        self.speed = speed
+        self.references: list[float] = []
+
+    def batch(self) -> list[float]:
+        self.references = [*self.references, *([0.5 * self.speed] * 8)]
+        return [2.0 * self.speed] * 8
+
+
 class LoopBackend:
     """Samplers that take references: each round's host runs at its own speed (the loop and
     the calls alike), the code's time in loops is 4 throughout."""
@@ -505,16 +520,7 @@ class LoopBackend:
     def sampler(self, fn: object, graph: bool) -> object:
         speed = self.speeds[self.made % len(self.speeds)]
         self.made += 1
-
-        class Sampler:
-            def __init__(self) -> None:
-                self.references: list[float] = []
-
-            def batch(self) -> list[float]:
-                self.references = [*self.references, *([0.5 * speed] * 8)]
-                return [2.0 * speed] * 8
-
-        return Sampler()
+        return LoopSampler(speed)
 
     def recover(self, sampler: object) -> None:
         pass
@@ -588,18 +594,7 @@ class LateSyncBackend:
 
         if self.known:
             self.made.append("host")
-
-            class Host:
-                graph = False
-
-                def __init__(self) -> None:
-                    self.references: list[float] = []
-
-                def batch(self) -> list[float]:
-                    self.references = [*self.references, *([0.5] * 8)]
-                    return [2.0] * 8
-
-            return Host()
+            return LoopSampler()
         self.made.append("blocked")
         late = len(self.made) == 2
 
