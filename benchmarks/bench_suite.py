@@ -11,7 +11,8 @@
    the same baselines (recorded serially).
 
 Failures are counted from the JUnit XML; verdict kinds and medians come from the JSON report
-through ``read_report`` and ``series_kinds`` (the places that know the report's layout). The
+through ``read_report`` (which knows the report's layout) and ``series_kinds`` (through the
+plugin's own reader). The
 realised change of a planted test-run is its median over the median of that test's unchanged
 runs in the same mode. Writes ``rows.jsonl`` (one row per test-run), ``runs.jsonl`` (one row per
 pytest process) and ``table.md`` (with the verdicts of every series, by mode and plant) into
@@ -73,14 +74,17 @@ def read_report(path: Path) -> dict[str, TestResult]:
 
 
 def series_kinds(path: Path) -> Counter[tuple[str, str]]:
-    """(series, verdict kind) of every judged record of a --cudaperf-json report, the series
-    without its cache state (``time:device/cold`` -> ``time:device``)."""
-    document = json.loads(path.read_text())
+    """(series, verdict kind) of every judged record of a --cudaperf-json report (read by the
+    plugin's own reader), the series without its cache state (``time:device/cold`` ->
+    ``time:device``)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from pytest_cudaperf.report.document import read_report as read_document
+
     return Counter(
-        (str(record["series"]).split("/")[0], str(record["verdict"]["kind"]))
-        for test in document.get("tests", [])
-        for record in test.get("records", [])
-        if record.get("verdict")
+        (judged.record.series.split("/")[0], judged.verdict.kind.value)
+        for test in read_document(path).tests
+        for judged in test.records
     )
 
 
