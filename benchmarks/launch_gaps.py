@@ -30,18 +30,27 @@ from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.cli.sources import report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import read_report
+from pytest_cudaperf.series import Record
 from pytest_cudaperf.store.baselines import BaselineStore
+
+#: a device-time series of the folder: (device class, key, series name)
+Found = tuple[str, SeriesKey, str]
+
+
+def device_runs(folder: Path) -> tuple[BaselineStore, dict[Found, list[Record]]]:
+    """The folder's baselines, and per device-time series its records in the unchanged runs."""
+    runs: dict[Found, list[Record]] = {}
+    for path in sorted(folder.glob("serial-unchanged-*.json")):
+        for record, _ in report_records(read_report(path)):
+            if record.series.startswith("time:device"):
+                runs.setdefault((record.device_class, record.key, record.series), []).append(record)
+    return BaselineStore.load(folder / "baselines"), runs
 
 
 def launch_table(folder: Path, extremes: int) -> list[str]:
     """Per test: launches per call, fast and slow process medians (µs) and the move per launch."""
-    store = BaselineStore.load(folder / "baselines")
-    medians: dict[tuple[str, SeriesKey, str], list[float]] = {}
-    for path in sorted(folder.glob("serial-unchanged-*.json")):
-        for record, _ in report_records(read_report(path)):
-            if record.series.startswith("time:device"):
-                found = (record.device_class, record.key, record.series)
-                medians.setdefault(found, []).append(record.value * 1e3)
+    store, runs = device_runs(folder)
+    medians = {found: [r.value * 1e3 for r in records] for found, records in runs.items()}
     rows = [
         "| test | launches per call | kernels (µs) | fast (µs) | slow (µs) | move per launch "
         "(µs) | gap per launch, fast (µs) |",
@@ -68,14 +77,15 @@ def launch_table(folder: Path, extremes: int) -> list[str]:
 def probe_table(folder: Path) -> list[str]:
     """Per test: launches, the device time's slope on the probe per launch, and its spread
     between processes before and after the probe's difference is taken off."""
-    store = BaselineStore.load(folder / "baselines")
-    seen: dict[tuple[str, SeriesKey, str], list[tuple[float, float]]] = {}
-    for path in sorted(folder.glob("serial-unchanged-*.json")):
-        for record, _ in report_records(read_report(path)):
-            gap = record.recording.launch_gap_us
-            if record.series.startswith("time:device") and gap is not None:
-                found = (record.device_class, record.key, record.series)
-                seen.setdefault(found, []).append((gap, record.value * 1e3))
+    store, runs = device_runs(folder)
+    seen = {
+        found: [
+            (r.recording.launch_gap_us, r.value * 1e3)
+            for r in records
+            if r.recording.launch_gap_us is not None
+        ]
+        for found, records in runs.items()
+    }
     rows = [
         "| test | launches per call | slope per launch | spread | spread, probe taken off |",
         "|---|---|---|---|---|",
