@@ -579,24 +579,24 @@ def test_rounds_in_loops_that_disagree_widen_the_ci() -> None:
     assert found[1][1] >= 6.0
 
 
-class LateSyncBackend:
+class LateSyncBackend(LoopBackend):
     """A callable whose dry run drew a call that did not synchronize: its second round, behind
     the blocker, times out; the backend knows it synchronizes from then on."""
 
     def __init__(self) -> None:
-        self.made: list[str] = []
+        super().__init__((1.0,))
+        self.kinds: list[str] = []
         self.recovered: list[bool] = []
         self.known = False
-        self.sampled: Sampled | None = None
 
     def sampler(self, fn: object, graph: bool) -> object:
         from pytest_cudaperf.measure.timing import SynchronizesInside
 
         if self.known:
-            self.made.append("host")
+            self.kinds.append("host")
             return LoopSampler()
-        self.made.append("blocked")
-        late = len(self.made) == 2
+        self.kinds.append("blocked")
+        late = len(self.kinds) == 2
 
         class Blocked:
             graph = False
@@ -612,20 +612,13 @@ class LateSyncBackend:
         self.recovered.append(restart)
         self.known = True
 
-    def finish(self, sampler: object, fn: object, sampled: Sampled) -> Measurement:
-        self.sampled = sampled
-        return Measurement.from_samples(sampled.samples, round_medians_ms=sampled.round_medians_ms)
-
-    def close(self) -> None:
-        pass
-
 
 def test_a_callable_found_to_synchronize_late_is_measured_host_bound_from_the_first_round() -> None:
     backend = LateSyncBackend()
     m = measure(backend, lambda: None, Budget(warmup=0.0, max_time=0.2, rounds=3))  # type: ignore[arg-type]
     assert backend.recovered == [True]
     # two blocked samplers (the second timed out), then three host-bound rounds from scratch
-    assert backend.made == ["blocked", "blocked", "host", "host", "host"]
+    assert backend.kinds == ["blocked", "blocked", "host", "host", "host"]
     sampled = backend.sampled
     assert sampled is not None
     assert len(sampled.references) == 3  # every round in reference loops: one series
