@@ -318,8 +318,20 @@ def contention_findings(
     ]
 
 
+#: a batch of the CPU sampler aims at this much time at least: calls longer than a fifth of it
+#: come in smaller batches, down to one call (a 0.5 s call warms up with two calls, not ten)
+CPU_BATCH_TARGET_S = 0.1
+
+
+def calls_per_batch(call_s: float, most: int) -> int:
+    """How many timed calls a batch takes: ``most``, or fewer for a call so long that ``most``
+    of them would pass :data:`CPU_BATCH_TARGET_S` (at least one)."""
+    return max(1, min(most, math.ceil(CPU_BATCH_TARGET_S / max(call_s, 1e-9))))
+
+
 class CpuSampler:
-    """Wall-clock samples of ``fn``: calls shorter than 20 µs are timed in groups and divided."""
+    """Wall-clock samples of ``fn``: calls shorter than 20 µs are timed in groups and divided;
+    calls longer than 20 ms come fewer to a batch (:func:`calls_per_batch`)."""
 
     def __init__(
         self,
@@ -361,6 +373,7 @@ class CpuSampler:
         if not self._calibrated:
             once = self._timed(1)
             self.group = max(1, min(10_000, math.ceil(0.02 / max(once, 1e-6))))
+            self.per_batch = calls_per_batch(once / 1e3 * self.group, self.per_batch)
             self._calibrated = True
         if self.meter is not None:
             self.meter.begin()

@@ -87,6 +87,21 @@ def test_a_samples_own_run_queue_wait_is_subtracted() -> None:
     assert 1.5 < samples[2] < 2.9, samples  # the median: a loaded machine may stretch a sleep
 
 
+def test_long_calls_come_fewer_to_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch aims at 0.1 s: five calls of up to 20 ms, two of 50 ms, one of 0.5 s (the
+    warm-up's two batches then cost two calls, not ten)."""
+    assert cpu.calls_per_batch(0.001, 5) == 5
+    assert cpu.calls_per_batch(0.02, 5) == 5
+    assert cpu.calls_per_batch(0.05, 5) == 2
+    assert cpu.calls_per_batch(0.5, 5) == 1
+    assert cpu.calls_per_batch(0.0, 5) == 5
+    ticks = iter(range(0, 10**15, 60_000_000))  # each timed call reads 60 ms
+    monkeypatch.setattr(cpu.time, "perf_counter_ns", lambda: next(ticks))
+    sampler = cpu.CpuSampler(lambda: None)
+    assert sampler.batch() == [60.0, 60.0]
+    assert sampler.group == 1
+
+
 def test_oversubscribed_xdist_widens_the_noise_measured_wait_or_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
