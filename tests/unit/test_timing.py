@@ -334,7 +334,7 @@ def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(cuda_timing, "_synchronizes", dry_run)
     backend = cuda_timing.CudaBackend.__new__(cuda_timing.CudaBackend)  # no CUDA here
-    backend._torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []
+    backend._torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []  # type: ignore[assignment]
     backend.warnings = []
 
     def first() -> None:
@@ -391,7 +391,7 @@ def test_torch_compile_warms_up_and_counts_recompiles_while_sampling() -> None:
     import sys
 
     def work(x: object) -> object:
-        return (x * 2).sum()  # type: ignore[operator]
+        return (x * 2).sum()  # type: ignore[operator, attr-defined]
 
     compiled = torch.compile(work, backend="eager")
     assert "torch._dynamo" in sys.modules  # torch.compile imported it, not the plugin
