@@ -6,8 +6,9 @@ Each run's ``time:host`` measurement gives its ratio (loops), CI, launch referen
 same test's ``time:kernels`` measurement, the kernels' time. Two columns: the ratio alone (no
 reference, no kernels: the rule before the host's speed was weighed) and this checkout's rules
 with both. ``--plant 1.25`` multiplies each judged ratio by 1.25 (a slowdown of the whole call in
-loops) to count what would be caught. The plugin's confirmation in a fresh process is not
-modelled.
+loops) to count what would be caught. A verdict not judged for the host's state stands for
+the test's other runs in the recordings' state (the plugin measures again); the plugin's
+confirmation in a fresh process is not modelled.
 
 ``--state-slope S`` asks what more noise for the host's state would do: where the launch
 reference ran more than ``HOST_MIN`` slower or faster than at recording, this side's noise is
@@ -70,7 +71,11 @@ def host_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
 def judged(
     runs: list[dict[str, Any]], recordings: int, plant: float, weigh: bool, tolerance: float
 ) -> Counter[str]:
-    """Verdict kinds over every choice of ``recordings`` runs as the baseline."""
+    """Verdict kinds over every choice of ``recordings`` runs as the baseline. A verdict left
+    INCONCLUSIVE because the host ran in another state than at recording (``other_state``) is
+    measured again in a live run: here it counts as the verdicts of the other judged runs of
+    the test whose host was in the recordings' state, in equal shares (INCONCLUSIVE where there
+    is none); those shares are also counted under ``other state``."""
     kinds: Counter[str] = Counter()
     for chosen in itertools.combinations(range(len(runs)), recordings):
         entry = entry_of(
@@ -89,6 +94,7 @@ def judged(
             {},
             "host",
         )
+        found = {}
         for j, run in enumerate(runs):
             if j in chosen:
                 continue
@@ -99,7 +105,15 @@ def judged(
                 reference_ms=run["reference_ms"] if weigh else None,
                 fixed_ms=run["fixed_ms"] if weigh else None,
             )
-            kinds[verdict.judge(obs, entry, tolerance, "GPU").kind.value] += 1
+            found[j] = (verdict.judge(obs, entry, tolerance, "GPU"), verdict.host_state(obs, entry))
+        for j, (judged_j, _) in found.items():
+            if not judged_j.other_state:
+                kinds[judged_j.kind.value] += 1
+                continue
+            kinds["other state"] += 1
+            same = [v.kind.value for k, (v, state) in found.items() if k != j and state is None]
+            for kind in same or ["inconclusive"]:
+                kinds[kind] += 1 / len(same or [kind])
     return kinds
 
 
@@ -161,16 +175,19 @@ def main() -> None:
         return
     runs = {len(r) for r in tests.values()}
     print(f"{len(tests)} host-bound tests, {sorted(runs)} unchanged runs each")
-    print("| rule | verdicts | REGRESSION | INCONCLUSIVE | IMPROVED | PASS |")
-    print("|---|---|---|---|---|---|")
+    print("| rule | verdicts | REGRESSION | INCONCLUSIVE | IMPROVED | PASS | other state |")
+    print("|---|---|---|---|---|---|---|")
     for weigh, name in ((False, "the ratio alone"), (True, "this checkout")):
         total: Counter[str] = Counter()
         for test_runs in tests.values():
             if len(test_runs) > args.recordings:
                 total += judged(test_runs, args.recordings, args.plant, weigh, args.tolerance)
-        n = sum(total.values())
-        cells = [f"{total[k]} ({total[k] / n:.1%})" for k in ("regression", "inconclusive")]
-        print(f"| {name} | {n} | {' | '.join(cells)} | {total['improved']} | {total['pass']} |")
+        n = round(sum(v for k, v in total.items() if k != "other state"))
+        cells = [f"{total[k]:.0f} ({total[k] / n:.1%})" for k in ("regression", "inconclusive")]
+        print(
+            f"| {name} | {n} | {' | '.join(cells)} | {total['improved']:.0f} | "
+            f"{total['pass']:.0f} | {total['other state']} |"
+        )
 
 
 if __name__ == "__main__":

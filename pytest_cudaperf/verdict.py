@@ -15,7 +15,10 @@ uncertainty in the CI?").
 - INCONCLUSIVE otherwise (point beyond the band, CI straddling it), saying why and what to do.
 - The host's speed: where both sides timed the CPU backend's reference loop and the times differ
   by more than ``instability.HOST_MIN``, ``HOST_STRETCH`` times the ratio's distance from 1 joins
-  this side's noise (a slow stretch of the machine is not the code's regression).
+  this side's noise (a slow stretch of the machine is not the code's regression). A host-bound
+  time (in reference loops) that reads as a slowdown while the host ran the launch reference
+  that much slower than at recording (a speed-up while it ran that much faster), by no more than
+  that factor beyond the band, is INCONCLUSIVE (:func:`host_state`): measured again, not judged.
 - A fingerprint difference (power limit, clocks, ECC, MIG, torch, CUDA, driver…) is named, and turns
   a marginal regression (CI low <= 1 + 2t) into INCONCLUSIVE.
 - :func:`confirm`: a REGRESSION stands only if a re-measurement is one too and, where both sides
@@ -127,6 +130,9 @@ class Verdict:
     fingerprint: tuple[str, ...] = ()
     #: the ratio in cycles (time x SM clock), where the confirmation could check it
     cycles_ratio: float | None = None
+    #: INCONCLUSIVE only because the host ran in another state than at recording (a host-bound
+    #: time, :func:`host_state`): another measurement, when the host is back, can decide
+    other_state: bool = False
 
 
 def format_value(value: float, unit: str) -> str:
@@ -341,6 +347,30 @@ def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None
     return replace(obs, value=value), reason
 
 
+def host_state(obs: Observation, entry: Entry) -> float | None:
+    """For a host-bound time (in reference loops): how many times slower (above 1) or faster
+    (below 1) this process ran the launch reference than the recordings' median, where that is
+    beyond ``instability.HOST_MIN`` either way; None otherwise or where a side has no
+    reference. The host has states that last seconds, and in its slow one Python-heavy code
+    slows more than the reference, up to that factor again in loops; so a slowdown in loops
+    within that factor of the band, read in a slow state (a speed-up in a fast one), is not
+    judged (why: docs/decisions.md, "Why is a host-bound change judged only in the recordings'
+    state?")."""
+    now, then = obs.reference_ms, entry.reference_ms
+    if obs.unit != LOOPS or now is None or then is None or not (_usable(now) and _usable(then)):
+        return None
+    ratio = now / then
+    beyond = ratio >= 1 + instability.HOST_MIN or ratio <= 1 / (1 + instability.HOST_MIN)
+    return ratio if beyond else None
+
+
+#: why a host-bound change read with the host in another state is not a verdict (see host_state)
+OTHER_STATE = (
+    "a host-bound {change} is judged only with the host as {speed} as at recording "
+    "(Python-heavy code {moves} more than the launch reference): measured again when it is"
+)
+
+
 def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
     """The verdict for ``obs`` against the baseline series ``entry`` (None: NEW). A measurement
     taken under a tracer or profiler is INCONCLUSIVE, not judged (its numbers are kept)."""
@@ -379,6 +409,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         )
     if unit == "bytes":
         return _exact(obs, base, tolerance, head, where, diffs)
+    state = host_state(obs, entry)
     obs, host = _with_host_speed(obs, entry)
     obs, gaps = _with_launch_gaps(obs, entry)
     obs, fixed = _fixed_part(obs, entry)
@@ -404,10 +435,8 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
             body += "; a marginal slowdown on a different setup: re-record the baseline here"
         else:
             kind = Kind.REGRESSION
-            body += f"; {host}, counted in the CI" if host else ""
     elif high < 1 / (1 + t):
         kind = Kind.IMPROVED
-        body += f"; {host}, counted in the CI" if host else ""
     elif t > tolerance and 1 + tolerance < ratio <= 1 + t:
         kind = Kind.INCONCLUSIVE
         why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
@@ -418,8 +447,32 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         kind = Kind.INCONCLUSIVE
         why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; {why}: {todo}"
+    kind, tail, other_state = _in_state(kind, (low, high), t, state, host)
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
-    return Verdict(kind, ratio, (low, high), t, prefix.get(kind, "") + body, tolerance, diffs)
+    message = prefix.get(kind, "") + body + tail
+    return Verdict(kind, ratio, (low, high), t, message, tolerance, diffs, other_state=other_state)
+
+
+def _in_state(
+    kind: Kind, ci: tuple[float, float], t: float, state: float | None, host: str | None
+) -> tuple[Kind, str, bool]:
+    """A REGRESSION or IMPROVED as the host's state lets it stand (:func:`host_state`): the
+    kind, the message's tail (the host's speed, where it was found) and whether the state held
+    it back (INCONCLUSIVE)."""
+    if kind not in (Kind.REGRESSION, Kind.IMPROVED) or host is None:
+        return kind, "", False
+    slower = kind is Kind.REGRESSION
+    if state is not None and (
+        (state > 1 and ci[0] <= (1 + t) * state)
+        if slower
+        else (state < 1 and ci[1] >= state / (1 + t))
+    ):
+        change, speed, moves = (
+            ("slowdown", "fast", "slows") if slower else ("speed-up", "slow", "speeds up")
+        )
+        text = OTHER_STATE.format(change=change, speed=speed, moves=moves)
+        return Kind.INCONCLUSIVE, f"; {host}: {text}", True
+    return kind, f"; {host}, counted in the CI", False
 
 
 def _exact(  # noqa: PLR0913 - the parts of a message already worked out by judge()
@@ -477,6 +530,7 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
             f"({second.kind.value}) — {second.message.removeprefix('inconclusive: ')}",
             tolerance,
             second.fingerprint,
+            other_state=second.other_state,
         )
     base_mhz, cur_mhz = entry.sm_mhz, again.sm_mhz
     if not (_usable(base_mhz) and _usable(cur_mhz) and second.ci and second.ratio):

@@ -159,7 +159,8 @@ def read_times(report: Report, nodeid: str) -> dict[tuple[str, str], Measurement
 class FreshProcess:
     """Runs one test again in a new pytest process (this item only, the run's settings, no
     breakdowns, nothing written but a private JSON report) and reads its time measurements back.
-    One run per test, whatever number of its measurements ask; at most ``limit`` per process."""
+    One run per test, whatever number of its measurements ask, unless asked ``again``; at most
+    ``limit`` tests per process."""
 
     root: Path
     inifile: Path | None
@@ -173,10 +174,13 @@ class FreshProcess:
     _done: dict[str, dict[tuple[str, str], Measurement] | str] = field(default_factory=dict)
 
     def measurements(
-        self, nodeid: str, env: Mapping[str, str] | None = None
+        self, nodeid: str, env: Mapping[str, str] | None = None, again: bool = False
     ) -> dict[tuple[str, str], Measurement] | str:
         """The test's time measurements in a fresh process (``env`` added to its environment:
-        the GPU it must measure on), or why there are none."""
+        the GPU it must measure on), or why there are none; ``again``: in another fresh process
+        than the one before."""
+        if again:
+            self._done.pop(nodeid, None)
         if nodeid not in self._done:
             if len(self._done) >= self.limit:
                 return f"{self.limit} tests were already re-measured in fresh processes in this one"

@@ -117,6 +117,9 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
         "2 tests were already re-measured in fresh processes in this one"
     )
     assert ran == ["t.py::a", "t.py::b"]
+    # another fresh process for the same test (the one before met the host in another state)
+    assert fresh.measurements("t.py::a", again=True) == {}
+    assert ran == ["t.py::a", "t.py::b", "t.py::a"]
 
 
 def test_fresh_process_says_why_it_has_no_measurement(tmp_path: Path) -> None:

@@ -325,11 +325,13 @@ class FreshStub:
     def __init__(self, make: object) -> None:
         self.make = make
         self.asked: list[tuple[str, dict[str, str]]] = []
+        self.again: list[bool] = []
 
     def measurements(
-        self, nodeid: str, env: dict[str, str] | None = None
+        self, nodeid: str, env: dict[str, str] | None = None, again: bool = False
     ) -> dict[tuple[str, str], Measurement]:
         self.asked.append((nodeid, dict(env or {})))
+        self.again.append(again)
         again: Measurement = self.make()  # type: ignore[operator]
         return {(str(A), f"time:{again.mode}"): again}
 
@@ -434,6 +436,60 @@ def test_a_host_bound_regression_is_confirmed_in_a_fresh_process_on_the_same_gpu
     assert fresh.asked == [("t.py::a", {"CUDA_VISIBLE_DEVICES": "5"})]
     if kind is Kind.REGRESSION:
         assert "in a fresh process" in record.verdict.message
+
+
+@pytest.mark.parametrize(
+    ("fresh_ms", "kind", "asked"),
+    [
+        ((6.0, 3.0), Kind.REGRESSION, [False, True]),  # the second met the recordings' state
+        ((6.0, 6.0, 6.0), Kind.INCONCLUSIVE, [False, True, True]),  # none did: not judged
+    ],
+)
+def test_a_fresh_process_in_another_host_state_is_followed_by_another(
+    tmp_path: Path, fresh_ms: tuple[float, ...], kind: Kind, asked: list[bool]
+) -> None:
+    """6 loops against 4: a regression where the launch reference ran as at recording (3 ms a
+    call), not judged where it ran 2x slower (6 ms a call, the host's slow state)."""
+    run = run_context(tmp_path)
+    first = new_test(run)
+    m = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    each = iter(fresh_ms)
+    fresh = FreshStub(lambda: host_bound(6.0, ms=next(each)))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = new_test(run)
+    slow = host_bound(6.0, ms=3.0)
+    found = judging.judge_time(test, A, slow, "GPU X")
+    assert found.verdict.kind is Kind.REGRESSION
+    record, _ = judging.confirm_fresh(test, found, slow)
+    assert fresh.again == asked
+    assert record.verdict.kind is kind
+    assert "in a fresh process" in record.verdict.message
+    if kind is Kind.INCONCLUSIVE:
+        assert record.verdict.other_state
+        assert "the machine ran the launch reference 2.0x slower" in record.verdict.message
+
+
+def test_a_confirmation_in_another_host_state_is_measured_again(tmp_path: Path) -> None:
+    """The re-measurement that confirms a host-bound regression met the host's slow state
+    (the launch reference 2x slower): it is taken again, not counted against the regression."""
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import measuring
+
+    run = run_context(tmp_path)
+    first = new_test(run)
+    m = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    taken = iter([3.0, 6.0, 3.0])  # ms per call: the recordings' state, the slow one, back
+    test = new_test(run)
+    measuring.measure_judged(
+        test, A, lambda budget: host_bound(6.0, ms=next(taken)), Budget(), "GPU X"
+    )
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.REGRESSION
+    assert next(taken, None) is None  # three measurements: measured, the slow state, again
 
 
 def test_device_time_behind_the_blocker_is_not_confirmed_in_a_fresh_process(

@@ -16,6 +16,7 @@ from pytest_cudaperf.verdict import (
     confirm,
     fingerprint_differences,
     format_value,
+    host_state,
     judge,
     value_uncertainty,
 )
@@ -493,6 +494,59 @@ def test_a_much_faster_host_widens_a_host_bound_verdict_less_than_a_cpu_one() ->
     cpu = judge(obs(9.0, reference_ms=0.5), cpu_base, 0.05, "CPU")
     assert cpu.kind is Kind.INCONCLUSIVE  # the same +200% that fails host-bound time
     assert "the machine ran a reference loop 2.0x faster" in cpu.message
+
+
+@pytest.mark.parametrize(
+    ("value", "reference_ms", "kind", "other_state"),
+    [
+        # the launch reference 1.6x slower than at recording: a slowdown in loops that the
+        # state could make (up to 1.6x beyond the band) is not judged
+        (3.9, 1.6, Kind.INCONCLUSIVE, True),
+        (4.9, 1.6, Kind.INCONCLUSIVE, True),
+        (30.0, 1.6, Kind.REGRESSION, False),  # 10x: far beyond what the state explains
+        (3.0, 1.6, Kind.PASS, False),  # no change needs no state
+        (1.5, 1.6, Kind.IMPROVED, False),  # faster in a slower state: still a speed-up
+        # 1.6x faster: a speed-up the state could make is not judged, a slowdown is
+        (2.0, 1 / 1.6, Kind.INCONCLUSIVE, True),
+        (1.0, 1 / 1.6, Kind.IMPROVED, False),
+        (9.0, 1 / 1.6, Kind.REGRESSION, False),
+        # within HOST_MIN (1.2x): the same state, judged
+        (3.9, 1.2, Kind.REGRESSION, False),
+    ],
+)
+def test_a_host_bound_change_is_judged_only_in_the_recordings_state(
+    value: float, reference_ms: float, kind: Kind, other_state: bool
+) -> None:
+    """The host's slow state slowed a Python-heavy call 1.5x more than the launch reference:
+    such a call read +46% in loops, unchanged."""
+    base = host_series(3.0, reference_ms=1.0)
+    seen = obs(value, unit="loops", reference_ms=reference_ms)
+    found = judge(seen, base, 0.05, "GPU")
+    assert (found.kind, found.other_state) == (kind, other_state)
+    beyond = reference_ms > 1.5 or reference_ms < 0.7
+    assert host_state(seen, base) == (pytest.approx(reference_ms) if beyond else None)
+    if other_state:
+        change, speed = ("slowdown", "fast") if value > 3 else ("speed-up", "slow")
+        assert found.message.endswith(
+            f"a host-bound {change} is judged only with the host as {speed} as at recording "
+            f"(Python-heavy code {'slows' if value > 3 else 'speeds up'} more than the launch "
+            "reference): measured again when it is"
+        )
+        assert "the machine ran the launch reference 1.6x" in found.message
+    # a CPU time (a reference loop of its own) and a side without a reference are not gated
+    assert host_state(obs(value, reference_ms=reference_ms), base) is None
+    assert host_state(obs(value, unit="loops"), base) is None
+
+
+def test_a_confirmation_in_another_host_state_says_so() -> None:
+    base = host_series(3.0, reference_ms=1.0)
+    first = judge(obs(3.9, unit="loops", reference_ms=1.0), base, 0.05, "GPU")
+    assert first.kind is Kind.REGRESSION
+    again = confirm(first, obs(3.9, unit="loops", reference_ms=1.6), base, 0.05, "GPU")
+    assert (again.kind, again.other_state) == (Kind.INCONCLUSIVE, True)
+    assert "not confirmed" in again.message
+    same = confirm(first, obs(3.9, unit="loops", reference_ms=1.1), base, 0.05, "GPU")
+    assert (same.kind, same.other_state) == (Kind.REGRESSION, False)
 
 
 def launch_series(
