@@ -1,7 +1,9 @@
 """A CUDA-event ground truth for a pytest-benchmark suite, served as its ``benchmark`` fixture.
 
-Loaded with ``-p no:benchmark -p no:cudaperf -p ground_truth`` (this folder on ``PYTHONPATH``):
-each ``benchmark(fn, ...)`` or ``benchmark.pedantic(...)`` call is run 5 times to warm up, then
+Loaded with ``-p no:cudaperf -p ground_truth`` (this folder on ``PYTHONPATH``), it switches
+pytest-benchmark off before it is configured, as ``--cudaperf-benchmark`` does (its options and
+hooks stay registered: a suite's ``--benchmark-*`` addopts and its conftest's
+``pytest_benchmark_*`` hooks still load). Each ``benchmark(fn, ...)`` or ``benchmark.pedantic(...)`` call is run 5 times to warm up, then
 timed 30 times, each call between two CUDA events on the current stream and synchronized after
 it, the way a careful hand-written loop does it: the device's span of one call, from its first
 queued work to its last, with no launch hidden and no sync round trip on the host clock. The
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -78,9 +80,27 @@ class GroundTruth:
         return self._time(lambda: target(*held["args"], **held["kwargs"]), prepare)
 
 
-@pytest.fixture
-def benchmark(request: pytest.FixtureRequest) -> GroundTruth:
-    return GroundTruth(request.node.nodeid)
+class Served:
+    """The ``benchmark`` fixture, registered after pytest-benchmark's plugin (which loads after
+    this one and is parsed for fixtures even once blocked), so that it is the one tests get."""
+
+    @pytest.fixture
+    def benchmark(self, request: pytest.FixtureRequest) -> GroundTruth:
+        return GroundTruth(request.node.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
+    """After every plugin and the initial conftests loaded, before pytest-benchmark is
+    configured (as pytest-cudaperf's own opt-in does)."""
+    result = yield
+    manager = early_config.pluginmanager
+    for plugin in list(manager.get_plugins()):
+        if getattr(plugin, "__name__", None) == "pytest_benchmark.plugin":
+            manager.set_blocked(manager.get_name(plugin) or "benchmark")
+    manager.set_blocked("pytest-benchmark")  # the session object its configure would register
+    manager.register(Served(), "ground-truth-benchmark")
+    return result
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -126,13 +126,14 @@ case "$MODE" in
     fi
     MODE_ARGS=(--cudaperf-benchmark --benchmark-json="$OUTDIR/$PROJECT-$MODE.json") ;;
   groundtruth)
-    # CUDA events around each call (benchmarks/public_suites/ground_truth.py serves the fixture;
-    # neither pytest-benchmark nor pytest-cudaperf is loaded)
+    # CUDA events around each call (benchmarks/public_suites/ground_truth.py serves the fixture
+    # and switches pytest-benchmark off, whose options and hooks a suite's config may name;
+    # pytest-cudaperf is not loaded)
     export PYTHONPATH="$ROOT/benchmarks/public_suites:$PYTHONPATH"
     export GROUND_TRUTH_OUT="$OUTDIR/$PROJECT-$MODE.jsonl"
     rm -f "$GROUND_TRUTH_OUT"
     unset PYTEST_PLUGINS
-    MODE_ARGS=(-p no:benchmark -p no:cudaperf -p ground_truth) ;;
+    MODE_ARGS=(-p no:cudaperf -p ground_truth) ;;
   *) echo "unknown MODE $MODE" >&2; exit 2 ;;
 esac
 
