@@ -3,11 +3,12 @@
 Loaded with ``-p no:cudaperf -p ground_truth`` (this folder on ``PYTHONPATH``), it switches
 pytest-benchmark off before it is configured, as ``--cudaperf-benchmark`` does (its options and
 hooks stay registered: a suite's ``--benchmark-*`` addopts and its conftest's
-``pytest_benchmark_*`` hooks still load). Each ``benchmark(fn, ...)`` or ``benchmark.pedantic(...)`` call is run 5 times to warm up, then
-timed 30 times, each call between two CUDA events on the current stream and synchronized after
-it, the way a careful hand-written loop does it: the device's span of one call, from its first
-queued work to its last, with no launch hidden and no sync round trip on the host clock. The
-median per test goes as a JSON line to the file named by ``GROUND_TRUTH_OUT``.
+``pytest_benchmark_*`` hooks still load). Each ``benchmark(fn, ...)`` or
+``benchmark.pedantic(...)`` call is run 5 times to warm up, then timed 30 times, each call
+between two CUDA events on the current stream and synchronized after it, the way a careful
+hand-written loop does it: the device's span of one call, from its first queued work to its
+last, with no launch hidden and no sync round trip on the host clock. The median per test goes
+as a JSON line to the file named by ``GROUND_TRUTH_OUT``.
 """
 
 from __future__ import annotations
