@@ -87,6 +87,7 @@ def judged(
                     runs[i]["n"],
                     ci=runs[i]["ci"],
                     reference_ms=runs[i]["reference_ms"] if weigh else None,
+                    fixed_ms=runs[i]["fixed_ms"] if weigh else None,
                 )
                 for i in chosen
             ],

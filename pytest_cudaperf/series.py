@@ -47,6 +47,9 @@ class Recording:
     #: the GPU's time per launch of tiny kernels queued back to back in this process (device
     #: time on CUDA; see ``Measurement.launch_gap_us``)
     launch_gap_us: float | None = None
+    #: a host-bound time's kernels (ms per call) in this process: the part of each call that
+    #: does not follow the host's speed (see ``Measurement.fixed_ms``)
+    fixed_ms: float | None = None
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -155,6 +158,43 @@ def _finite_positive(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+def toward(value: float, base: float, shift: float) -> float:
+    """``value`` less ``shift`` (a part that moved between processes, not with the code), as
+    far as ``base`` and no further: a shift never moves a value past it."""
+    return min(max(base, value - max(0.0, shift)), value - min(0.0, shift))
+
+
+def medians_of(recordings: Sequence[Recording], metric: str) -> list[float]:
+    """The recordings' medians; those of a host-bound series (``metric == "host"``, in loops)
+    at the recordings' median launch reference: a recording whose reference ran faster reads
+    up to ``fixed_ms * (1 / reference_ms - 1 / usual)`` loops more for its kernels, which do
+    not follow the host, and is moved toward the medians' median by as much of that as it
+    needs (as the verdict moves a new measurement: never past it). A kernel-heavy call's loops
+    otherwise move with the host's state against the reference: an op of 338 µs kernels and
+    90 µs of host work read 3.1–4.8 loops in ten processes for references of 143–84 µs (why:
+    docs/decisions.md, "Why are a host-bound series' recordings taken at one reference?")."""
+    medians = [r.median for r in recordings]
+    refs = [r.reference_ms for r in recordings if r.reference_ms is not None]
+    usual = _median([x for x in refs if _usable(x)])
+    if metric != "host" or usual is None or len(medians) < 2:
+        return medians
+    center = float(statistics.median(medians))
+    return [toward(r.median, center, _kernels_shift(r, usual)) for r in recordings]
+
+
+def _kernels_shift(recording: Recording, usual: float) -> float:
+    """How many loops more a host-bound recording reads for its kernels than at the ``usual``
+    reference (0 without its kernels' time or its reference)."""
+    fixed, now = recording.fixed_ms, recording.reference_ms
+    if fixed is None or now is None or not (_usable(fixed) and _usable(now)):
+        return 0.0
+    return fixed * (1 / now - 1 / usual)
+
+
+def _usable(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
 def spread(medians: Sequence[float]) -> float:
     """``SPREAD_FACTOR`` x half the relative range of ``medians`` (0 for fewer than two)."""
     values = [m for m in medians if _finite_positive(m)]
@@ -164,9 +204,9 @@ def spread(medians: Sequence[float]) -> float:
     return SPREAD_FACTOR * (max(values) - min(values)) / 2 / center
 
 
-def reach(recordings: Sequence[Recording]) -> float:
+def reach(recordings: Sequence[Recording], metric: str = "device") -> float:
     """How far the furthest recording lies from the series' value (the median of the
-    recordings' medians), relative; 0 for fewer than two recordings.
+    recordings' medians, :func:`medians_of`), relative; 0 for fewer than two recordings.
 
     An unchanged process was seen there, so a verdict must not call that far a regression (a
     series whose processes are bimodal has a :func:`spread` below it). A recording taken while the
@@ -174,17 +214,20 @@ def reach(recordings: Sequence[Recording]) -> float:
     recordings' median) does not count: the host's speed explains it, and the verdict weighs the
     host's speed now on its own (why: docs/decisions.md, "Why is a series' noise at least its
     reach?")."""
-    medians = [r.median for r in recordings if _finite_positive(r.median)]
-    if len(medians) < 2:
+    pairs = [
+        (r, m) for r, m in zip(recordings, medians_of(recordings, metric), strict=True)
+        if _finite_positive(m)
+    ]  # fmt: skip
+    if len(pairs) < 2:
         return 0.0
-    value = statistics.median(medians)
+    value = statistics.median(m for _, m in pairs)
     loops = [r.reference_ms for r in recordings if r.reference_ms is not None]
     usual = statistics.median(loops) if loops else None
     return max(
         (
-            abs(r.median / value - 1)
-            for r in recordings
-            if _finite_positive(r.median) and instability.host_speed(r.reference_ms, usual) is None
+            abs(m / value - 1)
+            for r, m in pairs
+            if instability.host_speed(r.reference_ms, usual) is None
         ),
         default=0.0,
     )
@@ -223,7 +266,7 @@ def noise_parts(recordings: Sequence[Recording], metric: str) -> NoiseParts:
     few = len(recordings) < MIN_PROCESSES
     source = by_noise[-1] if few else by_noise[(len(by_noise) - 1) // 2]
     seen = source.noise if few else float(statistics.median(r.noise for r in recordings))
-    moves = max(spread([r.median for r in recordings]), reach(recordings))
+    moves = max(spread(medians_of(recordings, metric)), reach(recordings, metric))
     floor = SINGLE_PROCESS_FLOOR.get(metric, SINGLE_PROCESS_FLOOR["device"]) if few else 0.0
     if metric == "wall":
         floor = max(floor, WALL_FLOOR)
@@ -263,7 +306,7 @@ def summarize_recordings(recordings: Sequence[Recording], metric: str) -> tuple[
         raise ValueError("a series needs at least one recording")
     if metric == "bytes":
         return recordings[-1].median, 0.0
-    value = float(statistics.median(r.median for r in recordings))
+    value = float(statistics.median(medians_of(recordings, metric)))
     return value, noise_parts(recordings, metric).noise
 
 

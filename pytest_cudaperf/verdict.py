@@ -304,20 +304,13 @@ def _with_launch_gaps(obs: Observation, entry: Entry) -> tuple[Observation, str 
     base = float(entry.value)
     if abs(shift) < FIXED_PART_MIN * base:
         return obs, None
-    value = _toward(obs.value, base, shift)
+    value = series.toward(obs.value, base, shift)
     reason = (
         f"the GPU took {now:.3f} µs per launch between queued kernels in this process, "
         f"{then:.3f} µs at recording: {format_pct(shift / base)} over {launches:.0f} launches "
         f"set aside, judged as {format_value(value, obs.unit)}"
     )
     return replace(obs, value=value), reason
-
-
-def _toward(value: float, base: float, shift: float) -> float:
-    """``value`` less ``shift`` (a part that moved between processes, not with the code), as
-    far as the baseline and no further: a shift never makes a call look slower or faster than
-    its baseline."""
-    return min(max(base, value - max(0.0, shift)), value - min(0.0, shift))
 
 
 def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
@@ -338,7 +331,7 @@ def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None
     shift = fixed * (1 / now - 1 / then)
     if not _usable(base) or abs(shift) < FIXED_PART_MIN * float(base):
         return obs, None
-    value = _toward(obs.value, float(base), shift)
+    value = series.toward(obs.value, float(base), shift)
     reason = (
         f"its kernels ({format_ms(fixed)} per call) do not follow the host's speed (launch "
         f"reference {format_ms(now)}, {format_ms(then)} at recording): up to "

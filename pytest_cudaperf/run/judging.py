@@ -118,6 +118,7 @@ def judge_time(
         ci=m.in_loops_ci if loops else m.ci_ms,
         reference_ms=m.reference_ms,
         launch_gap_us=m.launch_gap_us,
+        fixed_ms=m.fixed_ms if loops else None,
     )
     record = Record(key, series, device_class, obs.unit, recording, env, None, allowed)
     judged = _judge(test, record, obs, allowed)

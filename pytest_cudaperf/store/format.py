@@ -184,6 +184,8 @@ def recording_to_json(recording: Recording) -> dict[str, Any]:
         data["reference_ms"] = recording.reference_ms
     if recording.launch_gap_us is not None:
         data["launch_gap_us"] = recording.launch_gap_us
+    if recording.fixed_ms is not None:
+        data["fixed_ms"] = recording.fixed_ms
     return data
 
 
@@ -207,6 +209,9 @@ def recording_from_json(data: Any, where: str = "recording", unit: str = "ms") -
     launch_gap_us = data.get("launch_gap_us")
     if launch_gap_us is not None:
         launch_gap_us = check_positive(where, "launch_gap_us", launch_gap_us)
+    fixed_ms = data.get("fixed_ms")
+    if fixed_ms is not None:
+        fixed_ms = check_positive(where, "fixed_ms", fixed_ms)
     unstable = data.get("unstable", [])
     if not isinstance(unstable, list) or not all(isinstance(u, str) for u in unstable):
         raise bad_field(where, "unstable", "a list of strings", unstable)
@@ -221,6 +226,7 @@ def recording_from_json(data: Any, where: str = "recording", unit: str = "ms") -
         ci=check_ci(where, data.get("ci"), allow_zero=exact),
         reference_ms=reference_ms,
         launch_gap_us=launch_gap_us,
+        fixed_ms=fixed_ms,
     )
 
 

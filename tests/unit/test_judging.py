@@ -393,6 +393,7 @@ def test_kernels_that_do_not_follow_a_faster_host_are_set_aside(tmp_path: Path) 
     # 2 ms per call: 1.5 ms of host work and 0.5 ms of kernels it waits for; reference 0.5 ms
     m = dataclasses.replace(host_bound(4.0, ms=2.0), fixed_ms=0.5)
     judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    assert stored(first)[0].recording.fixed_ms == 0.5  # the series' recordings keep it
     run.store.update("GPU X", stored(first))
     # the host runs 1.2x as fast: 1.25 ms of host work, the same 0.5 ms of kernels, reference
     # 0.417 ms: 4.2 loops, of which 0.2 the kernels' fixed time

@@ -382,6 +382,10 @@ def test_every_field_is_checked(
             [{"date": "2026-11-22", "median": 1, "noise": 0, "n": 1, "launch_gap_us": 0}],
             "'launch_gap_us' must be a finite positive",
         ),
+        (
+            [{"date": "2026-11-22", "median": 1, "noise": 0, "n": 1, "fixed_ms": -0.3}],
+            "'fixed_ms' must be a finite positive",
+        ),
     ],
 )
 def test_recordings_are_checked(tmp_path: Path, recordings: object, message: str) -> None:
@@ -589,6 +593,13 @@ def test_the_launch_gap_round_trips_and_the_series_takes_the_recordings_median()
     entry = entry_of([older, probed, Recording("2026-11-28", 0.2, 0.01, 20, launch_gap_us=2.12)],
                      "ms", {}, "device")  # fmt: skip
     assert entry.launch_gap_us == pytest.approx(2.02)
+
+
+def test_a_host_bound_recordings_kernels_round_trip() -> None:
+    timed = Recording("2026-11-27", 4.2, 0.01, 20, reference_ms=0.101, fixed_ms=0.338)
+    assert recording_to_json(timed)["fixed_ms"] == 0.338
+    assert recording_from_json(recording_to_json(timed), unit="loops") == timed
+    assert "fixed_ms" not in recording_to_json(Recording("2026-11-22", 4.2, 0.01, 20))
 
 
 def test_a_series_written_too_noisy_to_fail_is_named(tmp_path: Path) -> None:
