@@ -18,7 +18,8 @@ uncertainty in the CI?").
   this side's noise (a slow stretch of the machine is not the code's regression). A host-bound
   time (in reference loops) that reads as a slowdown while the host ran the launch reference
   that much slower than at recording (a speed-up while it ran that much faster), by no more than
-  that factor beyond the band, is INCONCLUSIVE (:func:`host_state`): measured again, not judged.
+  that factor to the power ``STATE_REACH`` beyond the band, is INCONCLUSIVE (:func:`host_state`):
+  measured again, not judged.
 - A fingerprint difference (power limit, clocks, ECC, MIG, torch, CUDA, driver…) is named, and turns
   a marginal regression (CI low <= 1 + 2t) into INCONCLUSIVE.
 - :func:`confirm`: a REGRESSION stands only if a re-measurement is one too and, where both sides
