@@ -119,6 +119,12 @@ def check_positive(where: str, name: str, value: Any, allow_zero: bool = False) 
     return float(value)
 
 
+def optional_positive(where: str, name: str, data: Mapping[str, Any]) -> float | None:
+    """``data[name]`` checked by :func:`check_positive`, or None where it is absent or null."""
+    value = data.get(name)
+    return None if value is None else check_positive(where, name, value)
+
+
 def check_noise(where: str, name: str, value: Any) -> float:
     return check_positive(where, name, value, allow_zero=True)
 
@@ -168,6 +174,10 @@ def check_ci(where: str, value: Any, allow_zero: bool) -> tuple[float, float] | 
 # --- recordings and series ----------------------------------------------------------------------
 
 
+#: a recording's optional positive fields: written where present, absent from older files
+OPTIONAL_POSITIVE = ("reference_ms", "launch_gap_us", "fixed_ms")
+
+
 def recording_to_json(recording: Recording) -> dict[str, Any]:
     data: dict[str, Any] = {
         "date": recording.date,
@@ -180,12 +190,9 @@ def recording_to_json(recording: Recording) -> dict[str, Any]:
     }
     if recording.ci is not None:
         data["ci"] = list(recording.ci)
-    if recording.reference_ms is not None:
-        data["reference_ms"] = recording.reference_ms
-    if recording.launch_gap_us is not None:
-        data["launch_gap_us"] = recording.launch_gap_us
-    if recording.fixed_ms is not None:
-        data["fixed_ms"] = recording.fixed_ms
+    for name in OPTIONAL_POSITIVE:
+        if (value := getattr(recording, name)) is not None:
+            data[name] = value
     return data
 
 
@@ -200,18 +207,6 @@ def recording_from_json(data: Any, where: str = "recording", unit: str = "ms") -
         is_number(r) and math.isfinite(r) and r > 0 for r in rounds
     ):
         raise bad_field(where, "rounds", "a list of finite positive numbers", rounds)
-    sm_mhz = data.get("sm_mhz")
-    if sm_mhz is not None:
-        sm_mhz = check_positive(where, "sm_mhz", sm_mhz)
-    reference_ms = data.get("reference_ms")
-    if reference_ms is not None:
-        reference_ms = check_positive(where, "reference_ms", reference_ms)
-    launch_gap_us = data.get("launch_gap_us")
-    if launch_gap_us is not None:
-        launch_gap_us = check_positive(where, "launch_gap_us", launch_gap_us)
-    fixed_ms = data.get("fixed_ms")
-    if fixed_ms is not None:
-        fixed_ms = check_positive(where, "fixed_ms", fixed_ms)
     unstable = data.get("unstable", [])
     if not isinstance(unstable, list) or not all(isinstance(u, str) for u in unstable):
         raise bad_field(where, "unstable", "a list of strings", unstable)
@@ -221,12 +216,10 @@ def recording_from_json(data: Any, where: str = "recording", unit: str = "ms") -
         noise=check_noise(where, "noise", data.get("noise")),
         n=check_count(where, "n", data.get("n")),
         rounds=tuple(float(r) for r in rounds),
-        sm_mhz=sm_mhz,
+        sm_mhz=optional_positive(where, "sm_mhz", data),
         unstable=tuple(unstable),
         ci=check_ci(where, data.get("ci"), allow_zero=exact),
-        reference_ms=reference_ms,
-        launch_gap_us=launch_gap_us,
-        fixed_ms=fixed_ms,
+        **{name: optional_positive(where, name, data) for name in OPTIONAL_POSITIVE},
     )
 
 
