@@ -174,8 +174,7 @@ def medians_of(recordings: Sequence[Recording], metric: str) -> list[float]:
     90 µs of host work read 3.1–4.8 loops in ten processes for references of 143–84 µs (why:
     docs/decisions.md, "Why are a host-bound series' recordings taken at one reference?")."""
     medians = [r.median for r in recordings]
-    refs = [r.reference_ms for r in recordings if r.reference_ms is not None]
-    usual = _median([x for x in refs if _usable(x)])
+    usual = _median([x for r in recordings if (x := r.reference_ms) and _finite_positive(x)])
     if metric != "host" or usual is None or len(medians) < 2:
         return medians
     center = float(statistics.median(medians))
@@ -186,13 +185,9 @@ def _kernels_shift(recording: Recording, usual: float) -> float:
     """How many loops more a host-bound recording reads for its kernels than at the ``usual``
     reference (0 without its kernels' time or its reference)."""
     fixed, now = recording.fixed_ms, recording.reference_ms
-    if fixed is None or now is None or not (_usable(fixed) and _usable(now)):
+    if not (fixed and now and _finite_positive(fixed) and _finite_positive(now)):
         return 0.0
     return fixed * (1 / now - 1 / usual)
-
-
-def _usable(value: float | None) -> bool:
-    return value is not None and math.isfinite(value) and value > 0
 
 
 def spread(medians: Sequence[float]) -> float:

@@ -350,12 +350,9 @@ def host_state(obs: Observation, entry: Entry) -> float | None:
     to the power :data:`STATE_REACH` beyond the band, read in a slow state (a speed-up in a fast
     one), is not judged (why: docs/decisions.md, "Why is a host-bound change judged only in the
     recordings' state?")."""
-    now, then = obs.reference_ms, entry.reference_ms
-    if obs.unit != LOOPS or now is None or then is None or not (_usable(now) and _usable(then)):
+    if obs.unit != LOOPS:
         return None
-    ratio = now / then
-    beyond = ratio >= 1 + instability.HOST_MIN or ratio <= 1 / (1 + instability.HOST_MIN)
-    return ratio if beyond else None
+    return instability.host_ratio(obs.reference_ms, entry.reference_ms)
 
 
 #: how much of the host's state a host-bound time in loops can take on: a slowdown in loops up to

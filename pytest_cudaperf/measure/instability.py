@@ -218,6 +218,18 @@ def busy_machine(others: float | None) -> Finding | None:
     return Finding(f"other processes used {others:.0%} of the machine's CPU time", others)
 
 
+def host_ratio(now_ms: float | None, then_ms: float | None) -> float | None:
+    """``now_ms / then_ms`` (a reference's time in this process over the recordings') where it
+    lies beyond :data:`HOST_MIN` either way; None within it or without two finite positive
+    times: the host then ran as fast as at recording."""
+    if now_ms is None or then_ms is None or not (now_ms > 0 and then_ms > 0):
+        return None
+    if not (math.isfinite(now_ms) and math.isfinite(then_ms)):
+        return None
+    ratio = now_ms / then_ms
+    return None if 1 / (1 + HOST_MIN) < ratio < 1 + HOST_MIN else ratio
+
+
 def host_speed(
     now_ms: float | None,
     then_ms: float | None,
@@ -236,12 +248,8 @@ def host_speed(
     slowdown in a 1.6x slow stretch still lies beyond it. ``reference`` names the reference in
     the reason (GPU code that synchronizes inside is timed against the launch reference, with
     :data:`LAUNCH_STRETCH`)."""
-    if now_ms is None or then_ms is None or not (now_ms > 0 and then_ms > 0):
-        return None
-    if not (math.isfinite(now_ms) and math.isfinite(then_ms)):
-        return None
-    ratio = now_ms / then_ms
-    if 1 / (1 + HOST_MIN) < ratio < 1 + HOST_MIN:
+    ratio = host_ratio(now_ms, then_ms)
+    if ratio is None or now_ms is None or then_ms is None:  # (None: never, given a ratio)
         return None
     slower = ratio > 1
     factor = ratio if slower else 1 / ratio
