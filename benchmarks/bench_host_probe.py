@@ -114,10 +114,11 @@ def child(calls: int, plant: float) -> dict[str, Any]:
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
-    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
-    mx, my = statistics.mean(lx), statistics.mean(ly)
-    var = sum((x - mx) ** 2 for x in lx)
-    return sum((x - mx) * (y - my) for x, y in zip(lx, ly, strict=True)) / var if var else 0.0
+    """The least-squares slope of log(ys) on log(xs) (0 where xs do not vary)."""
+    try:
+        return statistics.linear_regression([*map(math.log, xs)], [*map(math.log, ys)]).slope
+    except statistics.StatisticsError:
+        return 0.0
 
 
 def summarize(runs: list[dict[str, Any]]) -> None:

@@ -98,9 +98,7 @@ def probe_table(folder: Path) -> list[str]:
         gaps, times = [g for g, _ in pairs], [t for _, t in pairs]
         if not launches or len(pairs) < 3 or statistics.pvariance(gaps) == 0:
             continue
-        mean_g, mean_t = statistics.mean(gaps), statistics.mean(times)
-        covariance = sum((g - mean_g) * (t - mean_t) for g, t in pairs) / len(pairs)
-        slope = covariance / statistics.pvariance(gaps) / launches
+        slope = statistics.linear_regression(gaps, times).slope / launches
         taken_off = [t - launches * (g - entry.launch_gap_us) for g, t in pairs]
         rows.append(
             f"| `{key.nodeid.split('::')[-1]}` | {launches:.0f} | {slope:.2f} | "

@@ -27,6 +27,7 @@ call slows more than the reference on a slow host.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -126,10 +127,8 @@ def slopes(tests: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
             continue
         x = [math.log(r["reference_ms"]) for r in runs]
         y = [math.log(r["loops"]) for r in runs]
-        mx, my = statistics.fmean(x), statistics.fmean(y)
-        spread = sum((a - mx) ** 2 for a in x)
-        if spread > 0:
-            found[nodeid] = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / spread
+        with contextlib.suppress(statistics.StatisticsError):  # references that did not vary
+            found[nodeid] = statistics.linear_regression(x, y).slope
     return found
 
 
