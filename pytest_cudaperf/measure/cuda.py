@@ -255,6 +255,14 @@ class CudaEventSampler:
 #: a host-bound batch aims at this much time (calls of a few ms: a few calls per batch)
 HOST_BATCH_TARGET_MS = 20.0
 MAX_HOST_BATCH = 32
+#: the most calls in a host-bound sampler's first batch (before it has timed a batch)
+FIRST_HOST_BATCH = 4
+
+
+def host_batch_size(call_ms: float, most: int = MAX_HOST_BATCH) -> int:
+    """Calls in a host-bound batch: as many as fill :data:`HOST_BATCH_TARGET_MS`, two to
+    ``most``."""
+    return max(2, min(most, int(HOST_BATCH_TARGET_MS / max(call_ms, 1e-3))))
 
 
 class HostSampler:
@@ -263,25 +271,27 @@ class HostSampler:
     (:func:`launch_reference`) timed right before it, kept in :attr:`references` (every
     batch's, warm-up included: the samples are the last ones). ``wake`` runs untimed before
     each reference (:func:`launch_wake`), so that the reference does not time the GPU waking
-    from the idle the call left behind."""
+    from the idle the call left behind. ``first_ms``, one call's time if known, sizes the first
+    batch (up to :data:`FIRST_HOST_BATCH` calls): a 130 ms call warms up with two, not four."""
 
     graph = False
     blocker = None
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the call, its wait, the reference and its wake; test seams
         self,
         run: Callable[[], object],
         synchronize: Callable[[], object],
         reference: Callable[[], object],
         clock: Callable[[], int] = time.perf_counter_ns,
         wake: Callable[[], object] = lambda: None,
+        first_ms: float = 0.0,
     ) -> None:
         self.run = run
         self._synchronize = synchronize
         self._reference = reference
         self._clock = clock
         self._wake = wake
-        self._size = 4
+        self._size = host_batch_size(first_ms, FIRST_HOST_BATCH)
         #: the reference loop's time (ms) before each sample taken so far
         self.references: list[float] = []
 
@@ -299,8 +309,7 @@ class HostSampler:
             done = clock()
             self.references.append((called - began) / 1e6)
             times.append((done - called) / 1e6)
-        per_sample = max(sum(times) / len(times), 1e-3)
-        self._size = max(2, min(MAX_HOST_BATCH, int(HOST_BATCH_TARGET_MS / per_sample)))
+        self._size = host_batch_size(sum(times) / len(times))
         return times
 
 
@@ -499,8 +508,10 @@ class CudaBackend:
 
     def sampler(self, fn: Callable[[], object], graph: bool) -> CudaEventSampler | HostSampler:
         torch = self._torch
+        began = time.perf_counter()
         fn()  # first call outside the blocker: JIT, handles, allocator growth
         torch.cuda.synchronize()
+        first_ms = (time.perf_counter() - began) * 1e3
         run, calls, captured = fn, 1, False
         if graph:
             try:
@@ -525,6 +536,7 @@ class CudaBackend:
                 torch.cuda.synchronize,
                 launch_reference(torch, self.device),
                 wake=launch_wake(torch, self.device),
+                first_ms=first_ms,
             )
         blocker: SpinBlocker | SleepBlocker | None = self.blocker
         return CudaEventSampler(

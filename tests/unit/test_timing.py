@@ -493,6 +493,25 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
     assert len(sampler.batch()) == 10  # the next batch aims at 20 ms: 10 calls of 2 ms
 
 
+def test_the_host_sampler_sizes_its_first_batch_by_one_calls_time() -> None:
+    from pytest_cudaperf.measure.cuda import HostSampler, host_batch_size
+
+    def sampler(first_ms: float) -> HostSampler:
+        return HostSampler(
+            lambda: None,
+            lambda: None,
+            reference=lambda: None,
+            clock=Ticks([0, 0, 1_000_000]),
+            first_ms=first_ms,
+        )
+
+    assert len(sampler(0.0).batch()) == 4  # not known: four calls
+    assert len(sampler(3.0).batch()) == 4  # short calls: four, not the 6 that fill 20 ms
+    assert len(sampler(8.0).batch()) == 2
+    assert len(sampler(130.0).batch()) == 2  # a Q-transform's 130 ms: two calls, not four
+    assert [host_batch_size(ms) for ms in (0.1, 1.0, 7.0, 500.0)] == [32, 20, 2, 2]
+
+
 class LoopSampler:
     """A host-bound sampler: batches of 8 calls of 2 ms, each after a reference of 0.5 ms (4
     loops), all ``speed`` times slower."""
