@@ -15,6 +15,10 @@ reference ran more than ``HOST_MIN`` slower or faster than at recording, this si
 ``factor ** S - 1`` instead of ``LAUNCH_STRETCH * (factor - 1)`` (a Python-heavy call's loops
 rise by up to ``factor ** 0.4`` with the reference; the rule is patched in for this run only).
 
+``--baseline FILE`` re-judges instead the final ``time:host`` measurement of each test in each
+run JSON given as ``folder`` (``--cudaperf-json``) against that baseline file, with this
+checkout's rules: what the plugin would say of that run now, before any re-measurement.
+
 ``--slopes`` prints instead, per test, the least-squares slope of log(loops) on log(launch
 reference) over its unchanged runs: 0 where the reference follows the call, above 0 where the
 call slows more than the reference on a slow host.
@@ -22,6 +26,7 @@ call slows more than the reference on a slow host.
     python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25] [--tolerance 0.05]
     python benchmarks/rejudge_host.py OUT_DIR [--plant 1.25] --state-slope 0.3
     python benchmarks/rejudge_host.py OUT_DIR --slopes
+    python benchmarks/rejudge_host.py RUN.json [RUN.json ...] --baseline BASELINE.json
 """
 
 from __future__ import annotations
@@ -40,9 +45,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_cudaperf import verdict
+from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.series import LOOPS, Recording, entry_of
 from pytest_cudaperf.settings import Settings
+from pytest_cudaperf.store.schema import read_file
 
 
 def host_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -132,6 +139,33 @@ def slopes(tests: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     return found
 
 
+def against(baseline: Path, run: Path, tolerance: float) -> Counter[str]:
+    """Verdict kinds of the run's final ``time:host`` measurements against ``baseline``
+    ("other state" also counts those the host's state held back)."""
+    entries = read_file(baseline)[1]
+    kinds: Counter[str] = Counter()
+    for test in json.loads(run.read_text())["tests"]:
+        records = {r["series"]: r for r in test["records"]}
+        host, kernels = records.get("time:host"), records.get("time:kernels")
+        entry = entries.get(SeriesKey(test["nodeid"]), {}).get("time:host")
+        if host is None or host["measurement"] is None or entry is None:
+            continue
+        m = host["measurement"]
+        low, high = m["in_loops_ci"]
+        fixed = kernels["measurement"]["median_ms"] if kernels and kernels["measurement"] else None
+        obs = verdict.Observation(
+            m["in_loops"],
+            (high - low) / 2 / m["in_loops"],
+            unit=LOOPS,
+            reference_ms=m["reference_ms"],
+            fixed_ms=fixed,
+        )
+        found = verdict.judge(obs, entry, tolerance, "GPU")
+        kinds[found.kind.value] += 1
+        kinds["other state"] += found.other_state
+    return kinds
+
+
 def with_state_slope(slope: float) -> None:
     """Judge the launch reference's host-speed finding with noise ``factor ** slope - 1``."""
     launch = instability.LAUNCH_STRETCH
@@ -154,7 +188,7 @@ def with_state_slope(slope: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", type=Path, nargs="+")
     parser.add_argument("--recordings", type=int, default=3)
     parser.add_argument("--plant", type=float, default=1.0)
     default = Settings().host_tolerance
@@ -163,10 +197,16 @@ def main() -> None:
     )
     parser.add_argument("--slopes", action="store_true")
     parser.add_argument("--state-slope", type=float, default=None, metavar="S")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="FILE")
     args = parser.parse_args()
     if args.state_slope is not None:
         with_state_slope(args.state_slope)
-    tests = host_runs(args.folder)
+    if args.baseline is not None:
+        for run in args.folder:
+            kinds = against(args.baseline, run, args.tolerance)
+            print(f"{run}: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+        return
+    tests = host_runs(args.folder[0])
     if args.slopes:
         found = slopes(tests)
         for nodeid, slope in sorted(found.items(), key=lambda item: item[1]):

@@ -93,6 +93,11 @@ class Entry:
         of back-to-back kernels when the series was recorded."""
         return _median([r.launch_gap_us for r in self.recordings if r.launch_gap_us is not None])
 
+    @property
+    def state_reach(self) -> float:
+        """How far this series' time follows the host's state (:func:`state_reach`)."""
+        return state_reach(self.recordings, self.metric)
+
 
 @dataclass(frozen=True)
 class Record:
@@ -188,6 +193,41 @@ def _kernels_shift(recording: Recording, usual: float) -> float:
     if not (fixed and now and _finite_positive(fixed) and _finite_positive(now)):
         return 0.0
     return fixed * (1 / now - 1 / usual)
+
+
+#: how far a host-bound time in loops can follow the host's state, at most: with the launch
+#: reference ``factor`` times slower than at recording, a call's loops may read up to ``factor **
+#: STATE_REACH`` more unchanged. The steepest call measured, ``RandomMixUpV2``, rose as the
+#: reference's time to the power 0.39; most calls 0.07
+STATE_REACH = 0.5
+#: added to a series' own slope of loops on the reference (:func:`state_reach`): the slope of
+#: three recordings missed that of fifteen runs by up to 0.16 in nine of ten choices
+STATE_MARGIN = 0.2
+
+
+def state_reach(recordings: Sequence[Recording], metric: str) -> float:
+    """How far a host-bound series' time in loops follows the host's state: the slope of
+    log(loops) on log(launch reference) over its recordings (:func:`medians_of`, the kernels set
+    aside) plus :data:`STATE_MARGIN`, from 0 up to :data:`STATE_REACH`, where at least
+    :data:`MIN_PROCESSES` recordings have a reference and theirs lie beyond
+    ``instability.HOST_MIN`` apart (the host was seen in two states); :data:`STATE_REACH`
+    otherwise, and for any other series. Python-heavy code slows more than the reference in
+    the host's slow state (a slope above 0), code that the reference follows not at all (why:
+    docs/decisions.md, "Why is a host-bound change judged only in the recordings' state?")."""
+    if metric != "host":
+        return STATE_REACH
+    points = [
+        (math.log(x), math.log(m))
+        for r, m in zip(recordings, medians_of(recordings, metric), strict=True)
+        if (x := r.reference_ms) is not None and _finite_positive(x) and _finite_positive(m)
+    ]
+    if len(points) < MIN_PROCESSES:
+        return STATE_REACH
+    low, high = min(x for x, _ in points), max(x for x, _ in points)
+    if instability.host_ratio(math.exp(high), math.exp(low)) is None:
+        return STATE_REACH  # one state only: how the series follows the other is not known
+    slope = statistics.linear_regression([x for x, _ in points], [y for _, y in points]).slope
+    return min(STATE_REACH, max(0.0, slope) + STATE_MARGIN)
 
 
 def spread(medians: Sequence[float]) -> float:

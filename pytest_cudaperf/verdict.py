@@ -18,8 +18,8 @@ uncertainty in the CI?").
   this side's noise (a slow stretch of the machine is not the code's regression). A host-bound
   time (in reference loops) that reads as a slowdown while the host ran the launch reference
   that much slower than at recording (a speed-up while it ran that much faster), by no more than
-  that factor to the power ``STATE_REACH`` beyond the band, is INCONCLUSIVE (:func:`host_state`):
-  measured again, not judged.
+  that factor to the power of the series' reach into the host's state (``Entry.state_reach``)
+  beyond the band, is INCONCLUSIVE (:func:`host_state`): measured again, not judged.
 - A fingerprint difference (power limit, clocks, ECC, MIG, torch, CUDA, driver…) is named, and turns
   a marginal regression (CI low <= 1 + 2t) into INCONCLUSIVE.
 - :func:`confirm`: a REGRESSION stands only if a re-measurement is one too and, where both sides
@@ -347,19 +347,15 @@ def host_state(obs: Observation, entry: Entry) -> float | None:
     beyond ``instability.HOST_MIN`` either way; None otherwise or where a side has no
     reference. The host has states that last seconds to minutes, and in its slow one
     Python-heavy code slows more than the reference, so a slowdown in loops within that factor
-    to the power :data:`STATE_REACH` beyond the band, read in a slow state (a speed-up in a fast
-    one), is not judged (why: docs/decisions.md, "Why is a host-bound change judged only in the
-    recordings' state?")."""
+    to the power of the series' reach (``Entry.state_reach``: its own slope of loops on the
+    reference where its recordings saw two states, else ``series.STATE_REACH``) beyond the band,
+    read in a slow state (a speed-up in a fast one), is not judged (why: docs/decisions.md,
+    "Why is a host-bound change judged only in the recordings' state?")."""
     if obs.unit != LOOPS:
         return None
     return instability.host_ratio(obs.reference_ms, entry.reference_ms)
 
 
-#: how much of the host's state a host-bound time in loops can take on: a slowdown in loops up to
-#: ``factor ** STATE_REACH`` beyond the band, read with the launch reference ``factor`` times
-#: slower than at recording, is not judged (:func:`host_state`). The steepest call measured,
-#: ``RandomMixUpV2``, rose in loops as the reference's time to the power 0.39; most calls 0.07
-STATE_REACH = 0.5
 #: why a host-bound change read with the host in another state is not a verdict (see host_state)
 OTHER_STATE = (
     "a host-bound {change} is judged only with the host as {speed} as at recording "
@@ -443,25 +439,32 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         kind = Kind.INCONCLUSIVE
         why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; {why}: {todo}"
-    kind, tail, other_state = _in_state(kind, (low, high), t, state, host)
+    found = (state, entry.state_reach) if state is not None else None
+    kind, tail, other_state = _in_state(kind, (low, high), t, found, host)
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
     message = prefix.get(kind, "") + body + tail
     return Verdict(kind, ratio, (low, high), t, message, tolerance, diffs, other_state=other_state)
 
 
 def _in_state(
-    kind: Kind, ci: tuple[float, float], t: float, state: float | None, host: str | None
+    kind: Kind,
+    ci: tuple[float, float],
+    t: float,
+    found: tuple[float, float] | None,
+    host: str | None,
 ) -> tuple[Kind, str, bool]:
-    """A REGRESSION or IMPROVED as the host's state lets it stand (:func:`host_state`): the
-    kind, the message's tail (the host's speed, where it was found) and whether the state held
-    it back (INCONCLUSIVE)."""
+    """A REGRESSION or IMPROVED as the host's state lets it stand (``found``: :func:`host_state`
+    and the series' reach into it, None where the host ran as at recording): the kind, the
+    message's tail (the host's speed, where it was found) and whether the state held it back
+    (INCONCLUSIVE)."""
     if kind not in (Kind.REGRESSION, Kind.IMPROVED) or host is None:
         return kind, "", False
     slower = kind is Kind.REGRESSION
-    if state is not None and (
-        (state > 1 and ci[0] <= (1 + t) * state**STATE_REACH)
+    state, reach = found or (1.0, 0.0)
+    if found is not None and (
+        (state > 1 and ci[0] <= (1 + t) * state**reach)
         if slower
-        else (state < 1 and ci[1] >= state**STATE_REACH / (1 + t))
+        else (state < 1 and ci[1] >= state**reach / (1 + t))
     ):
         change, speed, moves = (
             ("slowdown", "fast", "slows") if slower else ("speed-up", "slow", "speeds up")

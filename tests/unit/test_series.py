@@ -75,6 +75,42 @@ def test_a_kernel_heavy_host_bound_series_is_taken_at_one_reference() -> None:
     assert evidence.medians_of(plain, "host") == [r.median for r in recordings]
 
 
+def states(*points: tuple[float, float]) -> list[Recording]:
+    """Host-bound recordings, each (loops, launch reference in ms)."""
+    return [Recording("2026-11-27", loops, 0.02, 40, reference_ms=ref) for loops, ref in points]
+
+
+@pytest.mark.parametrize(
+    ("points", "reach"),
+    [
+        # the host seen in one state only: how the series follows the other is not known
+        ([(3.0, 0.09), (3.1, 0.10), (3.0, 0.11)], series.STATE_REACH),
+        # two states, loops flat (the reference follows the call): the margin alone
+        ([(3.0, 0.09), (3.0, 0.10), (3.0, 0.15)], series.STATE_MARGIN),
+        # a call whose loops rise as the reference's time ** 0.15
+        ([(3.0, 0.09), (3.0 * (15 / 9) ** 0.15, 0.15), (3.0, 0.09)], 0.15 + series.STATE_MARGIN),
+        # RandomMixUpV2's 0.39: up to STATE_REACH, no further
+        ([(3.0, 0.09), (3.0 * (15 / 9) ** 0.39, 0.15), (3.0, 0.09)], series.STATE_REACH),
+        # loops that fall with a slower reference (kernels the reference does not follow)
+        ([(3.0, 0.09), (2.5, 0.15), (3.0, 0.09)], series.STATE_MARGIN),
+        # two recordings with a reference: too few for a slope
+        ([(3.0, 0.09), (3.5, 0.15)], series.STATE_REACH),
+    ],
+)
+def test_a_host_bound_series_reaches_into_the_hosts_state_as_far_as_its_recordings_show(
+    points: list[tuple[float, float]], reach: float
+) -> None:
+    """The host's launch reference took ~90 µs in its fast state and ~150 µs in its slow one
+    (2026-11-27, H100): recordings in both states show how far a call's loops follow it."""
+    recordings = states(*points)
+    assert series.state_reach(recordings, "host") == pytest.approx(reach)
+    assert entry_of(recordings, "loops", {}, "host").state_reach == pytest.approx(reach)
+    # other series, and recordings without a reference, reach the whole way
+    assert series.state_reach(recordings, "device") == series.STATE_REACH
+    plain = [replace(r, reference_ms=None) for r in recordings]
+    assert series.state_reach(plain, "host") == series.STATE_REACH
+
+
 def test_noise_is_at_least_the_recordings_noise() -> None:
     # below three processes the largest recording noise counts ...
     _, two = evidence.summarize_recordings([rec(1.0, 0.2), rec(1.0, 0.1)], "device")

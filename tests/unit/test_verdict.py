@@ -538,6 +538,27 @@ def test_a_host_bound_change_is_judged_only_in_the_recordings_state(
     assert host_state(obs(value, unit="loops"), base) is None
 
 
+@pytest.mark.parametrize(
+    ("slow_loops", "kind"),
+    [
+        (3.0, Kind.REGRESSION),  # recorded in both states, its loops flat: reach 0.2
+        (3.0 * 1.6**0.4, Kind.INCONCLUSIVE),  # its loops rise with the reference: reach 0.5
+    ],
+)
+def test_a_series_seen_in_both_host_states_holds_back_only_what_its_state_can_make(
+    slow_loops: float, kind: Kind
+) -> None:
+    """+30% in loops with the reference 1.6x slower: beyond 1.6 ** 0.2 of the band for a
+    series whose loops did not follow the host's state, within 1.6 ** 0.5 for one whose did."""
+    recordings = [
+        Recording(f"2026-11-0{i}", loops, 0.01, 50, reference_ms=ref)
+        for i, (loops, ref) in enumerate([(3.0, 1.0), (3.0, 1.0), (slow_loops, 1.6), (3.0, 1.0)])
+    ]
+    base = entry_of(recordings, "loops", ENV, "host")
+    found = judge(obs(3.9, unit="loops", reference_ms=1.6), base, 0.05, "GPU")
+    assert (found.kind, found.other_state) == (kind, kind is Kind.INCONCLUSIVE)
+
+
 def test_a_confirmation_in_another_host_state_says_so() -> None:
     base = host_series(3.0, reference_ms=1.0)
     first = judge(obs(3.9, unit="loops", reference_ms=1.0), base, 0.05, "GPU")
