@@ -208,12 +208,13 @@ STATE_MARGIN = 0.2
 def state_reach(recordings: Sequence[Recording], metric: str) -> float:
     """How far a host-bound series' time in loops follows the host's state: the slope of
     log(loops) on log(launch reference) over its recordings (:func:`medians_of`, the kernels set
-    aside) plus :data:`STATE_MARGIN`, from 0 up to :data:`STATE_REACH`, where at least
+    aside), at least 0, plus :data:`STATE_MARGIN`, at most :data:`STATE_REACH`, where at least
     :data:`MIN_PROCESSES` recordings have a reference and theirs lie beyond
     ``instability.HOST_MIN`` apart (the host was seen in two states); :data:`STATE_REACH`
     otherwise, and for any other series. Python-heavy code slows more than the reference in
-    the host's slow state (a slope above 0), code that the reference follows not at all (why:
-    docs/decisions.md, "Why is a host-bound change judged only in the recordings' state?")."""
+    the host's slow state (a slope above 0); a call that the reference follows has a slope of 0
+    (why: docs/decisions.md, "Why is a host-bound change judged only in the recordings'
+    state?")."""
     if metric != "host":
         return STATE_REACH
     points = [
