@@ -56,6 +56,12 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def usual_reference(recordings: Sequence[Recording]) -> float | None:
+    """The median reference time (ms) of the recordings that have a usable one: how fast the
+    host ran when the series was recorded; None where none has."""
+    return _median([x for r in recordings if (x := r.reference_ms) and _finite_positive(x)])
+
+
 @dataclass(frozen=True)
 class Entry:
     """A baseline series: what verdicts use (``value``, ``noise``) and the evidence behind it."""
@@ -85,7 +91,7 @@ class Entry:
     def reference_ms(self) -> float | None:
         """The median reference-loop time of the recordings that have one: how fast the host
         ran when the series was recorded."""
-        return _median([r.reference_ms for r in self.recordings if r.reference_ms is not None])
+        return usual_reference(self.recordings)
 
     @property
     def launch_gap_us(self) -> float | None:
@@ -179,7 +185,7 @@ def medians_of(recordings: Sequence[Recording], metric: str) -> list[float]:
     90 µs of host work read 3.1–4.8 loops in ten processes for references of 143–84 µs (why:
     docs/decisions.md, "Why are a host-bound series' recordings taken at one reference?")."""
     medians = [r.median for r in recordings]
-    usual = _median([x for r in recordings if (x := r.reference_ms) and _finite_positive(x)])
+    usual = usual_reference(recordings)
     if metric != "host" or usual is None or len(medians) < 2:
         return medians
     center = float(statistics.median(medians))
@@ -218,16 +224,19 @@ def state_reach(recordings: Sequence[Recording], metric: str) -> float:
     if metric != "host":
         return STATE_REACH
     points = [
-        (math.log(x), math.log(m))
+        (x, m)
         for r, m in zip(recordings, medians_of(recordings, metric), strict=True)
-        if (x := r.reference_ms) is not None and _finite_positive(x) and _finite_positive(m)
+        if (x := r.reference_ms) and _finite_positive(x) and _finite_positive(m)
     ]
-    if len(points) < MIN_PROCESSES:
-        return STATE_REACH
-    low, high = min(x for x, _ in points), max(x for x, _ in points)
-    if instability.host_ratio(math.exp(high), math.exp(low)) is None:
-        return STATE_REACH  # one state only: how the series follows the other is not known
-    slope = statistics.linear_regression([x for x, _ in points], [y for _, y in points]).slope
+    references = [x for x, _ in points]
+    if (
+        len(points) < MIN_PROCESSES
+        or instability.host_ratio(max(references), min(references)) is None
+    ):
+        return STATE_REACH  # too few, or one state only: how it follows the other is not known
+    slope = statistics.linear_regression(
+        [math.log(x) for x in references], [math.log(m) for _, m in points]
+    ).slope
     return min(STATE_REACH, max(0.0, slope) + STATE_MARGIN)
 
 
@@ -257,13 +266,12 @@ def reach(recordings: Sequence[Recording], metric: str = "device") -> float:
     if len(pairs) < 2:
         return 0.0
     value = statistics.median(m for _, m in pairs)
-    loops = [r.reference_ms for r in recordings if r.reference_ms is not None]
-    usual = statistics.median(loops) if loops else None
+    usual = usual_reference(recordings)
     return max(
         (
             abs(m / value - 1)
             for r, m in pairs
-            if instability.host_speed(r.reference_ms, usual) is None
+            if instability.host_ratio(r.reference_ms, usual) is None
         ),
         default=0.0,
     )
