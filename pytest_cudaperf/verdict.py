@@ -459,18 +459,19 @@ def _in_state(
     (INCONCLUSIVE)."""
     if kind not in (Kind.REGRESSION, Kind.IMPROVED) or host is None:
         return kind, "", False
-    slower = kind is Kind.REGRESSION
-    state, reach = found or (1.0, 0.0)
-    if found is not None and (
-        (state > 1 and ci[0] <= (1 + t) * state**reach)
-        if slower
-        else (state < 1 and ci[1] >= state**reach / (1 + t))
-    ):
-        change, speed, moves = (
-            ("slowdown", "fast", "slows") if slower else ("speed-up", "slow", "speeds up")
-        )
-        text = OTHER_STATE.format(change=change, speed=speed, moves=moves)
-        return Kind.INCONCLUSIVE, f"; {host}: {text}", True
+    if found is not None:
+        state, reach = found
+        slower = kind is Kind.REGRESSION
+        if (
+            (state > 1 and ci[0] <= (1 + t) * state**reach)
+            if slower
+            else (state < 1 and ci[1] >= state**reach / (1 + t))
+        ):
+            change, speed, moves = (
+                ("slowdown", "fast", "slows") if slower else ("speed-up", "slow", "speeds up")
+            )
+            text = OTHER_STATE.format(change=change, speed=speed, moves=moves)
+            return Kind.INCONCLUSIVE, f"; {host}: {text}", True
     return kind, f"; {host}, counted in the CI", False
 
 
