@@ -52,28 +52,47 @@ from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.store.schema import read_file
 
 
+def host_figures(path: Path) -> dict[str, dict[str, Any]]:
+    """Per test of one ``--cudaperf-json`` report with both host-bound series measured, its
+    ``time:host`` figures and, from its ``time:kernels``, the kernels' time per call."""
+    found: dict[str, dict[str, Any]] = {}
+    for test in json.loads(path.read_text())["tests"]:
+        records = {r["series"]: r for r in test["records"]}
+        host, kernels = records.get("time:host"), records.get("time:kernels")
+        if host is None or kernels is None or None in (host["measurement"], kernels["measurement"]):
+            continue
+        m = host["measurement"]
+        low, high = m["in_loops_ci"]
+        found[test["nodeid"]] = {
+            "loops": m["in_loops"],
+            "halfwidth": (high - low) / 2 / m["in_loops"],
+            "ci": (low, high),
+            "n": m["n"],
+            "reference_ms": m["reference_ms"],
+            "fixed_ms": kernels["measurement"]["median_ms"],
+        }
+    return found
+
+
 def host_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
-    """Per test, each unchanged run's host-bound figures."""
+    """Per test, each unchanged run's host-bound figures (:func:`host_figures`)."""
     tests: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(folder.glob("serial-unchanged-*.json")):
-        for test in json.loads(path.read_text())["tests"]:
-            records = {r["series"]: r for r in test["records"]}
-            host, kernels = records.get("time:host"), records.get("time:kernels")
-            if host is None or kernels is None or host["measurement"] is None:
-                continue
-            m = host["measurement"]
-            low, high = m["in_loops_ci"]
-            tests.setdefault(test["nodeid"], []).append(
-                {
-                    "loops": m["in_loops"],
-                    "halfwidth": (high - low) / 2 / m["in_loops"],
-                    "ci": (low, high),
-                    "n": m["n"],
-                    "reference_ms": m["reference_ms"],
-                    "fixed_ms": kernels["measurement"]["median_ms"],
-                }
-            )
+        for nodeid, figures in host_figures(path).items():
+            tests.setdefault(nodeid, []).append(figures)
     return tests
+
+
+def observation(run: dict[str, Any], plant: float = 1.0, weigh: bool = True) -> verdict.Observation:
+    """One run's host-bound time as the verdict takes it (``weigh``: with its launch reference
+    and kernels' time), ``plant`` times slower."""
+    return verdict.Observation(
+        run["loops"] * plant,
+        run["halfwidth"],
+        unit=LOOPS,
+        reference_ms=run["reference_ms"] if weigh else None,
+        fixed_ms=run["fixed_ms"] if weigh else None,
+    )
 
 
 def judged(
@@ -107,13 +126,7 @@ def judged(
         for j, run in enumerate(runs):
             if j in chosen:
                 continue
-            obs = verdict.Observation(
-                run["loops"] * plant,
-                run["halfwidth"],
-                unit=LOOPS,
-                reference_ms=run["reference_ms"] if weigh else None,
-                fixed_ms=run["fixed_ms"] if weigh else None,
-            )
+            obs = observation(run, plant, weigh)
             found[j] = (verdict.judge(obs, entry, tolerance, "GPU"), verdict.host_state(obs, entry))
         for j, (judged_j, _) in found.items():
             if not judged_j.other_state:
@@ -144,23 +157,11 @@ def against(baseline: Path, run: Path, tolerance: float) -> Counter[str]:
     ("other state" also counts those the host's state held back)."""
     entries = read_file(baseline)[1]
     kinds: Counter[str] = Counter()
-    for test in json.loads(run.read_text())["tests"]:
-        records = {r["series"]: r for r in test["records"]}
-        host, kernels = records.get("time:host"), records.get("time:kernels")
-        entry = entries.get(SeriesKey(test["nodeid"]), {}).get("time:host")
-        if host is None or host["measurement"] is None or entry is None:
+    for nodeid, figures in host_figures(run).items():
+        entry = entries.get(SeriesKey(nodeid), {}).get("time:host")
+        if entry is None:
             continue
-        m = host["measurement"]
-        low, high = m["in_loops_ci"]
-        fixed = kernels["measurement"]["median_ms"] if kernels and kernels["measurement"] else None
-        obs = verdict.Observation(
-            m["in_loops"],
-            (high - low) / 2 / m["in_loops"],
-            unit=LOOPS,
-            reference_ms=m["reference_ms"],
-            fixed_ms=fixed,
-        )
-        found = verdict.judge(obs, entry, tolerance, "GPU")
+        found = verdict.judge(observation(figures), entry, tolerance, "GPU")
         kinds[found.kind.value] += 1
         kinds["other state"] += found.other_state
     return kinds
@@ -201,6 +202,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.state_slope is not None:
         with_state_slope(args.state_slope)
+    if args.baseline is None and len(args.folder) > 1:
+        parser.error("several paths are run JSON files for --baseline; without it, one folder")
     if args.baseline is not None:
         for run in args.folder:
             kinds = against(args.baseline, run, args.tolerance)
