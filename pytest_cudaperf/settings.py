@@ -60,6 +60,16 @@ def parse_threads(text: str) -> int:
         raise ValueError(f"expected a whole number >= 1 or auto, got {text!r}") from None
 
 
+def parse_wait(text: str) -> float:
+    """Seconds to wait (``30``, ``30s``, ``500ms``), or ``0``/``off``: no wait."""
+    if text.strip().lower() in ("0", "off"):
+        return 0.0
+    try:
+        return parse_seconds(text)
+    except ValueError:
+        raise ValueError(f"expected seconds such as 30 or 30s, or off, got {text!r}") from None
+
+
 def _path(text: str) -> str:
     if not text.strip():
         raise ValueError("expected a path, got an empty string")
@@ -172,6 +182,15 @@ OPTIONS: tuple[Option, ...] = (
         metavar="{auto,off}",
     ),
     Option(
+        "state-wait",
+        "how long a host-bound change read while the host ran slower (or faster) than at "
+        "recording may wait for the host to come back before it is measured again, per measured "
+        "callable: SECONDS, or off (default: 30s)",
+        parse_wait,
+        30.0,
+        metavar="SECONDS",
+    ),
+    Option(
         "baseline-dir",
         "folder of the committed baseline files, one per device class (default: .cudaperf)",
         _path,
@@ -254,6 +273,9 @@ class Settings:
     cpu_threads: int = 1
     breakdown: str = "auto"
     confirm_process: str = "auto"
+    #: seconds a host-bound change read in the host's other state may wait for the recordings'
+    #: state, per measured callable (0: re-measured at once)
+    state_wait: float = 30.0
     #: the benchmark fixture is served here even where pytest-benchmark is installed
     benchmark: bool = False
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"

@@ -18,6 +18,7 @@ the reference beside each call moves with it); the kernels' own time is judged a
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -366,6 +367,35 @@ def launch_wake(torch_mod: Any, device: torch.device) -> Callable[[], object]:
     the host work of the call before it and hides part of a host slowdown (why:
     docs/decisions.md, "Why is the launch path woken before the reference is timed?")."""
     return launch_reference(torch_mod, device, calls=1)
+
+
+#: timed references in one probe of the host's state (:func:`reference_probe`)
+STATE_PROBE_REPEATS = 9
+
+
+def reference_probe(device: torch.device) -> Callable[[], float]:
+    """The host's state now: the median of :data:`STATE_PROBE_REPEATS` launch references
+    (:func:`launch_reference`, each after its wake), ms. Back to back they run faster than
+    beside a call, so a reading is compared with another, not with a call's reference
+    (:class:`pytest_cudaperf.run.hoststate.HostWait` scales it). Its tensors are made at the
+    first reading."""
+    import torch
+
+    made: list[tuple[Callable[[], object], Callable[[], object]]] = []
+
+    def probe() -> float:
+        if not made:
+            made.append((launch_wake(torch, device), launch_reference(torch, device)))
+        wake, reference = made[0]
+        times = []
+        for _ in range(STATE_PROBE_REPEATS):
+            wake()
+            began = time.perf_counter_ns()
+            reference()
+            times.append((time.perf_counter_ns() - began) / 1e6)
+        return statistics.median(times)
+
+    return probe
 
 
 #: tiny additions queued back to back in the launch-gap probe, and the probe's repeats

@@ -25,6 +25,7 @@ from pytest_cudaperf.report.model import (
     Other,
 )
 from pytest_cudaperf.run.context import TestContext
+from pytest_cudaperf.run.hoststate import HostWait
 from pytest_cudaperf.series import LOOPS, Record, Recording, metric_of
 from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
 
@@ -142,11 +143,39 @@ def confirm_time(
     return dataclasses.replace(second, verdict=verdict), again
 
 
+def state_wait(test: TestContext, probe: Callable[[], float] | None) -> HostWait | None:
+    """The wait for the host's state of one measured callable: None without a probe (CPU and
+    device time), with ``--cudaperf-state-wait=off`` and on an update (nothing is judged)."""
+    settings = test.settings
+    if probe is None or settings.state_wait <= 0 or settings.update:
+        return None
+    return HostWait(probe, settings.state_wait)
+
+
+def host_back(
+    test: TestContext, wait: HostWait | None, record: JudgedRecord, measured: Measurement
+) -> bool:
+    """Whether to measure ``record`` again: at once where it was not held back for the host's
+    state (:attr:`Verdict.other_state`) or nothing can wait (``wait`` None, no reference on
+    either side); else once ``wait`` saw the host back in the recordings' state (a line in the
+    test's details says how long it waited, or that the host did not come back)."""
+    if not record.verdict.other_state or wait is None:
+        return True
+    entry = test.run.store.lookup(record.device_class, record.key, record.series)
+    recorded = entry.reference_ms if entry is not None else None
+    if recorded is None or measured.reference_ms is None:
+        return True
+    waited = wait.until_back(measured.reference_ms, recorded)
+    test.state.details.append(record.key.label() + waited.describe(recorded))
+    return waited.back
+
+
 def confirm_fresh(
     test: TestContext,
     first: JudgedRecord,
     measured: Measurement,
     lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    wait: HostWait | None = None,
 ) -> tuple[JudgedRecord, Measurement]:
     """A regression (or improvement) of a measurement that a state of its process can move (the
     CPU's, GPU code that synchronizes inside, the kernels of calls that draw their work at random:
@@ -156,7 +185,8 @@ def confirm_fresh(
     The fresh process measures under this process's ``lock`` (the device to itself, as any
     measurement). Where no fresh measurement can be had, the regression stands and a line under
     it says why. A fresh process that met the host in another state than at recording
-    (:attr:`Verdict.other_state`) is followed by another, up to :data:`FRESH_STATE_TRIES`."""
+    (:attr:`Verdict.other_state`) is followed by another, up to :data:`FRESH_STATE_TRIES`, once
+    ``wait`` saw the host come back (:func:`host_back`)."""
     fresh = test.run.fresh
     judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
     if fresh is None or not judged or not measured.process_dependent:
@@ -177,7 +207,9 @@ def confirm_fresh(
             # the kernels' time does not move between processes: this process's timing of them
             again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
         confirmed = confirm_time(test, first, again, " in a fresh process")
-        if not confirmed[0].verdict.other_state:
+        if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
+            break
+        if not host_back(test, wait, *confirmed):
             break
     return confirmed
 

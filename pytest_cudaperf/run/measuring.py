@@ -22,7 +22,9 @@ from pytest_cudaperf.run.judging import (
     add_time,
     confirm_fresh,
     confirm_time,
+    host_back,
     judge_time,
+    state_wait,
     tolerance,
 )
 from pytest_cudaperf.verdict import Kind
@@ -89,12 +91,16 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
     device_class: str,
     profiled: Profiled | None = None,
     peak: Callable[[], PeakResult | None] | None = None,
+    state_probe: Callable[[], float] | None = None,
 ) -> Measurement:
     """Measure and judge against the baseline; re-measure an inconclusive result (twice the
     time budget each time, at most REMEASURE times); confirm a regression or an improvement by
     measuring again (on the CPU in a fresh process too);
     then attach the breakdown (update) or what it says changed (non-pass verdict). With
     ``peak``, the callable's peak memory is read after and judged as a series of its own.
+    With ``state_probe`` (the launch reference timed now, ms), a host-bound change read while
+    the host ran in another state than at recording waits for it before it is measured again
+    (:func:`pytest_cudaperf.run.judging.host_back`), at most ``--cudaperf-state-wait`` in all.
 
     GPU code that synchronizes inside (``metric == "host"``) has its kernels timed apart after
     its first measurement and before its verdict: they are a series of their own
@@ -115,19 +121,24 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
             return found
         return dataclasses.replace(found, fixed_ms=kernels[1].median_ms)
 
+    wait = state_wait(test, state_probe)
     for attempt in range(REMEASURE + 1):
         measurement = measured(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
         record = judge_time(test, key, measurement, device_class)
         if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
             break
+        if attempt < REMEASURE and not host_back(test, wait, record, measurement):
+            break
     if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
         first = record
-        for _ in range(REMEASURE + 1):  # it may meet the host in another state: again
+        for attempt in range(REMEASURE + 1):  # it may meet the host in another state: again
             record, measurement = confirm_time(test, first, measured(budget))
-            if not record.verdict.other_state:
+            if not record.verdict.other_state or attempt == REMEASURE:
+                break
+            if not host_back(test, wait, record, measurement):
                 break
         lock = profiled.lock if profiled is not None else contextlib.nullcontext
-        record, measurement = confirm_fresh(test, record, measurement, lock)
+        record, measurement = confirm_fresh(test, record, measurement, lock, wait)
     if profiled is not None and _may_profile(test):
         record = _with_breakdown(test, record, profiled)
     if kernels is not None and measurement.metric == "host":

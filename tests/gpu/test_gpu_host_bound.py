@@ -109,6 +109,35 @@ def test_a_slower_kernel_fails_as_the_kernels(recorded: pytest.Pytester) -> None
     assert kinds["time:kernels"] == "regression"
 
 
+def test_a_change_read_in_another_host_state_waits_for_the_host(
+    recorded: pytest.Pytester,
+) -> None:
+    """The baseline says the host ran the launch reference twice as fast at recording and the
+    call 1.5x fewer loops: read now, the change is within what the host's state can make, so it
+    waits for the host to come back, which it cannot (the state is the baseline's, edited): the
+    probe ran under --cudaperf-state-wait and the test says it waited in vain."""
+    (path,) = (recorded.path / ".cudaperf").glob("*.json")
+    baseline = json.loads(path.read_text())
+    (entry,) = baseline["entries"].values()
+    host = entry[""]["time:host"]
+    host["value"] /= 1.5
+    for recording in host["recordings"]:
+        recording["median"] /= 1.5
+        recording["ci"] = [x / 1.5 for x in recording["ci"]]
+        recording["reference_ms"] *= 0.5
+    path.write_text(json.dumps(baseline))
+    result = recorded.runpytest(*FAST, "--cudaperf-state-wait=2", "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((recorded.path / "out.json").read_text())["tests"]
+    (record,) = [r for r in test["records"] if r["series"] == "time:host"]
+    assert record["verdict"]["kind"] == "inconclusive", record["verdict"]["message"]
+    assert "judged only with the host as fast as at recording" in record["verdict"]["message"]
+    (line,) = [d for d in test["details"] if "host-bound: waited" in d]
+    assert "for the host's state, in vain: it still ran the launch reference" in line
+    waited = float(line.split("waited ")[1].split(" s")[0])
+    assert 1.0 <= waited <= 2.0
+
+
 # each call draws how many matrix products it runs (1 to 11) from torch's generator: its kernels
 # differ call to call by up to 11x, and are the same calls in every seeded pass
 POLICY = """

@@ -493,6 +493,112 @@ def test_a_confirmation_in_another_host_state_is_measured_again(tmp_path: Path) 
     assert next(taken, None) is None  # three measurements: measured, the slow state, again
 
 
+@pytest.mark.parametrize(
+    ("probe_ms", "kind", "taken", "said"),
+    [
+        # slow beside the calls (2x), then back: measured again, judged as it reads
+        ((0.2, 0.2, 0.1), Kind.REGRESSION, 3, "waited"),
+        # the host stays slow: no measurement after the wait, held back
+        ((0.2,), Kind.INCONCLUSIVE, 1, "in vain"),
+    ],
+)
+def test_a_change_read_in_the_other_host_state_waits_for_the_host(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    probe_ms: tuple[float, ...],
+    kind: Kind,
+    taken: int,
+    said: str,
+) -> None:
+    """6 loops against 4 with the launch reference 2x slower than at recording: held back for
+    the host's state, then measured again only once the probe says the host is back."""
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import hoststate, measuring
+
+    monkeypatch.setattr(hoststate, "POLL_S", 0.001)
+    run = run_context(tmp_path, state_wait=0.05)
+    first = new_test(run)
+    m = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    calls = iter([6.0, 3.0, 3.0])  # ms per call: the slow state, then the recordings' state
+    measurements: list[float] = []
+
+    def run_once(budget: Budget) -> Measurement:
+        measurements.append(next(calls))
+        return host_bound(6.0, ms=measurements[-1])
+
+    readings = iter(probe_ms)
+    probed: list[float] = []
+
+    def probe() -> float:
+        probed.append(next(readings, probe_ms[-1]))
+        return probed[-1]
+
+    test = new_test(run)
+    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
+    (record,) = test.state.records
+    assert record.verdict.kind is kind
+    assert len(measurements) == taken
+    (line,) = [d for d in test.state.details if "host-bound: waited" in d]
+    assert said in line
+    if kind is Kind.INCONCLUSIVE:
+        assert record.verdict.other_state
+        # beside the calls 1 ms a reference against 0.5 ms: the probe's 0.2 ms scaled to it
+        assert "reference 2.0x slower than at recording (1.000 ms, 500.00 µs at" in line
+
+
+def test_without_a_state_wait_the_other_state_is_measured_again_at_once(tmp_path: Path) -> None:
+    """``--cudaperf-state-wait=off``: the probe is not read, the re-measurements follow."""
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import measuring
+
+    run = run_context(tmp_path, state_wait=0.0)
+    first = new_test(run)
+    m = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    taken: list[Budget] = []
+
+    def run_once(budget: Budget) -> Measurement:
+        taken.append(budget)
+        return host_bound(6.0, ms=6.0)
+
+    def probe() -> float:
+        raise AssertionError("the probe is not read without a wait")
+
+    test = new_test(run)
+    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
+    assert test.state.records[0].verdict.other_state
+    assert len(taken) == 3  # measured, then twice again with twice the budget each time
+    assert not [d for d in test.state.details if "host-bound: waited" in d]
+
+
+def test_a_fresh_process_follows_another_only_once_the_host_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fresh process met the slow state and the host stayed slow: no second fresh process."""
+    from pytest_cudaperf.run import hoststate
+
+    monkeypatch.setattr(hoststate, "POLL_S", 0.001)
+    run = run_context(tmp_path, state_wait=0.02)
+    first = new_test(run)
+    m = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    fresh = FreshStub(lambda: host_bound(6.0, ms=6.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = new_test(run)
+    slow = host_bound(6.0, ms=3.0)
+    found = judging.judge_time(test, A, slow, "GPU X")
+    assert found.verdict.kind is Kind.REGRESSION
+    wait = judging.state_wait(test, lambda: 0.1)
+    record, _ = judging.confirm_fresh(test, found, slow, wait=wait)
+    assert fresh.again == [False]
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert any("in vain" in d for d in test.state.details)
+
+
 def test_device_time_behind_the_blocker_is_not_confirmed_in_a_fresh_process(
     tmp_path: Path,
 ) -> None:

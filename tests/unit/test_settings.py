@@ -95,3 +95,17 @@ def test_a_bare_tolerance_of_one_or_more_is_refused_with_a_percentage(given: str
     assert resolve(FakeConfig({"cudaperf_tolerance": f"{given}%"}), {}, "x").tolerance == (
         pytest.approx(int(given) / 100)
     )
+
+
+def test_the_state_wait_takes_seconds_or_off() -> None:
+    assert resolve(FakeConfig(), {}, "x").state_wait == 30.0
+    assert resolve(FakeConfig({"cudaperf_state_wait": "10s"}), {}, "x").state_wait == 10.0
+    assert resolve(FakeConfig(ini={"cudaperf_state_wait": "500ms"}), {}, "x").state_wait == 0.5
+    for off in ("off", "OFF", "0"):
+        assert resolve(FakeConfig({"cudaperf_state_wait": off}), {}, "x").state_wait == 0.0
+    with pytest.raises(SettingError) as excinfo:
+        resolve(FakeConfig({"cudaperf_state_wait": "-5"}), {}, "x")
+    assert str(excinfo.value) == (
+        "--cudaperf-state-wait: expected seconds such as 30 or 30s, or off, got '-5' "
+        "(from the command line)"
+    )

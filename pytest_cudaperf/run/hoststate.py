@@ -1,0 +1,86 @@
+"""Waiting for the host's state: a host-bound change read while the host ran in another state
+than at recording (:attr:`pytest_cudaperf.verdict.Verdict.other_state`) is measured again once
+the launch reference runs as fast as at recording, within one deadline per measured callable
+(``--cudaperf-state-wait``).
+
+The host's states last seconds to minutes, so an immediate re-measurement usually meets the
+same one; polling a probe of the launch reference is cheap (a few milliseconds every
+:data:`POLL_S`) against measuring again (why: docs/decisions.md, "Why does a host-bound change
+read in the host's other state wait for it?").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pytest_cudaperf.measure import instability
+from pytest_cudaperf.units import format_ms
+
+#: seconds between two probes while waiting
+POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Waited:
+    """One wait: whether the host came back, after how long, and the launch reference it last
+    read, on the scale of the reference timed beside each call (ms)."""
+
+    back: bool
+    seconds: float
+    reference_ms: float
+
+    def describe(self, recorded_ms: float) -> str:
+        """One line for the test's details."""
+        if self.back:
+            return (
+                f"host-bound: waited {self.seconds:.1f} s for the host to run the launch "
+                f"reference as fast as at recording ({format_ms(self.reference_ms)}, "
+                f"{format_ms(recorded_ms)} at recording), then measured again"
+            )
+        ratio = self.reference_ms / recorded_ms
+        speed = f"{ratio:.1f}x slower" if ratio > 1 else f"{1 / ratio:.1f}x faster"
+        return (
+            f"host-bound: waited {self.seconds:.1f} s for the host's state, in vain: it still "
+            f"ran the launch reference {speed} than at recording ({format_ms(self.reference_ms)}"
+            f", {format_ms(recorded_ms)} at recording); not judged (--cudaperf-state-wait)"
+        )
+
+
+class HostWait:
+    """Waits, within ``limit_s`` seconds in all from its first wait, until ``probe`` (the launch
+    reference timed now, ms: :func:`pytest_cudaperf.measure.cuda.reference_probe`) says the host
+    runs as at recording. The probe times the reference back to back, which runs faster than
+    the reference timed beside each call; its first reading, taken right after the measurement
+    that met the other state, scales it to that measurement's reference. ``clock`` and
+    ``sleep`` are test seams."""
+
+    def __init__(
+        self,
+        probe: Callable[[], float],
+        limit_s: float,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        self._probe = probe
+        self._limit_s = limit_s
+        self._clock = clock or time.monotonic
+        self._sleep = sleep or time.sleep
+        self._deadline: float | None = None
+
+    def until_back(self, measured_ms: float, recorded_ms: float) -> Waited:
+        """Wait until the host runs the reference within ``instability.HOST_MIN`` of
+        ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the calls just
+        measured; or until the deadline."""
+        began = self._clock()
+        if self._deadline is None:
+            self._deadline = began + self._limit_s
+        scale = measured_ms / self._probe()
+        now = measured_ms
+        while self._clock() + POLL_S <= self._deadline:
+            self._sleep(POLL_S)
+            now = self._probe() * scale
+            if instability.host_ratio(now, recorded_ms) is None:
+                return Waited(True, self._clock() - began, now)
+        return Waited(False, self._clock() - began, now)

@@ -1,0 +1,94 @@
+"""Waiting for the host's state (:mod:`pytest_cudaperf.run.hoststate`), on a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import pytest
+
+from pytest_cudaperf.run.hoststate import POLL_S, HostWait
+
+
+class FakeTime:
+    """A clock that only ``sleep`` moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def probe_of(readings: Iterable[float]) -> Callable[[], float]:
+    """The probe reads ``readings`` in turn, then the last one for ever."""
+    it = iter(readings)
+    last = [0.0]
+
+    def probe() -> float:
+        last[0] = next(it, last[0])
+        return last[0]
+
+    return probe
+
+
+def test_the_host_coming_back_ends_the_wait() -> None:
+    """Measured at 130 µs beside the calls, recorded at 90 µs: the probe's first reading (65 µs
+    back to back) scales it, and 45 µs (90 beside a call) is the recordings' state."""
+    fake = FakeTime()
+    wait = HostWait(probe_of([0.065, 0.065, 0.060, 0.045]), 30.0, fake.clock, fake.sleep)
+    waited = wait.until_back(0.130, 0.090)
+    assert waited.back
+    assert fake.slept == [POLL_S] * 3
+    assert waited.seconds == pytest.approx(3 * POLL_S)
+    assert waited.reference_ms == pytest.approx(0.090)
+    assert waited.describe(0.090) == (
+        "host-bound: waited 1.5 s for the host to run the launch reference as fast as at "
+        "recording (90.00 µs, 90.00 µs at recording), then measured again"
+    )
+
+
+def test_within_the_band_counts_as_back() -> None:
+    """1.2x the recordings' reference is within HOST_MIN (25%): the same state."""
+    fake = FakeTime()
+    wait = HostWait(probe_of([0.1, 0.08]), 30.0, fake.clock, fake.sleep)
+    assert wait.until_back(0.15, 0.1).back  # 0.08 scaled by 1.5: 0.12 ms
+    assert fake.slept == [POLL_S]
+
+
+def test_a_host_that_stays_slow_ends_the_wait_at_the_deadline() -> None:
+    fake = FakeTime()
+    wait = HostWait(probe_of([0.065]), 2.0, fake.clock, fake.sleep)
+    waited = wait.until_back(0.130, 0.090)
+    assert not waited.back
+    assert fake.now - 100.0 == pytest.approx(2.0)  # no poll past the deadline
+    assert waited.describe(0.090) == (
+        "host-bound: waited 2.0 s for the host's state, in vain: it still ran the launch "
+        "reference 1.4x slower than at recording (130.00 µs, 90.00 µs at recording); not "
+        "judged (--cudaperf-state-wait)"
+    )
+
+
+def test_a_fast_state_is_waited_out_too() -> None:
+    """A speed-up read with the host 1.8x faster than at recording waits for it to slow."""
+    fake = FakeTime()
+    wait = HostWait(probe_of([0.05, 0.05]), 1.0, fake.clock, fake.sleep)
+    waited = wait.until_back(0.05, 0.09)
+    assert not waited.back
+    assert "1.8x faster than at recording" in waited.describe(0.09)
+
+
+def test_every_wait_of_one_callable_shares_one_deadline() -> None:
+    """The deadline starts at the first wait: a later one gets what is left of it."""
+    fake = FakeTime()
+    wait = HostWait(probe_of([0.065, 0.065, 0.065, 0.045]), 3.0, fake.clock, fake.sleep)
+    assert wait.until_back(0.130, 0.090).back  # 1.5 s: two polls slow, the third back
+    fake.sleep(0.5)  # a measurement, slow again: the probe's next reading scales to it
+    second = wait.until_back(0.130, 0.090)
+    assert not second.back
+    assert second.seconds == pytest.approx(1.0)  # what was left of the 3 s
+    assert fake.now - 100.0 == pytest.approx(3.0)
