@@ -368,6 +368,17 @@ def host_bound(loops: float, ms: float = 2.0, device: str = "cuda:1") -> Measure
     )
 
 
+def recorded_at_four_loops(tmp_path: Path, **settings: object) -> RunContext:
+    """A run whose baseline holds one host-bound recording of 4 loops (2 ms a call, launch
+    reference 0.5 ms) for t.py::a."""
+    run = run_context(tmp_path, **settings)
+    first = new_test(run)
+    m = host_bound(4.0)
+    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    run.store.update("GPU X", stored(first))
+    return run
+
+
 def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: Path) -> None:
     run = run_context(tmp_path)
     first = new_test(run)
@@ -420,11 +431,7 @@ def test_a_host_bound_regression_is_confirmed_in_a_fresh_process_on_the_same_gpu
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_loops: float, kind: Kind
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
-    run = run_context(tmp_path)
-    first = new_test(run)
-    m = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
-    run.store.update("GPU X", stored(first))
+    run = recorded_at_four_loops(tmp_path)
     fresh = FreshStub(lambda: host_bound(fresh_loops))
     run.fresh = fresh  # type: ignore[assignment]
     test = new_test(run)
@@ -451,11 +458,7 @@ def test_a_fresh_process_in_another_host_state_is_followed_by_another(
 ) -> None:
     """6 loops against 4: a regression where the launch reference ran as at recording (3 ms a
     call), not judged where it ran 2x slower (6 ms a call, the host's slow state)."""
-    run = run_context(tmp_path)
-    first = new_test(run)
-    m = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
-    run.store.update("GPU X", stored(first))
+    run = recorded_at_four_loops(tmp_path)
     each = iter(fresh_ms)
     fresh = FreshStub(lambda: host_bound(6.0, ms=next(each)))
     run.fresh = fresh  # type: ignore[assignment]
@@ -478,11 +481,7 @@ def test_a_confirmation_in_another_host_state_is_measured_again(tmp_path: Path) 
     from pytest_cudaperf.measure.timing import Budget
     from pytest_cudaperf.run import measuring
 
-    run = run_context(tmp_path)
-    first = new_test(run)
-    m = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
-    run.store.update("GPU X", stored(first))
+    run = recorded_at_four_loops(tmp_path)
     taken = iter([3.0, 6.0, 3.0])  # ms per call: the recordings' state, the slow one, back
     test = new_test(run)
     measuring.measure_judged(
@@ -516,11 +515,7 @@ def test_a_change_read_in_the_other_host_state_waits_for_the_host(
     from pytest_cudaperf.run import hoststate, measuring
 
     monkeypatch.setattr(hoststate, "POLL_S", 0.001)
-    run = run_context(tmp_path, state_wait=0.05)
-    first = new_test(run)
-    m = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
-    run.store.update("GPU X", stored(first))
+    run = recorded_at_four_loops(tmp_path, state_wait=0.05)
     calls = iter([6.0, 3.0, 3.0])  # ms per call: the slow state, then the recordings' state
     measurements: list[float] = []
 
@@ -553,11 +548,7 @@ def test_without_a_state_wait_the_other_state_is_measured_again_at_once(tmp_path
     from pytest_cudaperf.measure.timing import Budget
     from pytest_cudaperf.run import measuring
 
-    run = run_context(tmp_path, state_wait=0.0)
-    first = new_test(run)
-    m = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
-    run.store.update("GPU X", stored(first))
+    run = recorded_at_four_loops(tmp_path, state_wait=0.0)
     taken: list[Budget] = []
 
     def run_once(budget: Budget) -> Measurement:
@@ -581,11 +572,7 @@ def test_a_fresh_process_follows_another_only_once_the_host_is_back(
     from pytest_cudaperf.run import hoststate
 
     monkeypatch.setattr(hoststate, "POLL_S", 0.001)
-    run = run_context(tmp_path, state_wait=0.02)
-    first = new_test(run)
-    m = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
-    run.store.update("GPU X", stored(first))
+    run = recorded_at_four_loops(tmp_path, state_wait=0.02)
     fresh = FreshStub(lambda: host_bound(6.0, ms=6.0))
     run.fresh = fresh  # type: ignore[assignment]
     test = new_test(run)
