@@ -375,8 +375,8 @@ STATE_PROBE_REPEATS = 9
 
 def reference_probe(device: torch.device) -> Callable[[], float]:
     """The host's state now: the median of :data:`STATE_PROBE_REPEATS` launch references
-    (:func:`launch_reference`, each after its wake), ms. Back to back they run faster than
-    beside a call, so a reading is compared with another, not with a call's reference
+    (:func:`launch_reference`, each after its wake), ms. Back to back, not after a call, they
+    need not read what the reference beside a call reads, so a reading is compared with another
     (:class:`pytest_cudaperf.run.hoststate.HostWait` scales it). Its tensors are made at the
     first reading."""
     import torch
