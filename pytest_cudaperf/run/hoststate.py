@@ -1,4 +1,4 @@
-"""Waiting for the host's state: a host-bound change read while the host ran in another state
+"""Waiting for the host's state: a host-bound slowdown read while the host ran in another state
 than at recording (:attr:`pytest_cudaperf.verdict.Verdict.other_state`) is measured again once
 the launch reference runs as fast as at recording, within one deadline per measured callable
 (``--cudaperf-state-wait``).
@@ -24,8 +24,9 @@ POLL_S = 0.5
 
 @dataclass(frozen=True)
 class Waited:
-    """One wait: whether the host came back, after how long, and the launch reference it last
-    read, on the scale of the reference timed beside each call (ms)."""
+    """One wait: whether the host came back (ran the reference no more than
+    ``instability.HOST_MIN`` slower than at recording), after how long, and the launch reference
+    it last read, on the scale of the reference timed beside each call (ms)."""
 
     back: bool
     seconds: float
@@ -39,22 +40,22 @@ class Waited:
                 f"reference as fast as at recording ({format_ms(self.reference_ms)}, "
                 f"{format_ms(recorded_ms)} at recording), then measured again"
             )
-        ratio = self.reference_ms / recorded_ms
-        speed = f"{ratio:.1f}x slower" if ratio > 1 else f"{1 / ratio:.1f}x faster"
         return (
             f"host-bound: waited {self.seconds:.1f} s for the host's state, in vain: it still "
-            f"ran the launch reference {speed} than at recording ({format_ms(self.reference_ms)}"
-            f", {format_ms(recorded_ms)} at recording); not judged (--cudaperf-state-wait)"
+            f"ran the launch reference {self.reference_ms / recorded_ms:.1f}x slower than at "
+            f"recording ({format_ms(self.reference_ms)}, {format_ms(recorded_ms)} at "
+            "recording); not judged (--cudaperf-state-wait)"
         )
 
 
 class HostWait:
     """Waits, within ``limit_s`` seconds in all from its first wait, until ``probe`` (the launch
     reference timed now, ms: :func:`pytest_cudaperf.measure.cuda.reference_probe`) says the host
-    runs as at recording. The probe times the reference back to back, not after a call, so it
-    need not read what the reference beside each call reads; its first reading, taken right
-    after the measurement that met the other state, scales it to that measurement's
-    reference. ``clock`` and ``sleep`` are test seams."""
+    runs no slower than at recording (a slowdown waits; a faster host reads it as it is). The
+    probe times the reference back to back, not after a call, so it need not read what the
+    reference beside each call reads; its first reading, taken right after the measurement that
+    met the other state, scales it to that measurement's reference. ``clock`` and ``sleep`` are
+    test seams."""
 
     def __init__(
         self,
@@ -70,8 +71,8 @@ class HostWait:
         self._deadline: float | None = None
 
     def until_back(self, measured_ms: float, recorded_ms: float) -> Waited:
-        """Wait until the host runs the reference within ``instability.HOST_MIN`` of
-        ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the calls just
+        """Wait until the host runs the reference no more than ``instability.HOST_MIN`` slower
+        than ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the calls just
         measured; or until the deadline."""
         began = self._clock()
         if self._deadline is None:
@@ -81,6 +82,6 @@ class HostWait:
         while self._clock() + POLL_S <= self._deadline:
             self._sleep(POLL_S)
             now = self._probe() * scale
-            if instability.host_ratio(now, recorded_ms) is None:
+            if now <= recorded_ms * (1 + instability.HOST_MIN):
                 return Waited(True, self._clock() - began, now)
         return Waited(False, self._clock() - began, now)

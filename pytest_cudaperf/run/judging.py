@@ -156,10 +156,12 @@ def host_back(
     test: TestContext, wait: HostWait | None, record: JudgedRecord, measured: Measurement
 ) -> bool:
     """Whether to measure ``record`` again: at once where it was not held back for the host's
-    state (:attr:`Verdict.other_state`) or nothing can wait (``wait`` None, no reference on
-    either side); else once ``wait`` saw the host back in the recordings' state (a line in the
-    test's details says how long it waited, or that the host did not come back)."""
-    if not record.verdict.other_state or wait is None:
+    state (:attr:`Verdict.other_state`), where it is a speed-up (it fails nothing: not worth
+    waiting for) or where nothing can wait (``wait`` None, no reference on either side); a
+    slowdown once ``wait`` saw the host back in the recordings' state (a line in the test's
+    details says how long it waited, or that the host did not come back)."""
+    slower = record.verdict.ratio is not None and record.verdict.ratio > 1
+    if not record.verdict.other_state or not slower or wait is None:
         return True
     entry = test.run.store.lookup(record.device_class, record.key, record.series)
     recorded = entry.reference_ms if entry is not None else None

@@ -565,6 +565,31 @@ def test_without_a_state_wait_the_other_state_is_measured_again_at_once(tmp_path
     assert not [d for d in test.state.details if "host-bound: waited" in d]
 
 
+def test_a_speed_up_read_in_a_faster_host_state_does_not_wait(tmp_path: Path) -> None:
+    """2.6 loops against 4 with the launch reference 2x faster than at recording: held back for
+    the host's state, and measured again at once: a speed-up fails nothing."""
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import measuring
+
+    run = recorded_at_four_loops(tmp_path)
+    taken: list[Budget] = []
+
+    def run_once(budget: Budget) -> Measurement:
+        taken.append(budget)
+        return host_bound(2.6, ms=0.65)
+
+    def probe() -> float:
+        raise AssertionError("a speed-up does not wait for the host")
+
+    test = new_test(run)
+    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
+    (record,) = test.state.records
+    assert record.verdict.other_state
+    assert record.verdict.ratio is not None
+    assert record.verdict.ratio < 1
+    assert len(taken) == 3
+
+
 def test_a_fresh_process_follows_another_only_once_the_host_is_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
