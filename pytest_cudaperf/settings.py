@@ -183,9 +183,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "state-wait",
-        "how long a host-bound slowdown read while the host ran slower than at recording may "
-        "wait for the host to come back before it is measured again, per measured callable: "
-        "SECONDS, or off (default: 30s)",
+        "how long a host-bound slowdown left undecided while the host ran slower or faster "
+        "than at recording may wait for the host to come back before it is measured again, per "
+        "measured callable: SECONDS, or off (default: 30s)",
         parse_wait,
         30.0,
         metavar="SECONDS",

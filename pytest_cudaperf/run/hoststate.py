@@ -1,7 +1,7 @@
-"""Waiting for the host's state: a host-bound slowdown read while the host ran in another state
-than at recording (:attr:`pytest_cudaperf.verdict.Verdict.other_state`) is measured again once
-the launch reference runs as fast as at recording, within one deadline per measured callable
-(``--cudaperf-state-wait``).
+"""Waiting for the host's state: a host-bound slowdown left undecided while the host ran in
+another state than at recording (held back for it, :attr:`pytest_cudaperf.verdict.Verdict.
+other_state`, or INCONCLUSIVE) is measured again once the launch reference runs as at
+recording, within one deadline per measured callable (``--cudaperf-state-wait``).
 
 The host's states last seconds to minutes, so an immediate re-measurement usually meets the
 same one; polling a probe of the launch reference is cheap (a few milliseconds every
@@ -24,9 +24,9 @@ POLL_S = 0.5
 
 @dataclass(frozen=True)
 class Waited:
-    """One wait: whether the host came back (ran the reference no more than
-    ``instability.HOST_MIN`` slower than at recording), after how long, and the launch reference
-    it last read, on the scale of the reference timed beside each call (ms)."""
+    """One wait: whether the host came back (ran the reference within ``instability.HOST_MIN``
+    of its time at recording), after how long, and the launch reference it last read, on the
+    scale of the reference timed beside each call (ms)."""
 
     back: bool
     seconds: float
@@ -37,25 +37,25 @@ class Waited:
         if self.back:
             return (
                 f"host-bound: waited {self.seconds:.1f} s for the host to run the launch "
-                f"reference as fast as at recording ({format_ms(self.reference_ms)}, "
+                f"reference as at recording ({format_ms(self.reference_ms)}, "
                 f"{format_ms(recorded_ms)} at recording), then measured again"
             )
+        ratio = self.reference_ms / recorded_ms
+        speed = f"{ratio:.1f}x slower" if ratio > 1 else f"{1 / ratio:.1f}x faster"
         return (
             f"host-bound: waited {self.seconds:.1f} s for the host's state, in vain: it still "
-            f"ran the launch reference {self.reference_ms / recorded_ms:.1f}x slower than at "
-            f"recording ({format_ms(self.reference_ms)}, {format_ms(recorded_ms)} at "
-            "recording); not judged (--cudaperf-state-wait)"
+            f"ran the launch reference {speed} than at recording ({format_ms(self.reference_ms)}"
+            f", {format_ms(recorded_ms)} at recording); not judged (--cudaperf-state-wait)"
         )
 
 
 class HostWait:
     """Waits, within ``limit_s`` seconds in all from its first wait, until ``probe`` (the launch
     reference timed now, ms: :func:`pytest_cudaperf.measure.cuda.reference_probe`) says the host
-    runs no slower than at recording (a slowdown waits; a faster host reads it as it is). The
-    probe times the reference back to back, not after a call, so it need not read what the
-    reference beside each call reads; its first reading, taken right after the measurement that
-    met the other state, scales it to that measurement's reference. ``clock`` and ``sleep`` are
-    test seams."""
+    runs as at recording. The probe times the reference back to back, not after a call, so it
+    need not read what the reference beside each call reads; its first reading, taken right
+    after the measurement that met the other state, scales it to that measurement's reference.
+    ``clock`` and ``sleep`` are test seams."""
 
     def __init__(
         self,
@@ -71,8 +71,8 @@ class HostWait:
         self._deadline: float | None = None
 
     def until_back(self, measured_ms: float, recorded_ms: float) -> Waited:
-        """Wait until the host runs the reference no more than ``instability.HOST_MIN`` slower
-        than ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the calls just
+        """Wait until the host runs the reference within ``instability.HOST_MIN`` of
+        ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the calls just
         measured; or until the deadline."""
         began = self._clock()
         if self._deadline is None:
@@ -82,6 +82,6 @@ class HostWait:
         while self._clock() + POLL_S <= self._deadline:
             self._sleep(POLL_S)
             now = self._probe() * scale
-            if now <= recorded_ms * (1 + instability.HOST_MIN):
+            if instability.host_ratio(now, recorded_ms) is None:
                 return Waited(True, self._clock() - began, now)
         return Waited(False, self._clock() - began, now)

@@ -47,8 +47,8 @@ def test_the_host_coming_back_ends_the_wait() -> None:
     assert waited.seconds == pytest.approx(3 * POLL_S)
     assert waited.reference_ms == pytest.approx(0.090)
     assert waited.describe(0.090) == (
-        "host-bound: waited 1.5 s for the host to run the launch reference as fast as at "
-        "recording (90.00 µs, 90.00 µs at recording), then measured again"
+        "host-bound: waited 1.5 s for the host to run the launch reference as at recording "
+        "(90.00 µs, 90.00 µs at recording), then measured again"
     )
 
 
@@ -73,13 +73,23 @@ def test_a_host_that_stays_slow_ends_the_wait_at_the_deadline() -> None:
     )
 
 
-def test_a_host_faster_than_at_recording_ends_the_wait() -> None:
-    """From 1.4x slower to 1.6x faster than at recording: a slowdown can be judged there."""
+def test_a_host_slower_or_faster_than_at_recording_is_not_back() -> None:
+    """Measured 1.8x faster than at recording: a host still 1.4x faster is not back, one at
+    1.1x is; a host that overshoots to 1.4x slower is not back either."""
     fake = FakeTime()
-    wait = HostWait(probe_of([0.065, 0.028]), 30.0, fake.clock, fake.sleep)
-    waited = wait.until_back(0.130, 0.090)
+    wait = HostWait(probe_of([0.05, 0.0643, 0.126, 0.0825]), 30.0, fake.clock, fake.sleep)
+    waited = wait.until_back(0.05, 0.09)
     assert waited.back
-    assert waited.reference_ms == pytest.approx(0.056)
+    assert fake.slept == [POLL_S] * 3
+    assert waited.reference_ms == pytest.approx(0.0825)
+
+
+def test_a_fast_state_that_stays_is_said_so() -> None:
+    fake = FakeTime()
+    wait = HostWait(probe_of([0.05]), 1.0, fake.clock, fake.sleep)
+    waited = wait.until_back(0.05, 0.09)
+    assert not waited.back
+    assert "1.8x faster than at recording" in waited.describe(0.09)
 
 
 def test_every_wait_of_one_callable_shares_one_deadline() -> None:

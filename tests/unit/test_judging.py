@@ -565,6 +565,38 @@ def test_without_a_state_wait_the_other_state_is_measured_again_at_once(tmp_path
     assert not [d for d in test.state.details if "host-bound: waited" in d]
 
 
+def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """+15% with the launch reference 2x faster than at recording: INCONCLUSIVE (the host's
+    speed is noise), measured again once the host runs as at recording, where +50% fails."""
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import hoststate, measuring
+
+    monkeypatch.setattr(hoststate, "POLL_S", 0.001)
+    run = recorded_at_four_loops(tmp_path, state_wait=0.05)
+    calls = iter([(4.6, 1.15), (6.0, 3.0), (6.0, 3.0)])  # (loops, ms): fast state, then back
+    taken = 0
+
+    def run_once(budget: Budget) -> Measurement:
+        nonlocal taken
+        taken += 1
+        loops, ms = next(calls)
+        return host_bound(loops, ms=ms)
+
+    readings = iter([0.1, 0.1, 0.2])  # scaled to 0.25 ms, 0.25 ms, 0.5 ms: back
+
+    test = new_test(run)
+    measuring.measure_judged(
+        test, A, run_once, Budget(), "GPU X", state_probe=lambda: next(readings)
+    )
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.REGRESSION
+    assert taken == 3
+    (line,) = [d for d in test.state.details if "host-bound: waited" in d]
+    assert "as at recording (500.00 µs, 500.00 µs at recording), then measured again" in line
+
+
 def test_a_speed_up_read_in_a_faster_host_state_does_not_wait(tmp_path: Path) -> None:
     """2.6 loops against 4 with the launch reference 2x faster than at recording: held back for
     the host's state, and measured again at once: a speed-up fails nothing."""
