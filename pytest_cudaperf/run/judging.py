@@ -145,8 +145,8 @@ def confirm_time(
 
 
 def state_wait(test: TestContext, probe: Callable[[], float] | None) -> HostWait | None:
-    """The wait for the host's state of one measured callable: None without a probe (CPU and
-    device time), with ``--cudaperf-state-wait=off`` and on an update (nothing is judged)."""
+    """The wait for the host's state of one measured callable: None without a probe (on the
+    CPU, in a rank), with ``--cudaperf-state-wait=off`` and on an update (nothing is judged)."""
     settings = test.settings
     if probe is None or settings.state_wait <= 0 or settings.update:
         return None
@@ -164,10 +164,12 @@ def host_back(
     did not come back: then not at all). Anything else at once: a speed-up fails nothing, and
     without ``wait`` or a reference on either side nothing can wait (why: docs/decisions.md,
     "Why does a host-bound change read in the host's other state wait for it?")."""
+    if wait is None or measured.reference_ms is None:
+        return True
     verdict = record.verdict
     entry = test.run.store.lookup(record.device_class, record.key, record.series)
     recorded = entry.reference_ms if entry is not None else None
-    if wait is None or recorded is None or measured.reference_ms is None:
+    if recorded is None:
         return True
     other = verdict.other_state or (
         verdict.kind is Kind.INCONCLUSIVE
