@@ -9,7 +9,7 @@ with both. ``--plant 1.25`` multiplies each judged ratio by 1.25 (a slowdown of 
 loops) to count what would be caught. A slowdown left undecided with the host in another
 state than at recording (held back for it, or INCONCLUSIVE with the launch reference beyond
 ``HOST_MIN`` of the recordings') stands for the test's other runs in the recordings' state:
-the plugin waits for that state and measures again (``run.judging.host_back``); the plugin's
+the plugin waits for that state and measures again (``Verdict.awaits_host``); the plugin's
 confirmation in a fresh process is not modelled.
 
 ``--state-slope S`` asks what more noise for the host's state would do: where the launch
@@ -101,9 +101,9 @@ def judged(
     runs: list[dict[str, Any]], recordings: int, plant: float, weigh: bool, tolerance: float
 ) -> Counter[str]:
     """Verdict kinds over every choice of ``recordings`` runs as the baseline. A slowdown left
-    undecided with the host in another state than at recording (:func:`waits`) is measured
-    again in a live run once the host is back: here it counts as the verdicts of the other
-    judged runs of the test whose host was in the recordings' state, in equal shares
+    undecided with the host in another state than at recording (``Verdict.awaits_host``) is
+    measured again in a live run once the host is back: here it counts as the verdicts of the
+    other judged runs of the test whose host was in the recordings' state, in equal shares
     (INCONCLUSIVE where there is none); those shares are also counted under ``other state``."""
     kinds: Counter[str] = Counter()
     for chosen in itertools.combinations(range(len(runs)), recordings):
@@ -128,26 +128,16 @@ def judged(
         for j, run in enumerate(runs):
             if j in chosen:
                 continue
-            obs = observation(run, plant, weigh)
-            found[j] = (verdict.judge(obs, entry, tolerance, "GPU"), verdict.host_state(obs, entry))
-        for j, (judged_j, state) in found.items():
-            if not waits(judged_j, state):
+            found[j] = verdict.judge(observation(run, plant, weigh), entry, tolerance, "GPU")
+        for j, judged_j in found.items():
+            if not judged_j.awaits_host:
                 kinds[judged_j.kind.value] += 1
                 continue
             kinds["other state"] += 1
-            same = [v.kind.value for k, (v, state) in found.items() if k != j and state is None]
+            same = [v.kind.value for k, v in found.items() if k != j and v.host_state is None]
             for kind in same or ["inconclusive"]:
                 kinds[kind] += 1 / len(same or [kind])
     return kinds
-
-
-def waits(found: verdict.Verdict, state: float | None) -> bool:
-    """Whether the plugin waits for the recordings' state before it measures ``found`` again
-    (``state``: :func:`verdict.host_state`): a slowdown held back for the host's state, or one
-    left INCONCLUSIVE with the host in another state either way (``run.judging.host_back``)."""
-    slower = found.ratio is not None and found.ratio > 1
-    undecided = found.kind is verdict.Kind.INCONCLUSIVE and state is not None
-    return slower and (found.other_state or undecided)
 
 
 def slopes(tests: dict[str, list[dict[str, Any]]]) -> dict[str, float]:

@@ -134,6 +134,22 @@ class Verdict:
     #: INCONCLUSIVE only because the host ran in another state than at recording (a host-bound
     #: time, :func:`host_state`): another measurement, when the host is back, can decide
     other_state: bool = False
+    #: how many times slower (above 1) or faster the host ran the launch reference than at
+    #: recording, where beyond ``instability.HOST_MIN`` (a host-bound time: :func:`host_state`)
+    host_state: float | None = None
+
+    @property
+    def awaits_host(self) -> bool:
+        """A host-bound slowdown left undecided with the host in another state than at
+        recording: held back for it (:attr:`other_state`), or INCONCLUSIVE with the host more
+        than ``instability.HOST_MIN`` slower or faster. It is measured again once the host runs
+        as at recording; a speed-up is not worth the wait, it fails nothing (why:
+        docs/decisions.md, "Why does a host-bound change read in the host's other state wait for
+        it?")."""
+        undecided = self.other_state or (
+            self.kind is Kind.INCONCLUSIVE and self.host_state is not None
+        )
+        return undecided and self.ratio is not None and self.ratio > 1
 
 
 def format_value(value: float, unit: str) -> str:
@@ -439,28 +455,38 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         kind = Kind.INCONCLUSIVE
         why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; {why}: {todo}"
-    found = (state, entry.state_reach) if state is not None else None
-    kind, tail, other_state = _in_state(kind, (low, high), t, found, host)
+    kind, tail, other_state = _in_state(kind, (low, high), t, state, entry, host)
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
     message = prefix.get(kind, "") + body + tail
-    return Verdict(kind, ratio, (low, high), t, message, tolerance, diffs, other_state=other_state)
+    return Verdict(
+        kind,
+        ratio,
+        (low, high),
+        t,
+        message,
+        tolerance,
+        diffs,
+        other_state=other_state,
+        host_state=state,
+    )
 
 
-def _in_state(
+def _in_state(  # noqa: PLR0913 - the verdict so far, and the host's state against the entry's
     kind: Kind,
     ci: tuple[float, float],
     t: float,
-    found: tuple[float, float] | None,
+    state: float | None,
+    entry: Entry,
     host: str | None,
 ) -> tuple[Kind, str, bool]:
-    """A REGRESSION or IMPROVED as the host's state lets it stand (``found``: :func:`host_state`
-    and the series' reach into it, None where the host ran as at recording): the kind, the
-    message's tail (the host's speed, where it was found) and whether the state held it back
-    (INCONCLUSIVE)."""
+    """A REGRESSION or IMPROVED as the host's state lets it stand (``state``: :func:`host_state`,
+    None where the host ran as at recording; held back within its power ``entry.state_reach``):
+    the kind, the message's tail (the host's speed, where it was found) and whether the state
+    held it back (INCONCLUSIVE)."""
     if kind not in (Kind.REGRESSION, Kind.IMPROVED) or host is None:
         return kind, "", False
-    if found is not None:
-        state, reach = found
+    if state is not None:
+        reach = entry.state_reach
         slower = kind is Kind.REGRESSION
         if (
             (state > 1 and ci[0] <= (1 + t) * state**reach)
@@ -531,6 +557,7 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
             tolerance,
             second.fingerprint,
             other_state=second.other_state,
+            host_state=second.host_state,
         )
     base_mhz, cur_mhz = entry.sm_mhz, again.sm_mhz
     if not (_usable(base_mhz) and _usable(cur_mhz) and second.ci and second.ratio):

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
-from pytest_cudaperf.measure import instability
 from pytest_cudaperf.report.model import (
     ComparisonOutcome,
     FailureKind,
@@ -156,27 +155,16 @@ def state_wait(test: TestContext, probe: Callable[[], float] | None) -> HostWait
 def host_back(
     test: TestContext, wait: HostWait | None, record: JudgedRecord, measured: Measurement
 ) -> bool:
-    """Whether to measure ``record`` again, and when. A host-bound slowdown left undecided with
-    the host in another state than at recording — held back for it (:attr:`Verdict.other_state`),
-    or INCONCLUSIVE with the launch reference beyond ``instability.HOST_MIN`` of the
-    recordings' either way — is measured again once ``wait`` saw the host back in the
+    """Whether to measure ``record`` again: at once, unless it awaits the host
+    (:attr:`Verdict.awaits_host`: a host-bound slowdown left undecided with the host in another
+    state than at recording) and ``wait`` can wait; then once ``wait`` saw the host back in the
     recordings' state (a line in the test's details says how long it waited, or that the host
-    did not come back: then not at all). Anything else at once: a speed-up fails nothing, and
-    without ``wait`` or a reference on either side nothing can wait (why: docs/decisions.md,
-    "Why does a host-bound change read in the host's other state wait for it?")."""
-    if wait is None or measured.reference_ms is None:
+    did not come back: then not at all)."""
+    if wait is None or not record.verdict.awaits_host or measured.reference_ms is None:
         return True
-    verdict = record.verdict
     entry = test.run.store.lookup(record.device_class, record.key, record.series)
     recorded = entry.reference_ms if entry is not None else None
     if recorded is None:
-        return True
-    other = verdict.other_state or (
-        verdict.kind is Kind.INCONCLUSIVE
-        and record.unit == LOOPS
-        and instability.host_ratio(measured.reference_ms, recorded) is not None
-    )
-    if not other or verdict.ratio is None or verdict.ratio <= 1:
         return True
     waited = wait.until_back(measured.reference_ms, recorded)
     test.state.details.append(record.key.label() + waited.describe(recorded))

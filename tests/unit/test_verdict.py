@@ -525,6 +525,9 @@ def test_a_host_bound_change_is_judged_only_in_the_recordings_state(
     assert (found.kind, found.other_state) == (kind, other_state)
     beyond = reference_ms > 1.5 or reference_ms < 0.7
     assert host_state(seen, base) == (pytest.approx(reference_ms) if beyond else None)
+    assert found.host_state == host_state(seen, base)  # the verdict keeps what it found
+    # a held-back slowdown waits for the host's state; a held-back speed-up does not
+    assert found.awaits_host is (other_state and value > 3)
     if other_state:
         change, speed = ("slowdown", "fast") if value > 3 else ("speed-up", "slow")
         assert found.message.endswith(
@@ -565,9 +568,30 @@ def test_a_confirmation_in_another_host_state_says_so() -> None:
     assert first.kind is Kind.REGRESSION
     again = confirm(first, obs(3.9, unit="loops", reference_ms=1.6), base, 0.05, "GPU")
     assert (again.kind, again.other_state) == (Kind.INCONCLUSIVE, True)
+    assert again.host_state == pytest.approx(1.6)  # the re-measurement's, kept
+    assert again.awaits_host
     assert "not confirmed" in again.message
     same = confirm(first, obs(3.9, unit="loops", reference_ms=1.1), base, 0.05, "GPU")
     assert (same.kind, same.other_state) == (Kind.REGRESSION, False)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "awaits"),
+    [
+        (3.1, Kind.PASS, False),
+        (3.3, Kind.INCONCLUSIVE, True),  # +10% with the host 1.6x faster: undecided, it waits
+        (3.5, Kind.REGRESSION, False),  # decided
+        (2.5, Kind.INCONCLUSIVE, False),  # a speed-up held back: it fails nothing, no wait
+    ],
+)
+def test_a_slowdown_left_undecided_in_another_host_state_awaits_the_host(
+    value: float, kind: Kind, awaits: bool
+) -> None:
+    base = host_series(3.0, reference_ms=1.0)
+    found = judge(obs(value, unit="loops", reference_ms=1 / 1.6), base, 0.05, "GPU")
+    assert (found.kind, found.awaits_host) == (kind, awaits)
+    # the same reading with the host as at recording is decided as it reads: nothing to await
+    assert not judge(obs(value, unit="loops", reference_ms=1.0), base, 0.05, "GPU").awaits_host
 
 
 def launch_series(
