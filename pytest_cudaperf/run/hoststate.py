@@ -1,7 +1,7 @@
 """Waiting for the host's state: a host-bound slowdown left undecided while the host ran in
-another state than at recording (held back for it, :attr:`pytest_cudaperf.verdict.Verdict.
-other_state`, or INCONCLUSIVE) is measured again once the launch reference runs as at
-recording, within one deadline per measured callable (``--cudaperf-state-wait``).
+another state than at recording (:attr:`pytest_cudaperf.verdict.Verdict.awaits_host`) is
+measured again once the launch reference runs as at recording, within one deadline per
+measured callable (``--cudaperf-state-wait``).
 
 The host's states last seconds to minutes, so an immediate re-measurement usually meets the
 same one; polling a probe of the launch reference is cheap (a few milliseconds every
