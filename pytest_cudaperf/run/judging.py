@@ -160,13 +160,11 @@ def host_back(
     state than at recording) and ``wait`` can wait; then once ``wait`` saw the host back in the
     recordings' state (a line in the test's details says how long it waited, or that the host
     did not come back: then not at all)."""
-    if wait is None or not record.verdict.awaits_host or measured.reference_ms is None:
+    verdict, now = record.verdict, measured.reference_ms
+    if wait is None or not verdict.awaits_host or verdict.host_state is None or now is None:
         return True
-    entry = test.run.store.lookup(record.device_class, record.key, record.series)
-    recorded = entry.reference_ms if entry is not None else None
-    if recorded is None:
-        return True
-    waited = wait.until_back(measured.reference_ms, recorded)
+    recorded = now / verdict.host_state  # the recordings' reference, as the verdict found it
+    waited = wait.until_back(now, recorded)
     test.state.details.append(record.key.label() + waited.describe(recorded))
     return waited.back
 
