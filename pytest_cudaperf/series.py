@@ -100,6 +100,12 @@ class Entry:
         return _median([r.launch_gap_us for r in self.recordings if r.launch_gap_us is not None])
 
     @property
+    def unmoved_ms(self) -> tuple[float, float] | None:
+        """How much of each call the host's speed does not move, at least and at most, as this
+        series' recordings show (:func:`unmoved_range`)."""
+        return unmoved_range(self.recordings) if self.metric == "host" else None
+
+    @property
     def state_reach(self) -> float:
         """How far this series' time follows the host's state (:func:`state_reach`)."""
         return state_reach(self.recordings, self.metric)
@@ -179,26 +185,79 @@ def medians_of(recordings: Sequence[Recording], metric: str) -> list[float]:
     """The recordings' medians; those of a host-bound series (``metric == "host"``, in loops)
     at the recordings' median launch reference: a recording whose reference ran faster reads
     up to ``fixed_ms * (1 / reference_ms - 1 / usual)`` loops more for its kernels, which do
-    not follow the host, and is moved toward the medians' median by as much of that as it
-    needs (as the verdict moves a new measurement: never past it). A kernel-heavy call's loops
-    otherwise move with the host's state against the reference: an op of 338 µs kernels and
-    90 µs of host work read 3.1–4.8 loops in ten processes for references of 143–84 µs (why:
-    docs/decisions.md, "Why are a host-bound series' recordings taken at one reference?")."""
+    not follow the host (as many of them as :func:`unmoved_range` allows), and is moved toward
+    the medians' median by as much of that as it needs (as the verdict moves a new
+    measurement: never past it). A kernel-heavy call's loops otherwise move with the host's
+    state against the reference: an op of 338 µs kernels and 90 µs of host work read 3.1–4.8
+    loops in ten processes for references of 143–84 µs (why: docs/decisions.md, "Why are a
+    host-bound series' recordings taken at one reference?")."""
     medians = [r.median for r in recordings]
     usual = usual_reference(recordings)
     if metric != "host" or usual is None or len(medians) < 2:
         return medians
     center = float(statistics.median(medians))
-    return [toward(r.median, center, _kernels_shift(r, usual)) for r in recordings]
+    unmoved = unmoved_range(recordings)
+    return [
+        at_reference(r.median, center, r.fixed_ms, r.reference_ms, usual, unmoved)
+        for r in recordings
+    ]
 
 
-def _kernels_shift(recording: Recording, usual: float) -> float:
-    """How many loops more a host-bound recording reads for its kernels than at the ``usual``
-    reference (0 without its kernels' time or its reference)."""
-    fixed, now = recording.fixed_ms, recording.reference_ms
-    if not (fixed and now and _finite_positive(fixed) and _finite_positive(now)):
-        return 0.0
-    return fixed * (1 / now - 1 / usual)
+def at_reference(  # noqa: PLR0913 - a value, where it goes, and what the kernels allow
+    value: float,
+    base: float,
+    fixed_ms: float | None,
+    now_ms: float | None,
+    then_ms: float,
+    unmoved: tuple[float, float] | None,
+) -> float:
+    """A host-bound ``value`` (loops, taken with the launch reference at ``now_ms``) as the call
+    would read at ``then_ms``: its kernels (``fixed_ms``) do not follow the host, so it reads
+    ``k * (1 / now_ms - 1 / then_ms)`` loops more for the ``k`` ms of them that the call waits
+    for. ``unmoved`` (:func:`unmoved_range`) bounds ``k``: its low end is taken off in any
+    case, the rest up to its high end only as far as ``base`` and no further (:func:`toward`);
+    without it ``k`` is anything from none to all of the kernels. ``value`` as it is without the
+    kernels' time or a reference."""
+    if not (fixed_ms and now_ms and _finite_positive(fixed_ms) and _finite_positive(now_ms)):
+        return value
+    low, high = (0.0, fixed_ms) if unmoved is None else (min(fixed_ms, x) for x in unmoved)
+    per_ms = 1 / now_ms - 1 / then_ms
+    return toward(value - low * per_ms, base, (high - low) * per_ms)
+
+
+#: :func:`unmoved_range` is the fit's slope less and plus this many of its standard errors
+UNMOVED_SE = 2.0
+
+
+def unmoved_range(recordings: Sequence[Recording]) -> tuple[float, float] | None:
+    """How much of each call (ms, at least and at most) does not follow the host's speed, as a
+    host-bound series' recordings show it, or None where they cannot: a call of ``h`` loops of
+    host work and ``k`` ms that the host's speed does not move reads ``h + k / reference``
+    loops, so the slope of the recordings' loops on 1 / their launch reference is the ``k`` they
+    saw; the range is that slope less and plus :data:`UNMOVED_SE` standard errors, at least 0.
+    None with fewer than :data:`MIN_PROCESSES` recordings that have a reference, or with
+    references within ``instability.HOST_MIN`` of each other (the host seen in one state: the
+    slope is not known). A call that waits for its kernels behind host work of its own reads
+    the same loops in both states, and none of its kernels is set aside; one that waits for all
+    of them has them all set aside, whichever way its loops move (why: docs/decisions.md, "How
+    much of a host-bound call's kernels does the host's speed not move?")."""
+    usable = [
+        r for r in recordings
+        if r.reference_ms and _finite_positive(r.reference_ms) and _finite_positive(r.median)
+    ]  # fmt: skip
+    references = [r.reference_ms for r in usable if r.reference_ms]
+    if (
+        len(usable) < MIN_PROCESSES
+        or instability.host_ratio(max(references), min(references)) is None
+    ):
+        return None
+    xs, ys = [1 / x for x in references], [r.median for r in usable]
+    fit = statistics.linear_regression(xs, ys)
+    residuals = [y - fit.intercept - fit.slope * x for x, y in zip(xs, ys, strict=True)]
+    center = statistics.fmean(xs)
+    spread_x = sum((x - center) ** 2 for x in xs)
+    error = UNMOVED_SE * math.sqrt(sum(e * e for e in residuals) / (len(xs) - 2) / spread_x)
+    return max(0.0, fit.slope - error), max(0.0, fit.slope + error)
 
 
 #: how far a host-bound time in loops can follow the host's state, at most: with the launch

@@ -335,26 +335,53 @@ def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None
     the reference follows the host's speed, the call's kernels (``obs.fixed_ms``) do not. Where
     the host ran the reference faster than when the series was recorded, the unchanged call
     reads up to ``fixed_ms * (1 / now - 1 / then)`` loops more (fewer where it ran slower): how
-    much of the kernels the call waits for is not known, anything from none to all of them. The
-    observation is moved toward the baseline by as much of that as it needs (never past it),
-    and the reason is returned for the message; ``obs`` as it is and None where a side lacks
-    its reference or the kernels' time, or the shift is under 0.5% (why: docs/decisions.md,
-    "How is GPU code that synchronizes inside judged?")."""
+    much of the kernels the call waits for is anything from none to all of them, or what its
+    recordings show where they saw the host in two states (``Entry.unmoved_ms``). The
+    observation is moved by the part they show for certain and toward the baseline by as much
+    of the rest as it needs (never past it: :func:`series.at_reference`), and the reason is
+    returned for the message; ``obs`` as it is and None where a side lacks its reference or the
+    kernels' time, or the move could be under 0.5% (why: docs/decisions.md, "How much of a
+    host-bound call's kernels does the host's speed not move?")."""
     now, then, fixed, base = obs.reference_ms, entry.reference_ms, obs.fixed_ms, entry.value
     if obs.unit != LOOPS or now is None or then is None or fixed is None:
         return obs, None
-    if not (_usable(now) and _usable(then) and _usable(fixed)):
+    if not (_usable(now) and _usable(then) and _usable(fixed) and _usable(base)):
         return obs, None
-    shift = fixed * (1 / now - 1 / then)
-    if not _usable(base) or abs(shift) < FIXED_PART_MIN * float(base):
+    unmoved = entry.unmoved_ms
+    low, high = (0.0, fixed) if unmoved is None else (min(fixed, x) for x in unmoved)
+    per_ms = 1 / now - 1 / then
+    if abs(high * per_ms) < FIXED_PART_MIN * float(base):
         return obs, None
-    value = series.toward(obs.value, float(base), shift)
+    value = series.at_reference(obs.value, float(base), fixed, now, then, unmoved)
     reason = (
-        f"its kernels ({format_ms(fixed)} per call) do not follow the host's speed (launch "
-        f"reference {format_ms(now)}, {format_ms(then)} at recording): up to "
-        f"{format_pct(shift / base)} set aside, judged as {format_value(value, LOOPS)}"
+        f"{_unmoved_text(low, high, fixed, unmoved is not None)} (launch reference "
+        f"{format_ms(now)}, {format_ms(then)} at recording): "
+        f"{_range_text(low * per_ms / base, high * per_ms / base)} set aside, judged as "
+        f"{format_value(value, LOOPS)}"
     )
     return replace(obs, value=value), reason
+
+
+def _unmoved_text(low: float, high: float, fixed: float, shown: bool) -> str:
+    """Which of a host-bound call's ``fixed`` ms of kernels the host's speed does not move:
+    ``low``–``high`` ms, ``shown`` by its recordings (else anything up to all of them)."""
+    least, most, whole = format_ms(low), format_ms(high), format_ms(fixed)
+    kernels = f"its kernels ({whole} per call) do not follow the host's speed"
+    if not shown or (low == 0 and most == whole):
+        return kernels
+    said = "as its recordings show"
+    if least == whole:
+        return f"{kernels}, all of them {said}"
+    part = least if least == most else f"{least}–{most}"
+    return f"{part} of its kernels' {whole} per call do not follow the host's speed, {said}"
+
+
+def _range_text(low: float, high: float) -> str:
+    """A relative move known to lie between ``low`` and ``high``: ``up to +5.0%`` from none."""
+    least, most = format_pct(low), format_pct(high)
+    if low == 0:
+        return f"up to {most}"
+    return most if least == most else f"{least}…{most}"
 
 
 def host_state(obs: Observation, entry: Entry) -> float | None:

@@ -75,6 +75,78 @@ def test_a_kernel_heavy_host_bound_series_is_taken_at_one_reference() -> None:
     assert evidence.medians_of(plain, "host") == [r.median for r in recordings]
 
 
+#: ``topk`` then ``nonzero`` on the H100 (2026-11-26, a28bbd9): 128 µs of kernels, which the
+#: call waits for behind host work of its own, so its loops stay put in both states of the host
+TOPK_NONZERO = [(2.617, 0.0782), (2.464, 0.1318), (2.395, 0.0930), (2.384, 0.1210), (2.457, 0.1231)]
+
+
+@pytest.mark.parametrize(
+    ("points", "unmoved"),
+    [
+        # h + k / reference exactly: the slope is k, and a perfect fit has no error either way
+        ([(2 + 0.05 / x, x) for x in (0.08, 0.10, 0.15)], (0.05, 0.05)),
+        # loops that rise with the reference's time (Python-heavy code): nothing is unmoved
+        ([(3.0, 0.08), (3.2, 0.10), (3.6, 0.15)], (0.0, 0.0)),
+        # the H100's topk then nonzero: none to about half its kernels, two standard errors
+        (TOPK_NONZERO, (0.0, 0.0644)),
+        # unique of 4 M elements on the H100: all of its 338 µs of kernels, or near it
+        ([(3.64, 0.125), (4.21, 0.101), (4.79, 0.086), (4.67, 0.087), (3.08, 0.143)], (0.30, 0.39)),
+        # the host seen in one state only (within HOST_MIN): not known
+        ([(3.0, 0.09), (3.1, 0.10), (3.0, 0.11)], None),
+        # two recordings with a reference: too few
+        ([(3.0, 0.08), (3.5, 0.15)], None),
+    ],
+)
+def test_the_part_of_a_host_bound_call_the_host_does_not_move_is_what_its_recordings_show(
+    points: list[tuple[float, float]], unmoved: tuple[float, float] | None
+) -> None:
+    recordings = [
+        Recording("2026-11-26", loops, 0.015, 100, reference_ms=ref, fixed_ms=0.128)
+        for loops, ref in points
+    ]
+    found = series.unmoved_range(recordings)
+    assert entry_of(recordings, "loops", {}, "host").unmoved_ms == found
+    assert entry_of(recordings, "ms", {}, "device").unmoved_ms is None
+    if unmoved is None:
+        assert found is None
+    else:
+        assert found == pytest.approx(unmoved, abs=0.01)
+
+
+def test_a_call_whose_loops_barely_move_with_the_host_keeps_its_spread() -> None:
+    """Recordings in both states whose loops fall by 0.2 as the reference slows from 0.08 to
+    0.15 ms: about 34 µs of the call's 128 µs of kernels is unmoved by the host, and only that
+    moves them (all 128 µs could move the fastest recording up to 0.32 loop, to the median,
+    and hide the spread the series has)."""
+    points = [(3.1, 0.08), (3.0, 0.10), (2.9, 0.15)]
+    recordings = [
+        Recording("2026-11-26", loops, 0.015, 100, reference_ms=ref, fixed_ms=0.128)
+        for loops, ref in points
+    ]
+    unmoved = series.unmoved_range(recordings)
+    assert unmoved is not None
+    assert unmoved[1] < 0.128
+    fastest = evidence.medians_of(recordings, "host")[0]
+    assert 3.0 < fastest < 3.1
+    assert series.at_reference(3.1, 3.0, 0.128, 0.08, 0.10, None) == pytest.approx(3.0)
+
+
+def test_a_recording_is_moved_by_the_kernels_its_series_waits_for_for_certain() -> None:
+    """With 0.3–0.4 ms of a call unmoved by the host for certain, a recording whose reference
+    ran at 0.08 ms against the recordings' 0.10 ms reads at least 0.3 × 2.5 = 0.75 loop more:
+    taken off even past the median, the rest (up to 0.25 loop) only as far as the median."""
+    assert series.at_reference(5.0, 4.0, 0.5, 0.08, 0.10, (0.3, 0.4)) == pytest.approx(4.0)
+    assert series.at_reference(4.5, 4.0, 0.5, 0.08, 0.10, (0.3, 0.4)) == pytest.approx(3.75)
+    # a slower reference: the kernels weigh less, at least 0.3 × 3.33 loop is added back
+    slow = series.at_reference(2.5, 4.0, 0.5, 0.15, 0.10, (0.3, 0.4))
+    assert slow == pytest.approx(2.5 + 0.4 * (1 / 0.10 - 1 / 0.15))
+    # all of the kernels bounded by what the call has
+    assert series.at_reference(4.5, 4.0, 0.2, 0.08, 0.10, (0.3, 0.4)) == pytest.approx(4.0)
+    # nothing to move without the kernels' time or a reference
+    assert series.at_reference(4.5, 4.0, None, 0.08, 0.10, (0.3, 0.4)) == 4.5
+    assert series.at_reference(4.5, 4.0, 0.5, None, 0.10, (0.3, 0.4)) == 4.5
+
+
 def states(*points: tuple[float, float]) -> list[Recording]:
     """Host-bound recordings, each (loops, launch reference in ms)."""
     return [Recording("2026-11-27", loops, 0.02, 40, reference_ms=ref) for loops, ref in points]

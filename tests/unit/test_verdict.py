@@ -467,6 +467,83 @@ def test_the_kernels_of_a_host_bound_call_do_not_follow_the_hosts_speed(
         assert "set aside, judged as 3 loops" in found.message
 
 
+def test_no_more_of_a_host_bound_calls_kernels_is_set_aside_than_its_recordings_show() -> None:
+    """A call whose loops stayed put while its recordings saw the host in two states (0.08 and
+    0.15 ms launch references) waits for none of its 100 µs of kernels: +25% read with the host
+    1.2x faster than at recording is +25%, not less the up to 0.18 loop the kernels could be."""
+    recs = [
+        Recording(f"2026-11-0{i}", 3.0, 0.01, 50, reference_ms=ref, fixed_ms=0.1)
+        for i, ref in enumerate((0.08, 0.10, 0.10, 0.12, 0.15), start=1)
+    ]
+    base = entry_of(recs, "loops", ENV, "host")
+    assert base.unmoved_ms == (0.0, 0.0)
+    measured = obs(3.75, unit="loops", reference_ms=0.085, fixed_ms=0.1)
+    found = judge(measured, base, 0.10, "GPU")
+    assert found.kind is Kind.REGRESSION
+    assert found.ratio == pytest.approx(1.25)
+    assert "set aside" not in found.message
+    # recordings in one state say nothing of it: all the kernels may be the host's speed
+    one_state = entry_of([replace(r, reference_ms=0.10) for r in recs], "loops", ENV, "host")
+    assert one_state.unmoved_ms is None
+    found = judge(measured, one_state, 0.10, "GPU")
+    assert found.ratio == pytest.approx((3.75 - 0.1 * (1 / 0.085 - 1 / 0.10)) / 3.0)
+    assert "its kernels (100.00 µs per call) do not follow the host's speed" in found.message
+
+
+def test_a_host_bound_call_sets_aside_as_much_of_its_kernels_as_its_recordings_show() -> None:
+    """Recordings whose loops fell by 0.5 ms / reference: 0.5 of 1 ms of kernels, no more and
+    no less, whichever way the host's speed moved since."""
+    recs = [
+        Recording(f"2026-11-0{i}", 2.0 + 0.5 / ref, 0.01, 50, reference_ms=ref, fixed_ms=1.0)
+        for i, ref in enumerate((0.08, 0.10, 0.15), start=1)
+    ]
+    base = entry_of(recs, "loops", ENV, "host")
+    assert base.unmoved_ms == pytest.approx((0.5, 0.5))
+    for reference_ms in (0.085, 0.14):
+        unchanged = obs(2.0 + 0.5 / reference_ms, unit="loops", reference_ms=reference_ms)
+        unchanged = replace(unchanged, fixed_ms=1.0)
+        found = judge(unchanged, base, 0.10, "GPU")
+        assert found.kind is Kind.PASS
+        assert found.ratio == pytest.approx(1.0)
+        said = "500.00 µs of its kernels' 1.000 ms per call do not follow the host's speed, as"
+        assert said in found.message
+    # 25% more host work (2.5 loops for 2.0) read with the host slow (0.14 ms): its kernels
+    # count 0.5 / 0.14 loop there, taken as the 0.5 / 0.10 they counted at recording for
+    # certain, so the whole of the change is judged, none of it lost to the host's state
+    assert base.value == pytest.approx(7.0)
+    slower = obs(2.5 + 0.5 / 0.14, unit="loops", reference_ms=0.14, fixed_ms=1.0)
+    assert judge(slower, base, 0.10, "GPU").ratio == pytest.approx(7.5 / 7.0)
+
+
+def test_a_host_bound_call_that_waits_for_all_its_kernels_is_judged_at_the_recordings_reference() -> (
+    None
+):
+    """``unique`` of 4 M elements on the H100: 337 µs of kernels the call waits for whole, about
+    90 µs of host work (1 loop). 25% more host work read with the host 1.6x slow (146 µs a
+    reference against about 90 µs) is 4.5 loops, under the baseline's 4.74: with none to all of
+    the kernels allowed it read as no change at all (2026-11-27, 40a1b58); the recordings show
+    all of them, so it reads as the +25% it is at the recordings' reference."""
+    recs = [
+        Recording(f"2026-11-2{i}", 1.0 + 0.337 / ref, 0.01, 50, reference_ms=ref, fixed_ms=0.337)
+        for i, ref in enumerate((0.085, 0.088, 0.090, 0.092, 0.130), start=1)
+    ]
+    base = entry_of(recs, "loops", ENV, "host")
+    assert base.unmoved_ms is not None
+    assert base.unmoved_ms[0] == pytest.approx(0.337)
+    planted = 1.0 + 0.25 * base.value + 0.337 / 0.146
+    assert planted < base.value
+    measured = obs(planted, unit="loops", reference_ms=0.146, fixed_ms=0.337)
+    found = judge(measured, base, 0.1, "GPU")
+    assert found.ratio == pytest.approx((planted + 0.337 / 0.090 - 0.337 / 0.146) / base.value)
+    assert found.ratio == pytest.approx(1.25)
+    assert found.awaits_host  # read in the slow state: measured again once the host is back
+    said = "its kernels (337.00 µs per call) do not follow the host's speed, all of them as its"
+    assert said in found.message
+    assert "-30.3% set aside, judged as 5.93 loops" in found.message
+    one_state = entry_of([replace(r, reference_ms=0.09) for r in recs], "loops", ENV, "host")
+    assert judge(measured, one_state, 0.1, "GPU").kind is Kind.PASS  # none to all: the old rule
+
+
 def test_a_host_bound_ratio_is_judged_as_measured_without_the_kernels_time() -> None:
     base = host_series(3.0, reference_ms=1.0)
     found = judge(obs(3.6, unit="loops", reference_ms=0.9), base, 0.05, "GPU")
