@@ -94,13 +94,16 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
     state_probe: Callable[[], float] | None = None,
 ) -> Measurement:
     """Measure and judge against the baseline; re-measure an inconclusive result (twice the
-    time budget each time, at most REMEASURE times); confirm a regression or an improvement by
+    time budget each time, at most REMEASURE times; one left undecided for the host's state with
+    the same budget, as often as the state wait allows); confirm a regression or an improvement by
     measuring again (on the CPU in a fresh process too);
     then attach the breakdown (update) or what it says changed (non-pass verdict). With
     ``peak``, the callable's peak memory is read after and judged as a series of its own.
     With ``state_probe`` (the launch reference timed now, ms), a host-bound change read while
     the host ran in another state than at recording waits for it before it is measured again
-    (:func:`pytest_cudaperf.run.judging.host_back`), at most ``--cudaperf-state-wait`` in all.
+    (:func:`pytest_cudaperf.run.judging.host_back`), within ``--cudaperf-state-wait`` in all
+    (measurements included): the host's states last seconds, and a re-measurement that meets
+    the other state again is no less precise than the one before it, only unlucky.
 
     GPU code that synchronizes inside (``metric == "host"``) has its kernels timed apart after
     its first measurement and before its verdict: they are a series of their own
@@ -122,19 +125,26 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
         return dataclasses.replace(found, fixed_ms=kernels[1].median_ms)
 
     wait = state_wait(test, state_probe)
-    for attempt in range(REMEASURE + 1):
+    attempt = 0
+    while True:
         measurement = measured(dataclasses.replace(budget, max_time=budget.max_time * 2**attempt))
         record = judge_time(test, key, measurement, device_class)
         if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
             break
-        if attempt < REMEASURE and not host_back(test, wait, record, measurement):
+        for_state = wait is not None and record.verdict.awaits_host
+        if not for_state and attempt == REMEASURE:
+            break
+        attempt += not for_state  # the host's state, not the precision: the same budget again
+        if not host_back(test, wait, record, measurement):
             break
     if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
         first = record
-        for attempt in range(REMEASURE + 1):  # it may meet the host in another state: again
+        tries = 0
+        while True:  # it may meet the host in another state: again, once the host is back
             record, measurement = confirm_time(test, first, measured(budget))
-            if not record.verdict.other_state or attempt == REMEASURE:
+            if not record.verdict.other_state or (wait is None and tries == REMEASURE):
                 break
+            tries += 1
             if not host_back(test, wait, record, measurement):
                 break
         lock = profiled.lock if profiled is not None else contextlib.nullcontext

@@ -543,6 +543,38 @@ def test_a_change_read_in_the_other_host_state_waits_for_the_host(
         assert "reference 2.0x slower than at recording (1.000 ms, 500.00 µs at" in line
 
 
+def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wait_lasts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host came back four times and each re-measurement met its slow state again (its
+    states last seconds): measured again each time, with the same budget and beyond
+    REMEASURE, within the state wait, until one reads the host as at recording."""
+    import itertools
+
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import hoststate, measuring
+
+    monkeypatch.setattr(hoststate, "POLL_S", 0.001)
+    run = recorded_at_four_loops(tmp_path, state_wait=5.0)
+    calls = iter([6.0, 6.0, 6.0, 6.0, 6.0, 3.0, 3.0])  # ms per call: the slow state five times
+    budgets: list[float] = []
+
+    def run_once(budget: Budget) -> Measurement:
+        budgets.append(budget.max_time)
+        return host_bound(6.0, ms=next(calls))
+
+    readings = itertools.cycle([0.2, 0.1])  # each wait: scaled to 1 ms, then 0.5 ms: back
+    test = new_test(run)
+    measuring.measure_judged(
+        test, A, run_once, Budget(), "GPU X", state_probe=lambda: next(readings)
+    )
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.REGRESSION
+    assert len(budgets) == 7 > measuring.REMEASURE + 2  # and the confirmation
+    assert set(budgets) == {Budget().max_time}
+    assert len([d for d in test.state.details if "host-bound: waited" in d]) == 5
+
+
 def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
