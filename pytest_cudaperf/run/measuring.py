@@ -32,6 +32,7 @@ from pytest_cudaperf.verdict import Kind
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.timing import Budget, Comparison, Measurement
     from pytest_cudaperf.memory.protocol import PeakResult
+    from pytest_cudaperf.run.hoststate import HostWait
     from pytest_cudaperf.settings import Settings
 
 #: how often an inconclusive measurement is re-measured (with twice the time budget each time)
@@ -131,22 +132,21 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
         record = judge_time(test, key, measurement, device_class)
         if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
             break
-        for_state = wait is not None and record.verdict.awaits_host
-        if not for_state and attempt == REMEASURE:
+        again = _again(test, wait, record, measurement, attempt)
+        if again is None:
             break
-        attempt += not for_state  # the host's state, not the precision: the same budget again
-        if not host_back(test, wait, record, measurement):
-            break
+        attempt = again  # the same budget again where it was for the host's state
     if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
         first = record
         tries = 0
         while True:  # it may meet the host in another state: again, once the host is back
             record, measurement = confirm_time(test, first, measured(budget))
-            if not record.verdict.other_state or (wait is None and tries == REMEASURE):
+            if not record.verdict.other_state:
                 break
-            tries += 1
-            if not host_back(test, wait, record, measurement):
+            again = _again(test, wait, record, measurement, tries)
+            if again is None:
                 break
+            tries = again
         lock = profiled.lock if profiled is not None else contextlib.nullcontext
         record, measurement = confirm_fresh(test, record, measurement, lock, wait)
     if profiled is not None and _may_profile(test):
@@ -161,6 +161,26 @@ def measure_judged(  # noqa: PLR0913 - the measurement loop's parts, passed by t
         perf = test.perf
         add_peak(test, key, found, device_class, perf.max_peak if perf is not None else None)
     return measurement
+
+
+def _again(
+    test: TestContext,
+    wait: HostWait | None,
+    record: JudgedRecord,
+    measurement: Measurement,
+    spent: int,
+) -> int | None:
+    """Whether to measure ``record`` again, having spent ``spent`` of the :data:`REMEASURE`
+    re-measurements: None not to; else how many it will have spent. One that awaits the host
+    (:attr:`Verdict.awaits_host`, with a ``wait``) is measured again once the host is back
+    (:func:`pytest_cudaperf.run.judging.host_back`) and spends none: the wait's deadline bounds
+    those; any other is measured again at once and spends one."""
+    awaits = wait is not None and record.verdict.awaits_host
+    if not awaits and spent == REMEASURE:
+        return None
+    if not host_back(test, wait, record, measurement):
+        return None
+    return spent if awaits else spent + 1
 
 
 def kernels_judged(

@@ -575,6 +575,35 @@ def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wa
     assert len([d for d in test.state.details if "host-bound: waited" in d]) == 5
 
 
+def test_a_confirmed_speed_up_that_meets_the_faster_host_again_is_measured_twice_at_most(
+    tmp_path: Path,
+) -> None:
+    """2.6 loops against 4 with the host as at recording (IMPROVED), then each confirmation with
+    the host 2x faster (held back): a speed-up fails nothing and does not wait, so it is not
+    measured again for as long as the state wait lasts but at once, REMEASURE times."""
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import measuring
+
+    run = recorded_at_four_loops(tmp_path, state_wait=30.0)
+    calls = iter([1.3] + [0.65] * 10)  # ms per call at 2.6 loops: as at recording, 2x faster
+    taken = 0
+
+    def run_once(budget: Budget) -> Measurement:
+        nonlocal taken
+        taken += 1
+        return host_bound(2.6, ms=next(calls))
+
+    def probe() -> float:
+        raise AssertionError("the probe is not read")
+
+    test = new_test(run)
+    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
+    (record,) = test.state.records
+    assert record.verdict.other_state
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert taken == 1 + 1 + measuring.REMEASURE
+
+
 def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
