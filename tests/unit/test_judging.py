@@ -575,35 +575,6 @@ def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wa
     assert len([d for d in test.state.details if "host-bound: waited" in d]) == 5
 
 
-def test_a_confirmed_speed_up_that_meets_the_faster_host_again_is_measured_twice_at_most(
-    tmp_path: Path,
-) -> None:
-    """2.6 loops against 4 with the host as at recording (IMPROVED), then each confirmation with
-    the host 2x faster (held back): a speed-up fails nothing and does not wait, so it is not
-    measured again for as long as the state wait lasts but at once, REMEASURE times."""
-    from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import measuring
-
-    run = recorded_at_four_loops(tmp_path, state_wait=30.0)
-    calls = iter([1.3] + [0.65] * 10)  # ms per call at 2.6 loops: as at recording, 2x faster
-    taken = 0
-
-    def run_once(budget: Budget) -> Measurement:
-        nonlocal taken
-        taken += 1
-        return host_bound(2.6, ms=next(calls))
-
-    def probe() -> float:
-        raise AssertionError("the probe is not read")
-
-    test = new_test(run)
-    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
-    (record,) = test.state.records
-    assert record.verdict.other_state
-    assert record.verdict.kind is Kind.INCONCLUSIVE
-    assert taken == 1 + 1 + measuring.REMEASURE
-
-
 def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -637,28 +608,36 @@ def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
 
 
 @pytest.mark.parametrize(
-    ("settings", "loops", "ms"),
+    ("settings", "loops", "ms", "taken"),
     [
         # --cudaperf-state-wait=off: 6 loops against 4, the host 2x slower, held back
-        ({"state_wait": 0.0}, 6.0, 6.0),
+        ({"state_wait": 0.0}, 6.0, (6.0,), 3),
         # 2.6 loops against 4, the host 2x faster, held back: a speed-up fails nothing
-        ({}, 2.6, 0.65),
+        ({}, 2.6, (0.65,), 3),
+        # IMPROVED with the host as at recording, then each confirmation 2x faster, held back
+        ({}, 2.6, (1.3, 0.65), 1 + 1 + 2),
     ],
 )
 def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
-    tmp_path: Path, settings: dict[str, object], loops: float, ms: float
+    tmp_path: Path,
+    settings: dict[str, object],
+    loops: float,
+    ms: tuple[float, ...],
+    taken: int,
 ) -> None:
-    """Held back for the host's state, and re-measured at once (twice, with twice the budget
-    each time) without reading the probe."""
+    """Held back for the host's state, and re-measured at once (REMEASURE times, twice the
+    budget each time where the first verdict was INCONCLUSIVE) without reading the probe: the
+    state wait's deadline bounds only re-measurements that wait."""
     from pytest_cudaperf.measure.timing import Budget
     from pytest_cudaperf.run import measuring
 
     run = recorded_at_four_loops(tmp_path, **settings)
-    taken: list[Budget] = []
+    budgets: list[Budget] = []
+    calls = iter([*ms, *[ms[-1]] * 10])  # ms per call: the last repeats
 
     def run_once(budget: Budget) -> Measurement:
-        taken.append(budget)
-        return host_bound(loops, ms=ms)
+        budgets.append(budget)
+        return host_bound(loops, ms=next(calls))
 
     def probe() -> float:
         raise AssertionError("the probe is not read")
@@ -667,7 +646,9 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
     (record,) = test.state.records
     assert record.verdict.other_state
-    assert len(taken) == 3
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert len(budgets) == taken
+    assert measuring.REMEASURE == 2
     assert not [d for d in test.state.details if "host-bound: waited" in d]
 
 
