@@ -11,8 +11,9 @@ read in the host's other state wait for it?").
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_cudaperf.measure import instability
@@ -20,6 +21,21 @@ from pytest_cudaperf.units import format_ms
 
 #: seconds between two probes while waiting
 POLL_S = 0.5
+#: the last calls of a measurement, whose launch references say which state the host was in
+#: when the measurement ended (:func:`latest_reference`)
+LATEST_CALLS = 9
+
+
+def latest_reference(references_ms: Sequence[float], median_ms: float) -> float:
+    """The launch reference (ms) of the host's state at the end of a measurement: the median of
+    the references beside its last :data:`LATEST_CALLS` calls, or ``median_ms`` (the whole
+    measurement's) without them. The host can switch state within a measurement, and the
+    probe's first reading, right after it, meets the state it ended in: scaled to the whole
+    measurement's reference instead, a probe read in the fast state puts the host's every
+    later state a state higher (why: docs/decisions.md, "Why does a host-bound change read in
+    the host's other state wait for it?")."""
+    latest = [x for x in references_ms[-LATEST_CALLS:] if x > 0]
+    return float(statistics.median(latest)) if latest else median_ms
 
 
 @dataclass(frozen=True)
@@ -54,8 +70,9 @@ class HostWait:
     reference timed now, ms: :func:`pytest_cudaperf.measure.cuda.reference_probe`) says the host
     runs as at recording. The probe times the reference back to back, not after a call, so it
     need not read what the reference beside each call reads; its first reading, taken right
-    after the measurement that met the other state, scales it to that measurement's reference.
-    ``clock`` and ``sleep`` are test seams."""
+    after the measurement that met the other state, scales it to the reference beside that
+    measurement's last calls (:func:`latest_reference`). ``clock`` and ``sleep`` are test
+    seams."""
 
     def __init__(
         self,
@@ -72,8 +89,8 @@ class HostWait:
 
     def until_back(self, measured_ms: float, recorded_ms: float) -> Waited:
         """Wait until the host runs the reference within ``instability.HOST_MIN`` of
-        ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the calls just
-        measured; or until the deadline."""
+        ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the last calls
+        just measured (:func:`latest_reference`); or until the deadline."""
         began = self._clock()
         if self._deadline is None:
             self._deadline = began + self._limit_s

@@ -25,7 +25,7 @@ from pytest_cudaperf.report.model import (
     Other,
 )
 from pytest_cudaperf.run.context import TestContext
-from pytest_cudaperf.run.hoststate import HostWait
+from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.series import LOOPS, Record, Recording, metric_of
 from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
 
@@ -164,7 +164,7 @@ def host_back(
     if wait is None or not verdict.awaits_host or verdict.host_state is None or now is None:
         return True
     recorded = now / verdict.host_state  # the recordings' reference, as the verdict found it
-    waited = wait.until_back(now, recorded)
+    waited = wait.until_back(latest_reference(measured.references_ms, now), recorded)
     test.state.details.append(record.key.label() + waited.describe(recorded))
     return waited.back
 

@@ -575,6 +575,35 @@ def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wa
     assert len([d for d in test.state.details if "host-bound: waited" in d]) == 5
 
 
+def test_the_wait_starts_from_the_state_the_measurement_ended_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held back with the reference 2x slow over the measurement, whose last calls ran as at
+    recording again: the probe, read right after, meets that state and is scaled to it, so its
+    steady readings say the host is back (scaled to the whole measurement's reference they would
+    say 2x slow for as long as the wait lasts)."""
+    import dataclasses
+
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import hoststate, measuring
+
+    monkeypatch.setattr(hoststate, "POLL_S", 0.001)
+    run = recorded_at_four_loops(tmp_path, state_wait=0.05)
+    calls = iter([6.0, 3.0, 3.0])  # ms per call: the slow state, then the recordings'
+
+    def run_once(budget: Budget) -> Measurement:
+        measured = host_bound(6.0, ms=next(calls))
+        ended = (1.0,) * 20 + (0.5,) * 9  # ms: slow over most calls, as at recording at the end
+        return dataclasses.replace(measured, references_ms=ended)
+
+    test = new_test(run)
+    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=lambda: 0.3)
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.REGRESSION
+    (line,) = [d for d in test.state.details if "host-bound: waited" in d]
+    assert "as at recording (500.00 µs, 500.00 µs at recording), then measured again" in line
+
+
 def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
