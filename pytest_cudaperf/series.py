@@ -220,9 +220,17 @@ def at_reference(  # noqa: PLR0913 - a value, where it goes, and what the kernel
     kernels' time or a reference."""
     if not (fixed_ms and now_ms and _finite_positive(fixed_ms) and _finite_positive(now_ms)):
         return value
-    low, high = (0.0, fixed_ms) if unmoved is None else (min(fixed_ms, x) for x in unmoved)
+    low, high = unmoved_part(fixed_ms, unmoved)
     per_ms = 1 / now_ms - 1 / then_ms
     return toward(value - low * per_ms, base, (high - low) * per_ms)
+
+
+def unmoved_part(fixed_ms: float, unmoved: tuple[float, float] | None) -> tuple[float, float]:
+    """How much of a call's ``fixed_ms`` of kernels the host's speed does not move, at least and
+    at most: ``unmoved`` (:func:`unmoved_range`) within them, or none to all of them without."""
+    if unmoved is None:
+        return 0.0, fixed_ms
+    return min(fixed_ms, unmoved[0]), min(fixed_ms, unmoved[1])
 
 
 #: :func:`unmoved_range` is the fit's slope less and plus this many of its standard errors

@@ -348,7 +348,7 @@ def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None
     if not (_usable(now) and _usable(then) and _usable(fixed) and _usable(base)):
         return obs, None
     unmoved = entry.unmoved_ms
-    low, high = (0.0, fixed) if unmoved is None else (min(fixed, x) for x in unmoved)
+    low, high = series.unmoved_part(fixed, unmoved)
     per_ms = 1 / now - 1 / then
     if abs(high * per_ms) < FIXED_PART_MIN * float(base):
         return obs, None

@@ -8,6 +8,7 @@ import pytest
 from pytest_cudaperf import series as evidence
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.series import Entry, Recording, entry_of
+from pytest_cudaperf.units import format_ms, format_pct
 from pytest_cudaperf.verdict import (
     Kind,
     Observation,
@@ -513,6 +514,31 @@ def test_a_host_bound_call_sets_aside_as_much_of_its_kernels_as_its_recordings_s
     assert base.value == pytest.approx(7.0)
     slower = obs(2.5 + 0.5 / 0.14, unit="loops", reference_ms=0.14, fixed_ms=1.0)
     assert judge(slower, base, 0.10, "GPU").ratio == pytest.approx(7.5 / 7.0)
+
+
+def test_a_host_bound_call_sets_aside_a_range_of_its_kernels_where_its_recordings_scatter() -> None:
+    """Recordings whose loops fall with 1 / reference by about 0.5 ms, give or take: the verdict
+    takes off the range's low end for certain and the rest only as far as the baseline, and
+    says both ends."""
+    refs = (0.08, 0.09, 0.10, 0.12, 0.15)
+    noise = (0.08, -0.10, 0.05, 0.06, -0.07)
+    recs = [
+        Recording(f"2026-11-0{i}", 2.0 + 0.5 / ref + e, 0.01, 50, reference_ms=ref, fixed_ms=1.0)
+        for i, (ref, e) in enumerate(zip(refs, noise, strict=True), start=1)
+    ]
+    base = entry_of(recs, "loops", ENV, "host")
+    assert base.unmoved_ms is not None
+    low, high = base.unmoved_ms
+    assert 0 < low < 0.5 < high < 1.0
+    measured = obs(2.0 + 0.5 / 0.085, unit="loops", reference_ms=0.085, fixed_ms=1.0)
+    found = judge(measured, base, 0.10, "GPU")
+    assert found.kind is Kind.PASS
+    least, most = format_ms(low), format_ms(high)
+    said = f"{least}–{most} of its kernels' 1.000 ms per call do not follow the host's speed"
+    assert said in found.message
+    per = 1 / 0.085 - 1 / base.reference_ms
+    sure, top = format_pct(low * per / base.value), format_pct(high * per / base.value)
+    assert f"{sure}…{top} set aside" in found.message
 
 
 def test_a_host_bound_call_that_waits_for_all_its_kernels_is_judged_at_the_recordings_reference() -> (
