@@ -94,9 +94,10 @@ class HostWait:
         began = self._clock()
         if self._deadline is None:
             self._deadline = began + self._limit_s
-        scale = measured_ms / self._probe()
+        scale = 0.0  # read the first time round: right after the measurement, not past the deadline
         now = measured_ms
         while self._clock() + POLL_S <= self._deadline:
+            scale = scale or measured_ms / self._probe()
             self._sleep(POLL_S)
             now = self._probe() * scale
             if instability.host_ratio(now, recorded_ms) is None:

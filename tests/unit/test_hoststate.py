@@ -104,6 +104,23 @@ def test_every_wait_of_one_callable_shares_one_deadline() -> None:
     assert fake.now - 100.0 == pytest.approx(3.0)
 
 
+def test_a_wait_past_the_deadline_does_not_read_the_probe() -> None:
+    fake = FakeTime()
+    readings: list[float] = []
+
+    def probe() -> float:
+        readings.append(0.065)
+        return readings[-1]
+
+    wait = HostWait(probe, 1.0, fake.clock, fake.sleep)
+    assert not wait.until_back(0.130, 0.090).back
+    read = len(readings)
+    late = wait.until_back(0.130, 0.090)
+    assert not late.back
+    assert late.seconds == 0.0
+    assert len(readings) == read  # the deadline had passed: no probe
+
+
 @pytest.mark.parametrize(
     ("references_ms", "expected"),
     [
