@@ -26,7 +26,6 @@ import importlib.metadata
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -200,9 +199,11 @@ class Driver:
         return True
 
     def call(self, cmd: list[str], extra_env: dict[str, str], log: Path) -> tuple[int, float]:
+        from pytest_cudaperf.cli.process import run_in_session  # (main put ROOT on the path)
+
         began = time.monotonic()
-        with log.open("w") as out:
-            rc = subprocess.call(
+        with log.open("w") as out:  # stopped with all it started on Ctrl-C or SIGTERM
+            rc = run_in_session(
                 cmd, cwd=self.suite, env={**self.env, **extra_env}, stdout=out, stderr=out
             )
         wall = time.monotonic() - began
@@ -480,7 +481,17 @@ def main() -> None:
         "split over several commands with --max-seconds)",
     )
     parser.add_argument("--out", required=True)
-    Driver(parser.parse_args()).main()
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from pytest_cudaperf.cli.process import Terminated, sigterm_raises
+
+    driver = Driver(parser.parse_args())
+    try:
+        with sigterm_raises():  # a `timeout` leaves no pytest behind on the GPU
+            driver.main()
+    except (KeyboardInterrupt, Terminated) as stop:
+        said = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        sys.exit(f"bench_suite: {said}; the runs so far are in {driver.out} (--resume)")
 
 
 if __name__ == "__main__":

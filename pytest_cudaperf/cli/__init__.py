@@ -12,7 +12,8 @@
     cudaperf dashboard DB OUT_DIR          the run history DB as a static site in OUT_DIR
 
 Exit codes: 0 fine, 1 a regression (compare) or a failed test body (record), 2 a file or
-argument that cannot be used (one line on stderr), 130 interrupted (Ctrl-C: one line). ``record``
+argument that cannot be used (one line on stderr), 130 interrupted (Ctrl-C: one line), 143
+terminated (SIGTERM: one line); either way the pytest processes it started are stopped. ``record``
 stops at the first run that pytest ends with another code than 0 or 1 (an interruption, an
 internal or usage error, no tests collected) and exits with that code, recording nothing.
 """
@@ -32,6 +33,7 @@ from pytest_cudaperf.cli.compare import cmd_compare
 from pytest_cudaperf.cli.dashboard import cmd_dashboard
 from pytest_cudaperf.cli.history import cmd_history
 from pytest_cudaperf.cli.merge import cmd_merge
+from pytest_cudaperf.cli.process import TERMINATED_EXIT, Terminated, sigterm_raises
 from pytest_cudaperf.cli.record import Runner, cmd_record, run_pytest
 from pytest_cudaperf.cli.show import cmd_show
 from pytest_cudaperf.cli.sources import CliError
@@ -149,6 +151,11 @@ def main(
     ab_runner: AbRunner = run_side,
 ) -> int:
     args = _parser().parse_args(argv)
+    with sigterm_raises():
+        return _command(args, runner, ab_runner)
+
+
+def _command(args: argparse.Namespace, runner: Runner, ab_runner: AbRunner) -> int:
     try:
         if args.command == "record":
             if args.runs < 1:
@@ -175,6 +182,9 @@ def main(
     except KeyboardInterrupt:  # record writes its baselines after its last run
         print(f"cudaperf {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"cudaperf {args.command}: terminated", file=sys.stderr)
+        return TERMINATED_EXIT
     except BrokenPipeError:  # `cudaperf show FILE | head`
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         return 0

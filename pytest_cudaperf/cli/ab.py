@@ -3,7 +3,8 @@ side, on this machine, now? Both measured in alternating fresh pytest processes,
 pair; no stored baseline.
 
 Exit codes: 0 nothing slower, 1 a series SLOWER (or using more memory) on head, 2 bad input (one
-line), 3 a side's run failed or crashed (named, with its output), 130 interrupted.
+line), 3 a side's run failed or crashed (named, with its output), 130 interrupted, 143
+terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pytest_cudaperf.ab.sides import (
     run_setup,
     worktrees,
 )
+from pytest_cudaperf.cli.process import run_in_session
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.paths import unwritable
 
@@ -45,22 +47,16 @@ Runner = Callable[[Side, Sequence[str]], tuple[int, str]]
 
 def run_side(side: Side, args: Sequence[str]) -> tuple[int, str]:
     """The default :data:`Runner`: ``PYTHON -m pytest ARGS`` in the side's folder and
-    environment, in a session of its own (a Ctrl-C reaches ``cudaperf ab`` alone, which stops
-    it); its output kept for the message when it fails."""
+    environment, in a session of its own (:func:`run_in_session`: a Ctrl-C or SIGTERM reaches
+    ``cudaperf ab`` alone, which stops it); its output kept for the message when it fails."""
     with tempfile.TemporaryFile("w+") as out:
-        with subprocess.Popen(
+        rc = run_in_session(
             [side.python, "-m", "pytest", *args],
             cwd=side.cwd,
             env=side.env(os.environ),
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
-        ) as run:
-            try:
-                rc = run.wait()
-            except BaseException:
-                run.kill()
-                raise
+        )
         out.seek(0)
         return rc, out.read()[-4000:]
 

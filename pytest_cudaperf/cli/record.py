@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from pytest_cudaperf.cli.process import run_in_session
 from pytest_cudaperf.cli.sources import CliError, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
@@ -37,19 +37,10 @@ EXIT_CODES = {
 
 
 def run_pytest(args: Sequence[str]) -> int:
-    """The default :data:`Runner`: ``python -m pytest ARGS`` in its own process, in a session of
-    its own: a Ctrl-C reaches ``cudaperf record`` alone, which stops the run it is waiting for
-    (the run writes nothing that outlives it)."""
-    with subprocess.Popen([sys.executable, "-m", "pytest", *args], start_new_session=True) as run:
-        try:
-            return run.wait()
-        except BaseException:
-            run.terminate()
-            try:
-                run.wait(10)
-            except subprocess.TimeoutExpired:
-                run.kill()
-            raise
+    """The default :data:`Runner`: ``python -m pytest ARGS`` in its own process and session
+    (:func:`run_in_session`): a Ctrl-C or SIGTERM reaches ``cudaperf record`` alone, which stops
+    the run it is waiting for (the run writes nothing that outlives it)."""
+    return run_in_session([sys.executable, "-m", "pytest", *args])
 
 
 def _attach_breakdowns(

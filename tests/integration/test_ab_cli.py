@@ -206,8 +206,13 @@ def test_a_side_that_fails_is_named_with_its_output(tmp_path: Path) -> None:
     assert len(_worktrees(repo)) == 1
 
 
+@pytest.mark.parametrize(
+    ("sig", "rc", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_an_interrupted_comparison_leaves_no_worktree(
-    tmp_path: Path, interruptible_cudaperf: list[str]
+    tmp_path: Path, interruptible_cudaperf: list[str], sig: signal.Signals, rc: int, said: str
 ) -> None:
     repo = _project(tmp_path)
     (repo / "tests" / "test_slow.py").write_text(
@@ -228,8 +233,8 @@ def test_an_interrupted_comparison_leaves_no_worktree(
         assert time.monotonic() < deadline, "the worktrees never appeared"
         time.sleep(0.2)
     time.sleep(3)  # base's first run is under way
-    running.send_signal(signal.SIGINT)
+    running.send_signal(sig)
     out, err = running.communicate(timeout=60)
-    assert running.returncode == 130, out + err
-    assert err == "cudaperf ab: interrupted\n"
+    assert running.returncode == rc, out + err
+    assert err == f"cudaperf ab: {said}\n"
     assert len(_worktrees(repo)) == 1

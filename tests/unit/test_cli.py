@@ -329,11 +329,16 @@ def test_record_checks_its_baseline_folder_before_the_first_run(
     )
 
 
-def test_ctrl_c_in_record_is_one_line_and_writes_nothing(
-    tmp_path: Path, interruptible_cudaperf: list[str]
+@pytest.mark.parametrize(
+    ("sig", "rc", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stopped_record_is_one_line_writes_nothing_and_stops_its_run(
+    tmp_path: Path, interruptible_cudaperf: list[str], sig: signal.Signals, rc: int, said: str
 ) -> None:
-    """SIGINT while a run is under way: the run is stopped, one line says so, no traceback, no
-    baseline, exit 130."""
+    """SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job) while a run is under way: the run is
+    stopped, one line says so, no traceback, no baseline, exit 130 or 143."""
     (tmp_path / "test_slow.py").write_text(
         "import time\n\ndef test_slow(cuda_timer):\n    time.sleep(30)\n"
     )
@@ -351,11 +356,11 @@ def test_ctrl_c_in_record_is_one_line_and_writes_nothing(
     while not list(tmp_path.glob("test_slow.py")) or not _pytest_started(record.pid):
         assert time.monotonic() < deadline, "the first run never started"
         time.sleep(0.2)
-    record.send_signal(signal.SIGINT)
+    record.send_signal(sig)
     out, err = record.communicate(timeout=60)
-    assert record.returncode == 130, out + err
+    assert record.returncode == rc, out + err
     assert "Traceback" not in out + err
-    assert err == "cudaperf record: interrupted\n"
+    assert err == f"cudaperf record: {said}\n"
     assert not (tmp_path / ".cudaperf").exists()
     assert not _pytest_started(record.pid)  # its run was stopped too
 

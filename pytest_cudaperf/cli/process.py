@@ -1,0 +1,71 @@
+"""The pytest processes the ``cudaperf`` command starts: each in a session of its own, stopped
+with every process it started when the command is interrupted (Ctrl-C) or terminated (SIGTERM:
+a cancelled CI job, ``timeout``), so that none is left running on the GPU after it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Sequence
+from types import FrameType
+from typing import Any
+
+#: seconds a stopped process group has to end after SIGTERM before it is killed
+STOP_GRACE_S = 10.0
+#: the command's exit code when SIGTERM ended it (128 + the signal's number, as a shell says)
+TERMINATED_EXIT = 128 + signal.SIGTERM
+
+
+class Terminated(Exception):  # noqa: N818 - named for the signal, as KeyboardInterrupt is
+    """SIGTERM reached the ``cudaperf`` command (within :func:`sigterm_raises`)."""
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within it, SIGTERM raises :class:`Terminated` where the main thread is, so that the
+    processes it waits for are stopped (:func:`run_in_session`) rather than left running, as
+    they would be if Python's default action ended the command at once; the previous handler
+    is put back after. Outside the main thread (where no handler can be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_in_session(cmd: Sequence[str], **popen: Any) -> int:
+    """``cmd``'s exit code, run in a session of its own (a Ctrl-C at the terminal reaches the
+    ``cudaperf`` command alone, which decides). Whatever ends the wait (Ctrl-C,
+    :class:`Terminated`) stops the process and every process it started (:func:`stop_group`)
+    before it goes on up. ``popen``: :class:`subprocess.Popen`'s other arguments."""
+    with subprocess.Popen(list(cmd), start_new_session=True, **popen) as run:
+        try:
+            return run.wait()
+        except BaseException:
+            stop_group(run)
+            raise
+
+
+def stop_group(run: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> None:
+    """Stops ``run``'s process group (it leads one: :func:`run_in_session`): SIGTERM, then
+    SIGKILL to whatever is left of it once ``run`` has ended or after ``grace_s``."""
+    _signal_group(run.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        run.wait(grace_s)
+    _signal_group(run.pid, signal.SIGKILL)  # members that outlived their leader, or ignored it
+    run.wait()
+
+
+def _signal_group(group: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group has ended
+        os.killpg(group, sig)
