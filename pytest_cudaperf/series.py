@@ -249,17 +249,10 @@ def unmoved_range(recordings: Sequence[Recording]) -> tuple[float, float] | None
     the same loops in both states, and none of its kernels is set aside; one that waits for all
     of them has them all set aside, whichever way its loops move (why: docs/decisions.md, "How
     much of a host-bound call's kernels does the host's speed not move?")."""
-    usable = [
-        r for r in recordings
-        if r.reference_ms and _finite_positive(r.reference_ms) and _finite_positive(r.median)
-    ]  # fmt: skip
-    references = [r.reference_ms for r in usable if r.reference_ms]
-    if (
-        len(usable) < MIN_PROCESSES
-        or instability.host_ratio(max(references), min(references)) is None
-    ):
+    points = _in_two_states(recordings, [r.median for r in recordings])
+    if points is None:
         return None
-    xs, ys = [1 / x for x in references], [r.median for r in usable]
+    xs, ys = [1 / x for x, _ in points], [y for _, y in points]
     fit = statistics.linear_regression(xs, ys)
     residuals = [y - fit.intercept - fit.slope * x for x, y in zip(xs, ys, strict=True)]
     center = statistics.fmean(xs)
@@ -290,21 +283,30 @@ def state_reach(recordings: Sequence[Recording], metric: str) -> float:
     state?")."""
     if metric != "host":
         return STATE_REACH
-    points = [
-        (x, m)
-        for r, m in zip(recordings, medians_of(recordings, metric), strict=True)
-        if (x := r.reference_ms) and _finite_positive(x) and _finite_positive(m)
-    ]
-    references = [x for x, _ in points]
-    if (
-        len(points) < MIN_PROCESSES
-        or instability.host_ratio(max(references), min(references)) is None
-    ):
+    points = _in_two_states(recordings, medians_of(recordings, metric))
+    if points is None:
         return STATE_REACH  # too few, or one state only: how it follows the other is not known
     slope = statistics.linear_regression(
-        [math.log(x) for x in references], [math.log(m) for _, m in points]
+        [math.log(x) for x, _ in points], [math.log(m) for _, m in points]
     ).slope
     return min(STATE_REACH, max(0.0, slope) + STATE_MARGIN)
+
+
+def _in_two_states(
+    recordings: Sequence[Recording], values: Sequence[float]
+) -> list[tuple[float, float]] | None:
+    """Each recording's (launch reference, value) where both are usable, if at least
+    :data:`MIN_PROCESSES` are and their references lie beyond ``instability.HOST_MIN`` apart
+    (the host seen in two states: how a series follows it can be fitted); None otherwise."""
+    points = [
+        (x, v)
+        for r, v in zip(recordings, values, strict=True)
+        if (x := r.reference_ms) and _finite_positive(x) and _finite_positive(v)
+    ]
+    if len(points) < MIN_PROCESSES:
+        return None
+    references = [x for x, _ in points]
+    return None if instability.host_ratio(max(references), min(references)) is None else points
 
 
 def spread(medians: Sequence[float]) -> float:
