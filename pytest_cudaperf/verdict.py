@@ -372,7 +372,7 @@ def _unmoved_text(low: float, high: float, fixed: float, shown: bool) -> str:
     said = "as its recordings show"
     if least == whole:
         return f"{kernels}, all of them {said}"
-    part = least if least == most else f"{least}–{most}"
+    part = f"up to {most}" if low == 0 else least if least == most else f"{least}–{most}"
     return f"{part} of its kernels' {whole} per call do not follow the host's speed, {said}"
 
 

@@ -541,6 +541,24 @@ def test_a_host_bound_call_sets_aside_a_range_of_its_kernels_where_its_recording
     assert f"{sure}…{top} set aside" in found.message
 
 
+def test_a_range_of_the_kernels_from_none_is_said_up_to_its_high_end() -> None:
+    """``topk`` then ``nonzero`` on the H100 (2026-11-26): its recordings show none to about
+    64 µs of its 128 µs of kernels unmoved by the host; the message says "up to", not "0.0 ns–"."""
+    points = [(2.617, 0.0782), (2.464, 0.1318), (2.395, 0.0930), (2.384, 0.1210), (2.457, 0.1231)]
+    recs = [
+        Recording(f"2026-11-2{i}", loops, 0.01, 50, reference_ms=ref, fixed_ms=0.128)
+        for i, (loops, ref) in enumerate(points, start=1)
+    ]
+    base = entry_of(recs, "loops", ENV, "host")
+    assert base.unmoved_ms is not None
+    low, high = base.unmoved_ms
+    assert low == 0 < high < 0.128
+    measured = obs(2.45, unit="loops", reference_ms=0.080, fixed_ms=0.128)
+    message = judge(measured, base, 0.10, "GPU").message
+    assert f"up to {format_ms(high)} of its kernels' 128.00 µs per call do not follow" in message
+    assert "0.0 ns" not in message
+
+
 def test_a_host_bound_call_that_waits_for_all_its_kernels_is_judged_at_the_recordings_reference() -> (
     None
 ):
