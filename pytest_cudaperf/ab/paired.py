@@ -96,6 +96,21 @@ def decide(ci: tuple[float, float], pairs: int, min_effect: float) -> Call:
     return Call.UNDECIDED
 
 
+def repeats(call: Call, fresh: Sequence[float], min_effect: float) -> bool:
+    """Whether fresh pairs' ratios (head / base) repeat a SLOWER or FASTER: their geometric mean
+    shows at least half of ``min_effect`` in the call's direction, and none of them reads more
+    than half of it the other way. A fresh pair that does says one of its processes moved
+    further than the change; two pairs leaning the call's way do not outweigh it (why:
+    docs/decisions.md, "Why is a SLOWER from cudaperf ab confirmed?")."""
+    if call not in (Call.SLOWER, Call.FASTER) or not fresh:
+        return False
+    edge = 1 + min_effect / 2
+    ratio, _ = interval(fresh)
+    if call is Call.SLOWER:
+        return ratio > edge and min(fresh) > 1 / edge
+    return ratio < 1 / edge and max(fresh) < edge
+
+
 def pair_ratios(
     base: Sequence[float | None],
     head: Sequence[float | None],

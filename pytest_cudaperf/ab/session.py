@@ -4,8 +4,9 @@ and FASTER tests to confirm them, then one profiling process per side for the ke
 paired verdicts (:class:`~pytest_cudaperf.ab.result.AbResult`).
 
 A SLOWER (or FASTER) stands only when it survives :data:`CONFIRM_PAIRS` fresh pairs of its own
-tests: all the pairs together still say so, and the fresh pairs alone show at least half the
-minimum effect in the same direction. Three pairs whose ratios agree by chance make a narrow
+tests: all the pairs together still say so, the fresh pairs alone show at least half the
+minimum effect in the same direction, and none of them reads more than half the minimum effect
+the other way. Three pairs whose ratios agree by chance make a narrow
 interval; with many series in a suite one of them does (why: docs/decisions.md, "Why is a SLOWER
 from cudaperf ab confirmed?")."""
 
@@ -23,6 +24,7 @@ from pytest_cudaperf.ab.paired import (
     abba,
     compare_peaks,
     compare_times,
+    repeats,
 )
 from pytest_cudaperf.ab.result import AbResult, Compared, Process
 from pytest_cudaperf.ab.sides import Side
@@ -203,7 +205,8 @@ class Comparison:
         self.result.compared = kept
 
     def _confirmed(self, c: Compared, fresh: range) -> bool:
-        """The fresh pairs alone show at least half the minimum effect, in the call's direction."""
+        """Whether the fresh pairs alone, every one of them measured, repeat the call
+        (:func:`~pytest_cudaperf.ab.paired.repeats`)."""
         b, h = c.base[fresh.start : fresh.stop], c.head[fresh.start : fresh.stop]
         alone = compare_times(
             [r.median if r else None for r in b],
@@ -214,8 +217,7 @@ class Comparison:
         )
         if alone.pairs != len(fresh):
             return False
-        edge = 1 + self.result.min_effect / 2
-        return alone.ratio > edge if c.paired.call is Call.SLOWER else alone.ratio < 1 / edge
+        return repeats(c.paired.call, alone.ratios, self.result.min_effect)
 
     def _compare(self) -> bool:
         """The paired verdict of every series measured on both sides so far; False when none."""

@@ -104,8 +104,13 @@ def _worktrees(repo: Path) -> list[str]:
 
 
 def test_exactly_the_slowed_test_is_slower(tmp_path: Path) -> None:
+    """A 3x slowdown is SLOWER and the untouched test is not called either way. The CI host is a
+    shared 2-core machine running two xdist workers, where one process's median can move by half
+    (``docs/ab.md``: there, ``--min-effect`` above the host's movement); the default 2% edge is
+    held to in the A/A test and the unit tests."""
     repo = _project(tmp_path)
-    done = _ab(repo, "--base", "HEAD~1", "--pairs", "4", "--json", str(tmp_path / "ab.json"))
+    json_path = str(tmp_path / "ab.json")
+    done = _ab(repo, "--base", "HEAD~1", "--pairs", "4", "--min-effect", "5%", "--json", json_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "only on head (not judged): tests/test_new.py::test_new {time:wall}" in done.stdout
     rows: dict[str, str] = {}

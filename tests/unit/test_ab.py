@@ -18,6 +18,7 @@ from pytest_cudaperf.ab.paired import (
     decide,
     interval,
     pair_ratios,
+    repeats,
     t95,
 )
 from pytest_cudaperf.ab.result import AbResult, SideInfo, lines
@@ -87,6 +88,25 @@ def test_a_slowdown_every_pair_sees_is_slower_and_noise_is_not() -> None:
     assert slower.ratio == pytest.approx(1.1, rel=1e-3)
     noisy = compare_times([1.0, 1.3, 0.8], [1.2, 1.0, 1.05], 0.02)
     assert noisy.call is Call.UNDECIDED
+
+
+@pytest.mark.parametrize(
+    ("call", "fresh", "holds"),
+    [
+        (Call.SLOWER, [1.05, 1.04, 1.06], True),
+        (Call.SLOWER, [1.005, 1.01, 1.0], False),  # the mean shows less than half of 2%
+        (Call.SLOWER, [1.30, 1.32, 0.98], False),  # one pair reads -2%: past -1%
+        (Call.SLOWER, [1.30, 1.32, 0.995], True),  # -0.5% is within half the effect
+        (Call.FASTER, [0.95, 0.96, 0.94], True),
+        (Call.FASTER, [0.70, 0.72, 1.02], False),
+        (Call.SAME, [1.05, 1.04, 1.06], False),  # only SLOWER and FASTER are repeated
+        (Call.SLOWER, [], False),
+    ],
+)
+def test_fresh_pairs_repeat_a_call_only_with_none_the_other_way(
+    call: Call, fresh: list[float], holds: bool
+) -> None:
+    assert repeats(call, fresh, 0.02) is holds
 
 
 def test_peaks_are_exact() -> None:
@@ -199,6 +219,23 @@ def test_a_slower_that_fresh_pairs_do_not_repeat_is_withdrawn(tmp_path: Path) ->
     assert "not confirmed by 3 fresh pairs (now UNDECIDED): t.py::lucky {time:wall} (SLOWER)" in (
         lines(result)
     )
+
+
+def test_a_slower_with_a_fresh_pair_the_other_way_is_withdrawn(tmp_path: Path) -> None:
+    """Two fresh pairs repeat +30% and carry the fresh pairs' mean, but the third reads -2%: on a
+    host where one pair moves that far, the call does not stand (the combined interval alone
+    would have kept it)."""
+    runner = ScriptedSides(
+        {"t.py::jumpy": {"base": [1.0] * 6, "head": [1.30, 1.31, 1.29, 1.30, 1.32, 0.98]}}
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(Budget(pairs=3, seconds=600))
+    assert [c.key.nodeid for c in comparison.result.calls(Call.SLOWER)] == ["t.py::jumpy"]
+    comparison.confirm()
+    jumpy = comparison.result.compared[0]
+    assert jumpy.paired.ci[0] > 1.02  # all six pairs together still say SLOWER
+    assert jumpy.paired.call is Call.UNDECIDED
+    assert comparison.result.unconfirmed == ["t.py::jumpy {time:wall} (SLOWER)"]
 
 
 def test_a_real_slowdown_survives_its_confirmation(tmp_path: Path) -> None:
