@@ -6,9 +6,9 @@ paired verdicts (:class:`~pytest_cudaperf.ab.result.AbResult`).
 A SLOWER (or FASTER) stands only when it survives :data:`CONFIRM_PAIRS` fresh pairs of its own
 tests: all the pairs together still say so, the fresh pairs alone show at least half the
 minimum effect in the same direction, and none of them reads more than half the minimum effect
-the other way. Three pairs whose ratios agree by chance make a narrow
-interval; with many series in a suite one of them does (why: docs/decisions.md, "Why is a SLOWER
-from cudaperf ab confirmed?")."""
+the other way. Three pairs whose ratios agree by chance make a narrow interval; with many series
+in a suite one of them does (why: docs/decisions.md, "Why is a SLOWER from cudaperf ab
+confirmed?")."""
 
 from __future__ import annotations
 
