@@ -36,6 +36,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from pytest_cudaperf.cli.process import Terminated, run_in_session, sigterm_raises  # noqa: E402
+from pytest_cudaperf.report.document import read_report as read_document  # noqa: E402
+
 #: realised-change bins of the catch-rate table: (label, low, high) as ratios - 1
 BINS = [
     ("< +2%", -1.0, 0.02),
@@ -76,10 +81,6 @@ def series_kinds(path: Path) -> Counter[tuple[str, str]]:
     """(series, verdict kind) of every judged record of a --cudaperf-json report (read by the
     plugin's own reader), the series without its cache state (``time:device/cold`` ->
     ``time:device``)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from pytest_cudaperf.report.document import read_report as read_document
-
     return Counter(
         (judged.record.series.split("/")[0], judged.verdict.kind.value)
         for test in read_document(path).tests
@@ -199,8 +200,6 @@ class Driver:
         return True
 
     def call(self, cmd: list[str], extra_env: dict[str, str], log: Path) -> tuple[int, float]:
-        from pytest_cudaperf.cli.process import run_in_session  # (main put ROOT on the path)
-
         began = time.monotonic()
         with log.open("w") as out:  # stopped with all it started on Ctrl-C or SIGTERM
             rc = run_in_session(
@@ -481,10 +480,6 @@ def main() -> None:
         "split over several commands with --max-seconds)",
     )
     parser.add_argument("--out", required=True)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from pytest_cudaperf.cli.process import Terminated, sigterm_raises
-
     driver = Driver(parser.parse_args())
     try:
         with sigterm_raises():  # a `timeout` leaves no pytest behind on the GPU
