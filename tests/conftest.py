@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from typing import NamedTuple
 
 import pytest
 
@@ -47,3 +49,24 @@ def interruptible_cudaperf() -> list[str]:
         "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
         "runpy.run_module('pytest_cudaperf.cli', run_name='__main__', alter_sys=True)",
     ]
+
+
+class Stop(NamedTuple):
+    """A signal that stops a ``cudaperf`` command, its exit code and the word its one line says."""
+
+    sig: signal.Signals
+    rc: int
+    said: str
+
+
+STOPS = {
+    "ctrl-c": Stop(signal.SIGINT, 130, "interrupted"),
+    "sigterm": Stop(signal.SIGTERM, 143, "terminated"),
+}
+
+
+@pytest.fixture(params=list(STOPS), ids=list(STOPS))
+def stop(request: pytest.FixtureRequest) -> Stop:
+    """Each way a ``cudaperf`` command is stopped: Ctrl-C at a terminal, SIGTERM from a cancelled
+    CI job or ``timeout``."""
+    return STOPS[request.param]

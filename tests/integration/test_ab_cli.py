@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from conftest import Stop
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -211,13 +214,8 @@ def test_a_side_that_fails_is_named_with_its_output(tmp_path: Path) -> None:
     assert len(_worktrees(repo)) == 1
 
 
-@pytest.mark.parametrize(
-    ("sig", "rc", "said"),
-    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
-    ids=["ctrl-c", "sigterm"],
-)
 def test_an_interrupted_comparison_leaves_no_worktree(
-    tmp_path: Path, interruptible_cudaperf: list[str], sig: signal.Signals, rc: int, said: str
+    tmp_path: Path, interruptible_cudaperf: list[str], stop: Stop
 ) -> None:
     repo = _project(tmp_path)
     (repo / "tests" / "test_slow.py").write_text(
@@ -238,8 +236,8 @@ def test_an_interrupted_comparison_leaves_no_worktree(
         assert time.monotonic() < deadline, "the worktrees never appeared"
         time.sleep(0.2)
     time.sleep(3)  # base's first run is under way
-    running.send_signal(sig)
+    running.send_signal(stop.sig)
     out, err = running.communicate(timeout=60)
-    assert running.returncode == rc, out + err
-    assert err == f"cudaperf ab: {said}\n"
+    assert running.returncode == stop.rc, out + err
+    assert err == f"cudaperf ab: {stop.said}\n"
     assert len(_worktrees(repo)) == 1

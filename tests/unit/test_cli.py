@@ -4,13 +4,13 @@ import dataclasses
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,6 +23,9 @@ from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, Verdict
+
+if TYPE_CHECKING:
+    from conftest import Stop
 
 
 def _record(nodeid: str, value: float, cls: str = "GPU X", name: str = "") -> Record:
@@ -329,13 +332,8 @@ def test_record_checks_its_baseline_folder_before_the_first_run(
     )
 
 
-@pytest.mark.parametrize(
-    ("sig", "rc", "said"),
-    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
-    ids=["ctrl-c", "sigterm"],
-)
 def test_a_stopped_record_is_one_line_writes_nothing_and_stops_its_run(
-    tmp_path: Path, interruptible_cudaperf: list[str], sig: signal.Signals, rc: int, said: str
+    tmp_path: Path, interruptible_cudaperf: list[str], stop: Stop
 ) -> None:
     """SIGINT (Ctrl-C) or SIGTERM (a cancelled CI job) while a run is under way: the run is
     stopped, one line says so, no traceback, no baseline, exit 130 or 143."""
@@ -356,11 +354,11 @@ def test_a_stopped_record_is_one_line_writes_nothing_and_stops_its_run(
     while not list(tmp_path.glob("test_slow.py")) or not _pytest_started(record.pid):
         assert time.monotonic() < deadline, "the first run never started"
         time.sleep(0.2)
-    record.send_signal(sig)
+    record.send_signal(stop.sig)
     out, err = record.communicate(timeout=60)
-    assert record.returncode == rc, out + err
+    assert record.returncode == stop.rc, out + err
     assert "Traceback" not in out + err
-    assert err == f"cudaperf record: {said}\n"
+    assert err == f"cudaperf record: {stop.said}\n"
     assert not (tmp_path / ".cudaperf").exists()
     assert not _pytest_started(record.pid)  # its run was stopped too
 
