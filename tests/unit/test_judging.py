@@ -582,8 +582,6 @@ def test_the_wait_starts_from_the_state_the_measurement_ended_in(
     recording again: the probe, read right after, meets that state and is scaled to it, so its
     steady readings say the host is back (scaled to the whole measurement's reference they would
     say 2x slow for as long as the wait lasts)."""
-    import dataclasses
-
     from pytest_cudaperf.measure.timing import Budget
     from pytest_cudaperf.run import hoststate, measuring
 
