@@ -1,13 +1,15 @@
 """Profiling a callable with ``torch.profiler`` into a :class:`~.model.Breakdown`: a few warm-up
 calls (timed on the host clock), then ``calls`` calls profiled, averaged per call. On CUDA every
 device activity on the device counts as a kernel (kernels, copies, memsets), and the top-level aten
-ops by host time are kept beside; on the CPU the top-level ops by CPU-inclusive time. The entries
-that cover >= 95% of the total are kept, the rest summed as ``other``. torch is imported inside
-:func:`profile` only."""
+ops by host time are kept beside; on the CPU the top-level ops by CPU-inclusive time, each
+call in its own profiler range and an op's time the median of its calls' (a call the host
+preempted does not make its ops the profile). The entries that cover >= 95% of the total are
+kept, the rest summed as ``other``. torch is imported inside :func:`profile` only."""
 
 from __future__ import annotations
 
 import re
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +44,8 @@ class RawEvent:
     name: str
     duration_us: float
     kind: str  #: "kernel" (device activity), "op" (top-level op), "graph_launch"
+    #: which profiled call it ran in (0, 1, …), where each call had its ``CALL_RANGE``
+    call: int | None = None
 
 
 def _ranked(
@@ -73,15 +77,25 @@ def _ranked(
     return tuple(kept), other, sig(total)
 
 
-def _totals(events: Iterable[RawEvent], kind: str) -> dict[str, tuple[str, int, float]]:
+def _totals(events: Iterable[RawEvent], kind: str, calls: int) -> dict[str, tuple[str, int, float]]:
+    """Per entry key: (short name, events, time over all ``calls``). Where every event of
+    ``kind`` knows its call, the time is ``calls`` x the median of its per-call times (a call
+    without the entry counting 0): one call stretched by the host (preempted, a page fault)
+    moves no entry; otherwise the plain sum."""
     totals: dict[str, tuple[str, int, float]] = {}
-    for ev in events:
-        if ev.kind != kind:
-            continue
+    per_call: dict[str, list[float]] = {}
+    chosen = [ev for ev in events if ev.kind == kind]
+    by_call = calls > 1 and all(ev.call is not None and 0 <= ev.call < calls for ev in chosen)
+    for ev in chosen:
         short = short_name(ev.name)
         key = entry_key(ev.name, short)
         _, n, t = totals.get(key, (short, 0, 0.0))
         totals[key] = (short, n + 1, t + max(0.0, ev.duration_us))
+        if by_call and ev.call is not None:
+            per_call.setdefault(key, [0.0] * calls)[ev.call] += max(0.0, ev.duration_us)
+    for key, times in per_call.items():
+        short, n, _ = totals[key]
+        totals[key] = (short, n, calls * statistics.median(times))
     return totals
 
 
@@ -97,10 +111,11 @@ def aggregate(  # noqa: PLR0913 - the profile's events and how to cut them
     if calls < 1:
         raise ValueError(f"calls: expected >= 1, got {calls}")
     main_kind = "kernel" if backend == "cuda" else "op"
-    entries, other, total = _ranked(_totals(events, main_kind), calls, coverage, MAX_ENTRIES)
+    totals = _totals(events, main_kind, calls)
+    entries, other, total = _ranked(totals, calls, coverage, MAX_ENTRIES)
     host_ops: tuple[Entry, ...] = ()
     if backend == "cuda":
-        ops = _totals(events, "op")
+        ops = _totals(events, "op", calls)
         host_ops = tuple(
             sorted(
                 (Entry(k, s, sig(n / calls), sig(t / calls)) for k, (s, n, t) in ops.items()),
@@ -156,9 +171,10 @@ def raw_events(function_events: Iterable[Any], device_index: int | None) -> list
     ranges); top-level CPU ops are ops; ``cudaGraphLaunch`` calls are graph launches."""
     events = list(function_events)
     annotations = {str(ev.name) for ev in events if getattr(ev, "is_user_annotation", False)}
+    ranges = _call_ranges(events)
     out: list[RawEvent] = []
     for ev in events:
-        dtype = str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
+        dtype = _device_type(ev)
         name = str(ev.name)
         span = float(ev.time_range.end - ev.time_range.start)
         if dtype != "CPU":
@@ -167,8 +183,27 @@ def raw_events(function_events: Iterable[Any], device_index: int | None) -> list
         elif name.startswith(("cudaGraphLaunch", "hipGraphLaunch")):
             out.append(RawEvent(name, span, "graph_launch"))
         elif _is_op(ev) and _top_level(ev):
-            out.append(RawEvent(name, float(ev.cpu_time_total), "op"))
+            call = _call_of(float(ev.time_range.start), ranges)
+            out.append(RawEvent(name, float(ev.cpu_time_total), "op", call))
     return out
+
+
+def _device_type(ev: Any) -> str:
+    return str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
+
+
+def _call_ranges(events: Sequence[Any]) -> list[tuple[float, float]]:
+    """The host-side ``CALL_RANGE`` ranges (start, end), in call order."""
+    return sorted(
+        (float(ev.time_range.start), float(ev.time_range.end))
+        for ev in events
+        if str(ev.name) == CALL_RANGE and _device_type(ev) == "CPU"
+    )
+
+
+def _call_of(start: float, ranges: Sequence[tuple[float, float]]) -> int | None:
+    """The index of the range ``start`` falls in, or None."""
+    return next((i for i, (low, high) in enumerate(ranges) if low <= start <= high), None)
 
 
 def _device_work(ev: Any, annotations: set[str], device_index: int | None) -> bool:
@@ -185,7 +220,8 @@ def _device_work(ev: Any, annotations: set[str], device_index: int | None) -> bo
     return device_index is None or index is None or index == device_index
 
 
-#: the ``record_function`` range around each call :func:`kernel_times` profiles
+#: the ``record_function`` range around each call :func:`kernel_times` profiles, and each call
+#: :func:`profile` profiles on the CPU
 CALL_RANGE = "cudaperf:call"
 
 
@@ -195,22 +231,14 @@ def per_call_device_us(function_events: Iterable[Any], device_index: int | None)
     its kernels inside its range)."""
     events = list(function_events)
     annotations = {str(ev.name) for ev in events if getattr(ev, "is_user_annotation", False)}
-    ranges = sorted(
-        (float(ev.time_range.start), float(ev.time_range.end))
-        for ev in events
-        if str(ev.name) == CALL_RANGE
-        and str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1] == "CPU"
-    )
+    ranges = _call_ranges(events)
     totals = [0.0] * len(ranges)
     for ev in events:
-        dtype = str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
-        if dtype == "CPU" or not _device_work(ev, annotations, device_index):
+        if _device_type(ev) == "CPU" or not _device_work(ev, annotations, device_index):
             continue
-        start = float(ev.time_range.start)
-        for i, (low, high) in enumerate(ranges):
-            if low <= start <= high:
-                totals[i] += float(ev.time_range.end - ev.time_range.start)
-                break
+        call = _call_of(float(ev.time_range.start), ranges)
+        if call is not None:
+            totals[call] += float(ev.time_range.end - ev.time_range.start)
     return totals
 
 
@@ -315,7 +343,11 @@ def profile(
     try:
         with _profiler(torch, is_cuda) as prof:
             for _ in range(calls):
-                fn()
+                if is_cuda:  # kernels run after their launch: no per-call range holds them
+                    fn()
+                else:
+                    with torch.autograd.profiler.record_function(CALL_RANGE):
+                        fn()
             if is_cuda:
                 torch.cuda.synchronize(index)
         events = prof.function_events
