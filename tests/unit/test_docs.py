@@ -1,6 +1,6 @@
 """The repository's text stays connected: every "why: docs/decisions.md, "…"" in the package
 names a heading of docs/decisions.md, and every relative Markdown link (and its #anchor) of the
-README, docs/ and benchmarks/ points at a file and heading that exist."""
+README, docs/, benchmarks/ and benchmarks/public_suites/ points at a file and heading that exist."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 DOCS = sorted(
-    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks").glob("*.md")]
+    [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "benchmarks").glob("*.md"),
+        *(ROOT / "benchmarks" / "public_suites").glob("*.md"),
+    ]
 )
 
 
