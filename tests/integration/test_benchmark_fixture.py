@@ -174,8 +174,8 @@ def test_misuse_is_one_line_on_the_offending_test(pytester: pytest.Pytester) -> 
     result.assert_outcomes(passed=2, failed=1, errors=1, warnings=1)
     result.stdout.fnmatch_lines_random(
         [
-            "*@pytest.mark.benchmark: got an unexpected keyword argument 'rounds' (it takes "
-            "group, min_rounds, *)",
+            "*@pytest.mark.benchmark: unknown argument 'rounds' (did you mean 'min_rounds'?); it "
+            "takes group, min_rounds, *",
             "E  *FixtureAlreadyUsed: Fixture can only be used once. Previously it was used in "
             "benchmark(...) mode.",
             "*Benchmark fixture was not used at all in this test!",
