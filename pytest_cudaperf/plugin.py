@@ -22,7 +22,7 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import terminal_summary
 from pytest_cudaperf.run.callreport import finish_call_report
 from pytest_cudaperf.run.child import FRESH_ENV
-from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
+from pytest_cudaperf.run.context import ItemState, RunContext, TestContext, other_outputs
 from pytest_cudaperf.run.results import Results, finish_run
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
 from pytest_cudaperf.store.format import BaselineError
@@ -296,7 +296,8 @@ def pytest_configure(config: pytest.Config) -> None:
     run = CudaperfRun(_open_run(config))
     config.stash[RUN] = run
     config.pluginmanager.register(run, "cudaperf-run")
-    unwritable = [] if run.ctx.is_worker else run.ctx.unwritable_outputs()
+    others = other_outputs(config.getoption("xmlpath", None), os.environ)
+    unwritable = [] if run.ctx.is_worker else run.ctx.unwritable_outputs(others)
     if unwritable:  # before any test runs, not after all of them
         raise pytest.UsageError("\n".join(unwritable))
     if run.ctx.settings.require_gpu and not run.ctx.is_worker:
