@@ -82,7 +82,8 @@ class CudaperfRun:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.ctx.is_worker:
             update = self.ctx.settings.update
-            terminal_summary(terminalreporter, self.report, update, self.results.errors)
+            results = self.results
+            terminal_summary(terminalreporter, self.report, update, results.errors, results.notes)
             for line in self.annotations:
                 terminalreporter.write_line(line)
 
