@@ -112,8 +112,11 @@ class BenchmarkServer:
         self.written: str | None = None
 
     def pytest_report_header(self) -> list[str]:
-        line = bench_options.ignored_line(self.options)
-        return [line] if line else []
+        lines = (
+            bench_options.compare_line(self.options, self.run.ctx.settings),
+            bench_options.ignored_line(self.options),
+        )
+        return [line for line in lines if line]
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
@@ -317,7 +320,8 @@ def _serve_benchmark(config: pytest.Config, run: CudaperfRun) -> None:
         options = bench_options.read(lambda dest: config.getoption(dest, None), theirs)
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
-    run.ctx.settings = bench_options.with_disable(run.ctx.settings, options)
+    settings = bench_options.with_disable(run.ctx.settings, options)
+    run.ctx.settings = bench_options.with_compare_fail(settings, options)
     if options.json is not None and not run.ctx.is_worker:
         line = bench_json.unwritable_line(bench_json.target(options.json, run.ctx.output_dir))
         if line:
