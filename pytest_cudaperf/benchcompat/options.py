@@ -64,8 +64,9 @@ class BenchOption:
         return kwargs
 
     def help(self) -> str:
-        if self.effect:
-            return f"pytest-benchmark's option, served by pytest-cudaperf: {self.effect}"
+        if self.effect:  # argparse formats help with %: a literal one is doubled
+            effect = self.effect.replace("%", "%%")
+            return f"pytest-benchmark's option, served by pytest-cudaperf: {effect}"
         return "pytest-benchmark's option: accepted, no effect where pytest-cudaperf serves"
 
 

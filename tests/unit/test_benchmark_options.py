@@ -366,3 +366,9 @@ def test_compare_fail_sets_the_tolerance_and_strict_unless_a_tolerance_is_given(
     assert with_compare_fail(default, BenchmarkOptions()) is default
     assert compare_line(BenchmarkOptions(), default) is None
     assert "saved runs are not read" in str(compare_line(BenchmarkOptions(compare=True), default))
+
+
+def test_the_help_of_every_option_formats() -> None:
+    """argparse formats help with %: a literal one in an option's effect must not break it."""
+    text = " ".join(_ours().format_help().split())
+    assert "FIELD:PCT% (min, max, mean or median) fails a benchmark" in text
