@@ -7,6 +7,7 @@ raises :class:`MarkerError` with one line naming the marker and the offending ar
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -206,13 +207,30 @@ def marker_help(name: str) -> str:
     return f"{name}({params}): {doc}"
 
 
+def bind(
+    label: str, spec: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> inspect.BoundArguments:
+    """A mark's arguments bound to its spec's signature; an unknown or surplus argument is a
+    :class:`MarkerError` that names it, the closest known name (``did you mean``) and every
+    argument the marker takes."""
+    signature = inspect.signature(spec)
+    known = list(signature.parameters)
+    takes = f"it takes {', '.join(known)}"
+    unknown = [k for k in kwargs if k not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise MarkerError(f"{label}: unknown argument {unknown[0]!r}{hint}; {takes}")
+    try:
+        return signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise MarkerError(f"{label}: {exc}; {takes}") from None
+
+
 def parse(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Bind a mark's arguments to its spec and validate them."""
     spec = SPECS[name]
-    try:
-        bound = inspect.signature(spec).bind(*args, **kwargs)
-    except TypeError as exc:
-        raise MarkerError(f"@pytest.mark.{name}: {exc}") from None
+    bound = bind(f"@pytest.mark.{name}", spec, args, kwargs)
     try:
         return spec(*bound.args, **bound.kwargs)
     except MarkerError as exc:

@@ -22,7 +22,7 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import terminal_summary
 from pytest_cudaperf.run.callreport import finish_call_report
 from pytest_cudaperf.run.child import FRESH_ENV
-from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
+from pytest_cudaperf.run.context import ItemState, RunContext, TestContext, other_outputs
 from pytest_cudaperf.run.results import Results, finish_run
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
 from pytest_cudaperf.store.format import BaselineError
@@ -82,7 +82,8 @@ class CudaperfRun:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.ctx.is_worker:
             update = self.ctx.settings.update
-            terminal_summary(terminalreporter, self.report, update, self.results.errors)
+            results = self.results
+            terminal_summary(terminalreporter, self.report, update, results.errors, results.notes)
             for line in self.annotations:
                 terminalreporter.write_line(line)
 
@@ -111,8 +112,11 @@ class BenchmarkServer:
         self.written: str | None = None
 
     def pytest_report_header(self) -> list[str]:
-        line = bench_options.ignored_line(self.options)
-        return [line] if line else []
+        lines = (
+            bench_options.compare_line(self.options, self.run.ctx.settings),
+            bench_options.ignored_line(self.options),
+        )
+        return [line for line in lines if line]
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
@@ -296,7 +300,8 @@ def pytest_configure(config: pytest.Config) -> None:
     run = CudaperfRun(_open_run(config))
     config.stash[RUN] = run
     config.pluginmanager.register(run, "cudaperf-run")
-    unwritable = [] if run.ctx.is_worker else run.ctx.unwritable_outputs()
+    others = other_outputs(config.getoption("xmlpath", None), os.environ)
+    unwritable = [] if run.ctx.is_worker else run.ctx.unwritable_outputs(others)
     if unwritable:  # before any test runs, not after all of them
         raise pytest.UsageError("\n".join(unwritable))
     if run.ctx.settings.require_gpu and not run.ctx.is_worker:
@@ -315,7 +320,8 @@ def _serve_benchmark(config: pytest.Config, run: CudaperfRun) -> None:
         options = bench_options.read(lambda dest: config.getoption(dest, None), theirs)
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
-    run.ctx.settings = bench_options.with_disable(run.ctx.settings, options)
+    settings = bench_options.with_disable(run.ctx.settings, options)
+    run.ctx.settings = bench_options.with_compare_fail(settings, options)
     if options.json is not None and not run.ctx.is_worker:
         line = bench_json.unwritable_line(bench_json.target(options.json, run.ctx.output_dir))
         if line:

@@ -150,5 +150,18 @@ def format_ms(ms: float) -> str:
     return f"{ms / 1000:.3f} s"
 
 
+def format_duration(seconds: float) -> str:
+    """A wall-clock span to the second, in the units a person reads: ``25 s``, ``3 min 10 s``,
+    ``30 min``, ``1 h 5 min``."""
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    return f"{secs} s"
+
+
 def format_pct(fraction: float) -> str:
     return f"{fraction * 100:+.1f}%"

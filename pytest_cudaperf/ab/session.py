@@ -34,6 +34,7 @@ from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, read_report
 from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.series import TIME_UNITS, Record
+from pytest_cudaperf.units import format_duration
 
 #: (key, series) of a measured series
 Ident = tuple[SeriesKey, str]
@@ -47,6 +48,19 @@ class Budget:
 
     pairs: int = 6
     seconds: float = 1800.0
+
+
+def progress(elapsed: float, processes: int, budget: Budget) -> str:
+    """What a progress line says of the time: spent, what the pairs left take at this pace, and
+    the ``--max-time`` budget, named as a budget (``30 min``), where it ends the run first."""
+    pace = elapsed / max(processes, 1) * max(2 * budget.pairs - processes, 0)
+    left = max(0.0, budget.seconds - elapsed)
+    spent, limit = format_duration(elapsed), format_duration(budget.seconds)
+    if pace <= left:
+        return (
+            f"{spent} elapsed, about {format_duration(pace)} more at this pace (--max-time {limit})"
+        )
+    return f"{spent} elapsed; --max-time {limit} ends it within {format_duration(left)}"
 
 
 def _records(report: Report) -> tuple[dict[Ident, Record], list[str]]:
@@ -138,7 +152,7 @@ class Comparison:
             if pair < budget.pairs and self.clock() - self.began + per_pair > budget.seconds:
                 self.result.stopped = (
                     f"stopped after {pair} pairs: another would pass --max-time "
-                    f"{budget.seconds:g} s"
+                    f"{format_duration(budget.seconds)}"
                 )
                 return
         if self.result.calls(Call.UNDECIDED):
@@ -146,15 +160,11 @@ class Comparison:
 
     def _progress(self, side: str, pair: int, budget: Budget) -> None:
         done = self.result.processes[-1]
-        elapsed = self.clock() - self.began
-        left = (
-            elapsed / len(self.result.processes) * (2 * budget.pairs - len(self.result.processes))
-        )
-        left = min(left, max(0.0, budget.seconds - elapsed))
+        spent = progress(self.clock() - self.began, len(self.result.processes), budget)
         self.say(
             f"cudaperf ab: pair {pair} of at most {budget.pairs}, {side} "
-            f"({self.sides[side].label}): pytest exited {done.rc} in {done.wall_s:.0f} s; "
-            f"{elapsed:.0f} s elapsed, at most {left:.0f} s left"
+            f"({self.sides[side].label}): pytest exited {done.rc} in "
+            f"{format_duration(done.wall_s)}; {spent}"
         )
 
     def confirm(self) -> None:

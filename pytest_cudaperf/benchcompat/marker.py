@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_cudaperf.markers import MarkerError, checked
+from pytest_cudaperf.markers import MarkerError, bind, checked
 from pytest_cudaperf.units import parse_seconds
 
 #: the arguments that have no effect where pytest-cudaperf serves the fixture
@@ -103,11 +103,7 @@ def parse(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> BenchmarkMark:
         raise MarkerError(
             f"@pytest.mark.benchmark: takes keyword arguments only, got {len(args)} positional"
         )
-    try:
-        bound = inspect.signature(benchmark).bind(**kwargs)
-    except TypeError as exc:
-        known = ", ".join(inspect.signature(benchmark).parameters)
-        raise MarkerError(f"@pytest.mark.benchmark: {exc} (it takes {known})") from None
+    bound = bind("@pytest.mark.benchmark", benchmark, (), kwargs)
     try:
         return benchmark(**bound.kwargs)
     except MarkerError as exc:

@@ -11,7 +11,8 @@ option a suite may pass is accepted; those without an effect here are named in o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,8 +64,9 @@ class BenchOption:
         return kwargs
 
     def help(self) -> str:
-        if self.effect:
-            return f"pytest-benchmark's option, served by pytest-cudaperf: {self.effect}"
+        if self.effect:  # argparse formats help with %: a literal one is doubled
+            effect = self.effect.replace("%", "%%")
+            return f"pytest-benchmark's option, served by pytest-cudaperf: {effect}"
         return "pytest-benchmark's option: accepted, no effect where pytest-cudaperf serves"
 
 
@@ -107,8 +109,23 @@ OPTIONS: tuple[BenchOption, ...] = (
     BenchOption(
         "json", "write the measurements to PATH in pytest-benchmark's JSON format", metavar="PATH"
     ),
-    BenchOption("compare", _NO_EFFECT, [], kind="optional", metavar="NUM|_ID", const=True),
-    BenchOption("compare-fail", _NO_EFFECT, None, kind="many", metavar="EXPR"),
+    BenchOption(
+        "compare",
+        "each benchmark is compared with its pytest-cudaperf baseline, as every measured test "
+        "is (pytest-benchmark's saved runs are not read)",
+        [],
+        kind="optional",
+        metavar="NUM|_ID",
+        const=True,
+    ),
+    BenchOption(
+        "compare-fail",
+        "FIELD:PCT% (min, max, mean or median) fails a benchmark slower than its baseline by "
+        "more than PCT: the run's --cudaperf-tolerance, with --cudaperf-strict",
+        None,
+        kind="many",
+        metavar="EXPR",
+    ),
     BenchOption("cprofile", _NO_EFFECT, None, metavar="COLUMN"),
     BenchOption("cprofile-loops", _NO_EFFECT, 1, metavar="LOOPS"),
     BenchOption("cprofile-top", _NO_EFFECT, 25, metavar="COUNT"),
@@ -151,6 +168,12 @@ class BenchmarkOptions:
     max_time: float | None = None
     min_time: float | None = None
     min_rounds: int | None = None
+    #: ``--benchmark-compare-fail``'s expressions as given, and the tolerance they ask for (the
+    #: tightest of their percentages)
+    compare_fail: tuple[str, ...] = ()
+    compare_tolerance: float | None = None
+    #: ``--benchmark-compare`` was given
+    compare: bool = False
     ignored: tuple[str, ...] = ()
 
 
@@ -169,6 +192,55 @@ def _parsed(option: str, value: Any, parse: Callable[[str], Any]) -> Any:
         raise SettingError(f"--benchmark-{option}: {exc}") from None
 
 
+#: pytest-benchmark's fields a ``--benchmark-compare-fail`` percentage may name: each is judged
+#: as the median's verdict judges a slowdown
+COMPARE_FIELDS = ("min", "max", "mean", "median")
+_COMPARE_FAIL = re.compile(
+    r"^(?P<field>[a-z]+):(?P<number>[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?)(?P<pct>%?)$"
+)
+
+
+def _check_text(value: Any) -> tuple[str, str, str, bool]:
+    """One ``--benchmark-compare-fail`` expression as (its text, field, number, a percentage?):
+    given as text (this plugin's parser) or as pytest-benchmark's parsed check."""
+    field, threshold = getattr(value, "field", None), getattr(value, "threshold", None)
+    if isinstance(field, str) and threshold is not None:
+        pct = type(value).__name__.startswith("Percentage")
+        return f"{field}:{threshold}{'%' if pct else ''}", field, str(threshold), pct
+    text = str(value)
+    found = _COMPARE_FAIL.match(text)
+    if found is None:
+        raise SettingError(
+            f"--benchmark-compare-fail: expected FIELD:PCT% such as mean:10%, got {text!r}"
+        )
+    return text, found["field"], found["number"], bool(found["pct"])
+
+
+def compare_fail_tolerance(values: Sequence[Any]) -> tuple[tuple[str, ...], float]:
+    """``--benchmark-compare-fail``'s expressions and the tolerance they ask for: the tightest
+    percentage. One that has no equivalent here (a threshold in seconds, on the spread, or an
+    unknown field) is a :class:`SettingError` that says what to give instead."""
+    given, tolerances = [], []
+    for value in values:
+        text, field, number, pct = _check_text(value)
+        option = f"--benchmark-compare-fail={text}"
+        if field not in COMPARE_FIELDS:
+            raise SettingError(
+                f"{option}: pytest-cudaperf judges a slowdown of the median, with its noise "
+                f"measured; give a percentage of {', '.join(COMPARE_FIELDS)} (such as "
+                "mean:10%) instead"
+            )
+        if not pct:
+            raise SettingError(
+                f"{option}: a threshold in seconds has no equivalent in pytest-cudaperf's "
+                f"verdicts; give a percentage ({field}:10%), or a budget per test with "
+                "@pytest.mark.perf(max_ms=...)"
+            )
+        given.append(text)
+        tolerances.append(float(number) / 100)
+    return tuple(given), min(tolerances)
+
+
 def read(value_of: Callable[[str], Any], theirs: bool = False) -> BenchmarkOptions:
     """Resolve the options from ``value_of(dest)`` (``config.getoption``); ``theirs``: parsed by
     pytest-benchmark, whose defaults then mean "not given". Raises :class:`SettingError` (one
@@ -181,6 +253,8 @@ def read(value_of: Callable[[str], Any], theirs: bool = False) -> BenchmarkOptio
             "--benchmark-only: cannot run with --benchmark-disable (nothing would be measured); "
             "drop one, or add --benchmark-enable"
         )
+    checks = given.get("compare-fail")
+    compare_fail, tolerance = compare_fail_tolerance(checks) if checks else ((), None)
     return BenchmarkOptions(
         skip=skip and not only,  # as pytest-benchmark: --benchmark-only overrides --benchmark-skip
         only=only,
@@ -190,6 +264,9 @@ def read(value_of: Callable[[str], Any], theirs: bool = False) -> BenchmarkOptio
         max_time=_parsed("max-time", given.get("max-time"), parse_seconds),
         min_time=_parsed("min-time", given.get("min-time"), parse_seconds),
         min_rounds=_parsed("min-rounds", given.get("min-rounds"), parse_count),
+        compare_fail=compare_fail,
+        compare_tolerance=tolerance,
+        compare="compare" in given,
         ignored=tuple(o.cli for o in OPTIONS if o.name in given and not o.effect),
     )
 
@@ -241,3 +318,43 @@ def with_disable(settings: Settings, options: BenchmarkOptions) -> Settings:
         return settings
     sources = {**settings.sources, "disable": "from --benchmark-disable"}
     return dataclasses.replace(settings, disable=True, sources=sources)
+
+
+def with_compare_fail(settings: Settings, options: BenchmarkOptions) -> Settings:
+    """``--benchmark-compare-fail`` honoured against this plugin's baselines: the run's tolerance
+    is its tightest percentage (unless ``--cudaperf-tolerance`` or its ini or environment twin is
+    given: that wins), and ``--cudaperf-strict`` is on, so that a benchmark with no baseline
+    fails instead of passing as NEW (pytest-benchmark refuses a compare-fail with nothing to
+    compare)."""
+    if options.compare_tolerance is None:
+        return settings
+    source = "from --benchmark-compare-fail"
+    sources = dict(settings.sources)
+    if not settings.strict:
+        sources["strict"] = source
+    tolerance = settings.tolerance
+    if settings.sources.get("tolerance", "default") == "default":
+        tolerance, sources["tolerance"] = options.compare_tolerance, source
+    return dataclasses.replace(settings, tolerance=tolerance, strict=True, sources=sources)
+
+
+def compare_line(options: BenchmarkOptions, settings: Settings) -> str | None:
+    """The header line that says how ``--benchmark-compare-fail`` (or ``--benchmark-compare``)
+    is judged here, or None where neither is given."""
+    if options.compare_fail:
+        given = " ".join(options.compare_fail)
+        origin = settings.sources.get("tolerance", "default")
+        tolerance = f"--cudaperf-tolerance={settings.tolerance * 100:g}%"
+        if origin != "from --benchmark-compare-fail":
+            tolerance += f" ({origin}, which wins)"
+        return (
+            f"benchmark: --benchmark-compare-fail={given} judged against the pytest-cudaperf "
+            f"baselines as {tolerance} and --cudaperf-strict (a benchmark with no baseline "
+            "fails)"
+        )
+    if options.compare:
+        return (
+            "benchmark: --benchmark-compare: each benchmark is compared with its "
+            "pytest-cudaperf baseline (pytest-benchmark's saved runs are not read)"
+        )
+    return None

@@ -64,22 +64,47 @@ def _ab_request(args: argparse.Namespace) -> Request:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The command's arguments: every subcommand, positional and option with its help."""
     parser = argparse.ArgumentParser(prog="cudaperf", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     record = sub.add_parser("record", help="record fresh baselines from K pytest processes")
     record.add_argument("--runs", type=int, default=5, help="pytest processes (default: 5)")
-    record.add_argument("--baseline-dir", type=Path, default=None, help="default: .cudaperf")
-    record.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
+    record.add_argument(
+        "--baseline-dir",
+        type=Path,
+        default=None,
+        help="the folder the baselines are written to (default: .cudaperf)",
+    )
+    record.add_argument(
+        "pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest, after an optional --"
+    )
     show = sub.add_parser("show", help="print a baseline file or a JSON report as a table")
-    show.add_argument("file", type=Path)
+    show.add_argument(
+        "file", type=Path, help="a baseline file (.cudaperf/*.json) or a --cudaperf-json report"
+    )
     show.add_argument("--tolerance", default="5%", help="step size for drift (default: 5%%)")
     merge = sub.add_parser("merge", help="merge shard reports, or baseline files of one class")
-    merge.add_argument("out", type=Path)
-    merge.add_argument("inputs", type=Path, nargs="+")
+    merge.add_argument("out", type=Path, help="the merged file to write")
+    merge.add_argument(
+        "inputs",
+        type=Path,
+        nargs="+",
+        help="the --cudaperf-json reports of the shards, or baseline files of one device class",
+    )
     compare = sub.add_parser("compare", help="judge CURRENT against BASE; exit 1 on regression")
-    compare.add_argument("base", type=Path)
-    compare.add_argument("current", type=Path)
+    compare.add_argument(
+        "base",
+        type=Path,
+        help="what to compare against: a baseline file (.cudaperf/*.json) or a --cudaperf-json "
+        "report",
+    )
+    compare.add_argument(
+        "current",
+        type=Path,
+        help="what is judged: a --cudaperf-json report or a baseline file; each of its series "
+        "against the same series in BASE",
+    )
     compare.add_argument("--tolerance", default="5%", help="as 0.05 or 5%% (default: 5%%)")
     ab = sub.add_parser(
         "ab", help="compare two revisions (or Pythons) in alternating fresh processes"
@@ -92,7 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     ab.add_argument("--pairs", type=int, default=6, help="pairs of processes at most (default: 6)")
     ab.add_argument("--max-time", default="30min", help="time budget in all (default: 30min)")
     ab.add_argument(
-        "--min-effect", default=f"{MIN_EFFECT:.0%}", help="the smallest change called slower"
+        "--min-effect",
+        default=f"{MIN_EFFECT:.0%}",
+        help=f"the smallest change called slower or faster (default: {MIN_EFFECT * 100:.0f}%%)",
     )
     ab.add_argument("--json", type=Path, default=None, help="write the comparison as JSON")
     ab.add_argument(
@@ -100,7 +127,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the profiling process of each side (kernels same or not, a SLOWER's diff)",
     )
-    ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
+    ab.add_argument(
+        "pytest_args",
+        nargs=argparse.REMAINDER,
+        help="arguments for every pytest process of both sides, after an optional --",
+    )
     history = sub.add_parser(
         "history", help="the run history: add reports, list and acknowledge regressions"
     )
@@ -109,7 +140,9 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "db", help="an SQLite file (created if missing) or a postgresql:// URL (tables created)"
     )
-    ingest.add_argument("reports", type=Path, nargs="+")
+    ingest.add_argument(
+        "reports", type=Path, nargs="+", help="--cudaperf-json reports, one run each, oldest first"
+    )
     found = what.add_parser("regressions", help="list slowdown change points; exit 1 on one")
     found.add_argument("db", help="an SQLite history file or a postgresql:// URL")
     found.add_argument(
@@ -150,7 +183,7 @@ def main(
     runner: Runner = run_pytest,
     ab_runner: AbRunner = run_side,
 ) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     with sigterm_raises():
         return _command(args, runner, ab_runner)
 

@@ -14,8 +14,16 @@ from pathlib import Path
 
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.history.backends import is_url, redacted
-from pytest_cudaperf.history.regressions import DRIFT, Regression, regressions
-from pytest_cudaperf.history.store import Ack, HistoryError, HistoryStore, open_store, report_source
+from pytest_cudaperf.history.changepoints import MIN_SIZE, NEEDED
+from pytest_cudaperf.history.regressions import DRIFT, Regression, regressions, run_counts
+from pytest_cudaperf.history.store import (
+    Ack,
+    HistoryError,
+    HistoryStore,
+    SeriesId,
+    open_store,
+    report_source,
+)
 from pytest_cudaperf.report.document import read_report
 from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.report.terminal import render_table
@@ -109,12 +117,16 @@ def cmd_regressions(db: str, since: str) -> int:
     with _open(db, create=False) as store:
         try:
             found = regressions(store, since)
+            counts = run_counts(store, since)
         except HistoryError as exc:
             raise CliError(f"history: {exc}") from None
+    short = _too_few_line(counts)
     if not found:
         print(
             f"cudaperf history: no regression in {_name(db)}" + (f" since {since}" if since else "")
         )
+        if short:
+            print(short)
         return 0
     acked = sum(1 for r in found if r.ack is not None)
     header = [*HEADER, "acknowledged"] if acked else HEADER
@@ -128,7 +140,22 @@ def cmd_regressions(db: str, since: str) -> int:
     if acked:
         summary += f", {acked} acknowledged"
     print(f"cudaperf history: {summary}")
+    if short:
+        print(short)
     return 1 if acked < len(found) else 0
+
+
+def _too_few_line(counts: dict[SeriesId, int]) -> str | None:
+    """The line that says how many series are too short to show a change point, or None."""
+    short = sorted(n for n in counts.values() if n < NEEDED)
+    if not short:
+        return None
+    have = f"{short[0]}" if short[0] == short[-1] else f"{short[0]} to {short[-1]}"
+    return (
+        f"cudaperf history: {len(short)} of {len(counts)} series cannot be judged yet: a change "
+        f"point needs {MIN_SIZE} runs on each side ({NEEDED} in all), "
+        f"{'it has' if len(short) == 1 else 'they have'} {have}"
+    )
 
 
 def _matches(r: Regression, test: str, series: str, commit: str) -> bool:

@@ -24,6 +24,22 @@ MIN_EFFECT = 0.02
 MIN_SIZE = 3
 
 
+#: the fewest values a series needs before a change point can be found in it
+NEEDED = 2 * MIN_SIZE
+
+
+def too_few(runs: int) -> str | None:
+    """Why a series of ``runs`` values cannot show a change point (one clause), or None when it
+    has enough: however large a step, fewer than :data:`MIN_SIZE` runs on a side of it are not
+    enough to tell it from noise."""
+    if runs >= NEEDED:
+        return None
+    return (
+        f"too few runs to judge: a change point needs {MIN_SIZE} runs on each side "
+        f"({NEEDED} in all), there {'is' if runs == 1 else 'are'} {runs}"
+    )
+
+
 @dataclass(frozen=True)
 class ChangePoint:
     """The level moved between ``index - 1`` and ``index``."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_cudaperf.history.changepoints import MIN_SIZE, NEEDED
 from pytest_cudaperf.history.store import Ack
 from pytest_cudaperf.history.timelines import (
     BreakdownDiff,
@@ -145,7 +146,8 @@ def _latest_change_cell(line: Line) -> str:
             + "</span></div>"
         )
     if change is None:
-        return f"<td>{drift or '<span class=meta>none</span>'}</td>"
+        none = f"none: {line.too_few.split(':')[0]}" if line.too_few else "none"
+        return f"<td>{drift or f'<span class=meta>{_esc(none)}</span>'}</td>"
     kind = "worse" if change.worse else "better"
     return (
         f"<td><span class='{kind}'>{_esc(format_pct(change.point.change))}</span> "
@@ -194,10 +196,16 @@ def render_index(tests: Sequence[TestHistory], site: Site) -> str:
     if dates:
         first, last = _esc(_day(dates[0])), _esc(_day(dates[-1]))
         span = f"; runs recorded {first}" + (f" to {last}" if last != first else "")
+    short = sum(1 for t in tests for tl in t.timelines for line in tl.lines if line.too_few)
     summary = (
         f"{len(tests)} test{'s' if len(tests) != 1 else ''}, {series} series "
         f"(per device class){span}; {worse} whose latest change point is a rise"
     )
+    if short:
+        summary += (
+            f"; {short} with too few runs to judge (a change point needs {MIN_SIZE} runs on each "
+            f"side, {NEEDED} in all)"
+        )
     if not tests:
         table = "<p>The history has no runs yet.</p>"
     else:
@@ -377,8 +385,14 @@ def _breakdown_panel(row: _Listed) -> str:
 
 def _changes_table(plot: int, timeline: Timeline) -> str:
     listed = _listed(plot, timeline)
+    short = "".join(
+        f"<p class='meta'>{_esc(line.device_class)}: no change point can be found yet, "
+        f"{_esc(line.too_few)}.</p>"
+        for line in timeline.lines
+        if line.too_few
+    )
     if not listed:
-        return "<p class='meta'>No change point.</p>"
+        return short or "<p class='meta'>No change point.</p>"
     rows = []
     for row in listed:
         unit = row.last.unit
@@ -394,7 +408,7 @@ def _changes_table(plot: int, timeline: Timeline) -> str:
             f"<td>{_esc(_ack_text(row.ack))}</td>"
             f"<td><button type='button' data-change='{row.ident}'>kernels</button></td></tr>"
         )
-    return (
+    return short + (
         "<table class='changes'><thead><tr><th>device class</th><th>kind</th>"
         "<th>last good → first bad</th><th class='num'>change</th>"
         "<th class='num'>before → after</th><th class='num'>p</th><th>first bad run</th>"

@@ -145,6 +145,16 @@ def regressions(store: HistoryStore, since: str = "") -> list[Regression]:
     return regressions_after(store, store.since_time(since))
 
 
+def run_counts(store: HistoryStore, since: str = "") -> dict[SeriesId, int]:
+    """How many runs each series has that :func:`regressions` searches (those with a value),
+    from ``since`` on."""
+    cut = store.since_time(since)
+    return {
+        ident: sum(1 for p in store.points(ident, cut) if p.value > 0)
+        for ident in store.series_ids()
+    }
+
+
 def regressions_after(store: HistoryStore, cut: str) -> list[Regression]:
     """:func:`regressions` of the runs recorded at or after ``cut``, a time
     :meth:`~pytest_cudaperf.history.store.HistoryStore.since_time` gave (``""``: every run), the

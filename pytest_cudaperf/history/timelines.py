@@ -23,7 +23,7 @@ from typing import Any
 from pytest_cudaperf.breakdown.diff import diff
 from pytest_cudaperf.breakdown.html import side_by_side_html
 from pytest_cudaperf.breakdown.model import Breakdown
-from pytest_cudaperf.history.changepoints import ChangePoint, change_points
+from pytest_cudaperf.history.changepoints import ChangePoint, change_points, too_few
 from pytest_cudaperf.history.regressions import (
     DRIFT,
     STEP,
@@ -146,6 +146,12 @@ class Line:
     @property
     def latest_change(self) -> Change | None:
         return self.changes[-1] if self.changes else None
+
+    @property
+    def too_few(self) -> str | None:
+        """Why no change point can be found in the line yet (too few runs with a value), or
+        None."""
+        return too_few(sum(1 for r in self.runs if r.value > 0))
 
 
 @dataclass(frozen=True)

@@ -169,11 +169,16 @@ def _notes(report: Report, update: bool) -> list[str]:
 
 
 def terminal_summary(
-    tr: TerminalWriter, report: Report, update: bool, errors: Sequence[str] = ()
+    tr: TerminalWriter,
+    report: Report,
+    update: bool,
+    errors: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> None:
     """The ``cudaperf`` section (nothing when the run measured and wrote nothing). ``update``:
-    the run recorded baselines (NEW needs no hint); ``errors``: end-of-run outputs that failed."""
-    if not (report.tests or report.updates or errors):
+    the run recorded baselines (NEW needs no hint); ``errors``: end-of-run outputs that failed;
+    ``notes``: outputs written that the user would not see else (the run added to a history)."""
+    if not (report.tests or report.updates or errors or notes):
         return
     tr.write_sep("=", "cudaperf")
     rows = table_rows(report)
@@ -181,6 +186,8 @@ def terminal_summary(
         for line in render_table(rows):
             tr.write_line(line)
     for line in _notes(report, update):
+        tr.write_line(line)
+    for line in notes:
         tr.write_line(line)
     for line in errors:
         tr.write_line(line, red=True)

@@ -51,6 +51,15 @@ def _lock_folder(workerinput: Mapping[str, Any]) -> Path:
     return Path(given or os.path.join(tempfile.gettempdir(), f"pytest-cudaperf-{uid}"))
 
 
+def other_outputs(xmlpath: str | None, environ: Mapping[str, str]) -> dict[str, Path]:
+    """The files this run writes beside the plugin's own outputs: pytest's ``--junitxml`` (with
+    the plugin's properties), the GitHub step summary (under GitHub Actions)."""
+    found = {"--junitxml": Path(os.path.abspath(xmlpath))} if xmlpath else {}
+    if environ.get("GITHUB_ACTIONS") == "true" and environ.get("GITHUB_STEP_SUMMARY"):
+        found["GITHUB_STEP_SUMMARY"] = Path(environ["GITHUB_STEP_SUMMARY"])
+    return found
+
+
 @dataclass
 class RunContext:
     """What every test of this process shares."""
@@ -119,9 +128,11 @@ class RunContext:
             fresh=fresh,
         )
 
-    def unwritable_outputs(self) -> list[str]:
+    def unwritable_outputs(self, others: Mapping[str, Path] | None = None) -> list[str]:
         """The run's output targets that cannot be written, one line each (option, path, why,
-        what to do); checked by the process that writes them before any test runs."""
+        what to do); checked by the process that writes them before any test runs. ``others``:
+        files written beside this plugin's (``--junitxml``, which carries its properties, the
+        GitHub step summary), by the option or variable that names them."""
         from pytest_cudaperf.history.backends import is_url, target_problem
 
         settings, found = self.settings, []
@@ -139,6 +150,11 @@ class RunContext:
             if why:
                 path = self.output_dir / str(given)
                 found.append(f"{option}: {path} {why}; point {option} at a writable file")
+        for option, path in (others or {}).items():
+            why = unwritable(path)
+            if why:
+                fix = f"{'set' if option.isupper() else 'point'} {option} to a writable file"
+                found.append(f"{option}: {path} {why}; {fix}")
         if settings.update and not settings.disable:
             why = unwritable(self.baseline_dir, folder=True)
             if why:

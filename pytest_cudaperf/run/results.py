@@ -41,6 +41,9 @@ class Results:
     #: one line per end-of-run output that failed (file, reason, what to do), and per test whose
     #: measurements could not be read back
     errors: list[str] = field(default_factory=list)
+    #: one line per end-of-run output that was written where the user would not see it else
+    #: (the run added to a history)
+    notes: list[str] = field(default_factory=list)
 
     def add(
         self, nodeid: str, when: str, payload: Mapping[str, Any] | None, body_failed: bool = False
@@ -192,17 +195,26 @@ def run_source(root: Path, environ: Mapping[str, str]) -> dict[str, Any]:
     return {"source": dataclasses.asdict(describe(root, environ)), "recorded_at": now}
 
 
-def add_to_history(target: Path | str, report: Report) -> None:
+def add_to_history(target: Path | str, report: Report) -> str:
     """Append the run to the history at ``target`` (a file, or a ``postgresql://`` URL; one
-    transaction)."""
+    transaction); the line that says so."""
     from pytest_cudaperf.history.backends import shown
     from pytest_cudaperf.history.store import HistoryError, open_store, report_source
 
+    source, recorded_at = report_source(report)
     try:
         with open_store(target) as store:
-            store.add_run(report, *report_source(report))
+            added = store.add_run(report, source, recorded_at)
     except HistoryError as exc:
         raise ValueError(str(exc).removeprefix(f"{shown(target)}: ")) from None
+    if not added:
+        return f"cudaperf: history {shown(target)}: this run is there already, nothing added"
+    count = len({(r.key, r.series, r.device_class) for r in report.records()})
+    commit = source.commit[:10] + (" (dirty)" if source.dirty else "") if source.commit else "none"
+    return (
+        f"cudaperf: history {shown(target)}: this run added, {count} series "
+        f"{'measured' if count else '(none measured)'}, commit {commit}"
+    )
 
 
 def finish_run(
@@ -227,7 +239,7 @@ def finish_run(
         from pytest_cudaperf.history.backends import located, shown
 
         target = located(settings.history, out)
-        add = lambda: add_to_history(target, report)  # noqa: E731
+        add = lambda: results.notes.append(add_to_history(target, report))  # noqa: E731
         _attempt(results, "--cudaperf-history", shown(target), add)
     if settings.json:
         json_path = out / settings.json

@@ -174,8 +174,8 @@ def test_misuse_is_one_line_on_the_offending_test(pytester: pytest.Pytester) -> 
     result.assert_outcomes(passed=2, failed=1, errors=1, warnings=1)
     result.stdout.fnmatch_lines_random(
         [
-            "*@pytest.mark.benchmark: got an unexpected keyword argument 'rounds' (it takes "
-            "group, min_rounds, *)",
+            "*@pytest.mark.benchmark: unknown argument 'rounds' (did you mean 'min_rounds'?); it "
+            "takes group, min_rounds, *",
             "E  *FixtureAlreadyUsed: Fixture can only be used once. Previously it was used in "
             "benchmark(...) mode.",
             "*Benchmark fixture was not used at all in this test!",
@@ -240,6 +240,37 @@ def test_a_planted_slowdown_fails_the_right_test(
     assert call["kind"] == "regression" or (
         call["kind"] == "inconclusive" and call["threshold"] > call["tolerance"]
     ), call
+
+
+@pytest.mark.parametrize("serving", list(SERVING))
+def test_benchmark_compare_fail_is_judged_against_the_baselines(
+    pytester: pytest.Pytester, serving: str
+) -> None:
+    """A CI line that relied on --benchmark-compare-fail never goes silently green: with no
+    baseline every benchmark fails (as pytest-benchmark refuses a compare with nothing to
+    compare), and with baselines its percentage is the run's tolerance."""
+    pytester.makepyfile(test_planted=PLANTED)
+    fast = [*SERVING[serving], "--cudaperf-max-time=0.2", "--cudaperf-breakdown=off"]
+    line = ["--benchmark-compare", "--benchmark-compare-fail=mean:12%", "-p", "no:cacheprovider"]
+    unrecorded = pytester.runpytest_inprocess(*fast, *line)
+    unrecorded.assert_outcomes(failed=3)
+    unrecorded.stdout.fnmatch_lines(
+        [
+            "benchmark: --benchmark-compare-fail=mean:12% judged against the pytest-cudaperf "
+            "baselines as --cudaperf-tolerance=12% and --cudaperf-strict (a benchmark with no "
+            "baseline fails)",
+            "*no baseline for * (--cudaperf-strict); record one with pytest --cudaperf-update",
+        ]
+    )
+    pytester.runpytest_inprocess(*fast, "--cudaperf-update").assert_outcomes(passed=3)
+    judged = pytester.runpytest_inprocess(*fast, *line, "--cudaperf-json=report.json")
+    judged.stdout.no_fnmatch_line("*no baseline for*")
+    tolerances = {
+        test["nodeid"]: test["records"][0]["verdict"]["tolerance"]
+        for test in json.loads((pytester.path / "report.json").read_text())["tests"]
+    }
+    assert tolerances == dict.fromkeys(tolerances, pytest.approx(0.12))
+    assert len(tolerances) == 3
 
 
 WHO = """
@@ -353,6 +384,12 @@ def _importable(name: str) -> bool:
         (
             ["--benchmark-only", "--benchmark-disable"],
             "ERROR: --benchmark-only: cannot run with --benchmark-disable *",
+        ),
+        (
+            ["--benchmark-compare-fail=min:0.001"],
+            "ERROR: --benchmark-compare-fail=min:0.001: a threshold in seconds has no equivalent "
+            "in pytest-cudaperf's verdicts; give a percentage (min:10%), or a budget per test "
+            "with @pytest.mark.perf(max_ms=...)",
         ),
         (
             ["--benchmark-json=file/run.json"],

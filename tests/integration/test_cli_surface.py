@@ -159,3 +159,44 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "no:cudaperf")
     result.assert_outcomes(passed=1)
     assert "cudaperf:" not in result.stdout.str()
+
+
+def test_a_fixture_given_a_tensor_for_a_function_fails_with_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import torch
+        x = torch.full((256, 256), 9.3654)
+        def test_timer(cuda_timer): cuda_timer(x @ x)
+        def test_bench(benchmark): benchmark(x @ x)
+        def test_guard(memory_guard): memory_guard.check(x @ x)
+        def test_compare(cuda_timer): cuda_timer.compare(x @ x, lambda: x @ x)
+        def test_region(cuda_timer):
+            with cuda_timer.region(x):
+                pass
+        """
+    )
+    result = pytester.runpytest("-p", "no:benchmark", "--cudaperf-device=cpu")
+    result.assert_outcomes(failed=5)
+    shape = "got a Tensor of shape (256, 256) — "
+    result.stdout.fnmatch_lines_random(
+        [
+            f"cuda_timer: expected a callable, {shape}pass the function and its arguments: "
+            "cuda_timer(fn, x)",
+            f"benchmark: expected a callable, {shape}pass the function and its arguments: "
+            "benchmark(fn, x)",
+            f"memory_guard.check: expected a callable, {shape}pass the function and its "
+            "arguments: memory_guard.check(fn, x)",
+            f"cuda_timer.compare: candidate: expected a callable, {shape}pass two functions of "
+            "no arguments: cuda_timer.compare(lambda: new(x), lambda: old(x))",
+            f"cuda_timer.region: expected a name, {shape}name the region*",
+        ]
+    )
+    out = result.stdout.str()
+    assert "9.3654" not in out  # no tensor's values
+    assert "Traceback" not in out
+    assert "pytest_cudaperf/" not in out
+    failures = out.split(" FAILURES ")[1].split(" short test summary ")[0]
+    body = [line for line in failures.splitlines()[1:-1] if not line.startswith("_")]
+    assert len(body) == 5  # one line per test

@@ -40,6 +40,9 @@ def test_every_run_is_appended_to_the_history(pytester: pytest.Pytester, xdist: 
     for _ in range(2):
         result = pytester.runpytest(*FAST, *xdist, "--cudaperf-history=h/runs.sqlite")
         result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(
+            ["cudaperf: history */h/runs.sqlite: this run added, 2 series measured, commit *"]
+        )
     with open_store(pytester.path / "h" / "runs.sqlite") as store:
         assert store.runs() == 2
         series = {s[1].rsplit("::", 1)[-1] for s in store.series_ids()}
@@ -257,3 +260,19 @@ def test_a_history_url_the_plugin_cannot_use_is_refused_before_any_test_runs(
     result.stderr.fnmatch_lines(
         ["ERROR: --cudaperf-history: mysql://ci:***@db/perf: unsupported URL scheme 'mysql'*"]
     )
+
+
+def test_a_step_in_too_few_runs_says_how_many_a_change_point_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run per commit and a 3x step after two of them: no regression can be told yet, and
+    the command says why instead of a bare 'no regression'."""
+    db = str(tmp_path / "h.sqlite")
+    fill(db, [1.0, 1.01, 3.0, 3.02])
+    fill(db, [1.0] * 6, nodeid="t.py::long")
+    assert main(["history", "regressions", db]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"cudaperf history: no regression in {db}",
+        "cudaperf history: 1 of 2 series cannot be judged yet: a change point needs 3 runs on "
+        "each side (6 in all), it has 4",
+    ]

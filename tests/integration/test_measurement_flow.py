@@ -166,7 +166,8 @@ def test_bad_marker_errors_that_test_only(pytester: pytest.Pytester, mode: list[
         [
             "*@pytest.mark.perf: max_ms: expected a positive number, got -1",
             "*@pytest.mark.gpu: min_memory: expected a size such as '512 MiB', '8GB' or bytes, got 'lots'",
-            "*@pytest.mark.no_leak: got an unexpected keyword argument 'iterationz'",
+            "*@pytest.mark.no_leak: unknown argument 'iterationz' (did you mean 'iterations'?); "
+            "it takes tolerance, *",
         ]
     )
     assert "INTERNALERROR" not in result.stdout.str()

@@ -78,14 +78,45 @@ def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
             "*/notes.txt is a file, not a folder; make it a writable folder, or choose another "
             "with --cudaperf-baseline-dir",
         ),
+        (
+            ["--cudaperf-json=/proc/r.json"],
+            "ERROR: --cudaperf-json: /proc/r.json cannot be created: the folder /proc takes no "
+            "new files (*); point --cudaperf-json at a writable file",
+        ),
+        (
+            ["--junitxml=notes.txt/junit.xml"],
+            "ERROR: --junitxml: */notes.txt/junit.xml cannot be created: */notes.txt is a file, "
+            "not a folder; point --junitxml to a writable file",
+        ),
+        (
+            ["--cudaperf-history=notes.txt/hist.db"],
+            "ERROR: --cudaperf-history: */notes.txt/hist.db cannot be created: *",
+        ),
+        (
+            ["GITHUB_STEP_SUMMARY=notes.txt/summary.md"],
+            "ERROR: GITHUB_STEP_SUMMARY: notes.txt/summary.md cannot be created: notes.txt is a "
+            "file, not a folder; set GITHUB_STEP_SUMMARY to a writable file",
+        ),
     ],
-    ids=["json-folder", "html-under-a-file", "baselines-under-a-file"],
+    ids=[
+        "json-folder",
+        "html-under-a-file",
+        "baselines-under-a-file",
+        "json-in-proc",
+        "junitxml",
+        "history",
+        "step-summary",
+    ],
 )
 def test_an_output_that_cannot_be_written_stops_the_run_before_any_test(
-    pytester: pytest.Pytester, args: list[str], said: str
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
 ) -> None:
     """Checked when the run starts: one line naming the option, the path and what to do; no
     test runs, nothing is written."""
+    if args[0].startswith("GITHUB_STEP_SUMMARY="):
+        monkeypatch.setenv("GITHUB_ACTIONS", "true")
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", args[0].split("=", 1)[1])
+        args = []
     pytester.makepyfile(test_one=ONE_TEST)
     (pytester.path / "out").mkdir()
     (pytester.path / "notes.txt").write_text("a file")
@@ -105,9 +136,14 @@ def test_github_summary_that_cannot_be_written(
     (pytester.path / "summary").mkdir()
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary"))
-    result = pytester.runpytest(*FAST)
+    result = pytester.runpytest_subprocess(*FAST)
     _no_traceback(result)
-    result.stdout.fnmatch_lines(["cudaperf: GITHUB_STEP_SUMMARY: */summary: *IsADirectoryError*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: GITHUB_STEP_SUMMARY: */summary is a folder; set GITHUB_STEP_SUMMARY to a writable file"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*passed*")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 

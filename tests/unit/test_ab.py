@@ -22,7 +22,7 @@ from pytest_cudaperf.ab.paired import (
     t95,
 )
 from pytest_cudaperf.ab.result import AbResult, SideInfo, lines
-from pytest_cudaperf.ab.session import Budget, Comparison
+from pytest_cudaperf.ab.session import Budget, Comparison, progress
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.cli.ab import Request, check
 from pytest_cudaperf.cli.sources import CliError
@@ -30,6 +30,7 @@ from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, write_report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.series import Record, Recording
+from pytest_cudaperf.units import format_duration
 from pytest_cudaperf.verdict import Kind, Verdict
 
 
@@ -277,3 +278,29 @@ def test_nothing_slower_runs_no_confirmation(tmp_path: Path) -> None:
     comparison.confirm()
     assert runner.calls == {"base": 3, "head": 3}
     assert [c.paired.call for c in comparison.result.compared] == [Call.SAME]
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "processes", "said"),
+    [
+        (2.4, 1, "2 s elapsed, about 26 s more at this pace (--max-time 30 min)"),
+        (130.0, 2, "2 min 10 s elapsed, about 10 min 50 s more at this pace (--max-time 30 min)"),
+        (1500.0, 4, "25 min elapsed; --max-time 30 min ends it within 5 min"),
+    ],
+)
+def test_progress_names_the_budget_in_its_own_unit(
+    elapsed: float, processes: int, said: str
+) -> None:
+    """The default budget is 30 minutes: a line never reads as if it were 30 seconds."""
+    assert progress(elapsed, processes, Budget(pairs=6)) == said
+
+
+def test_durations_read_in_minutes_and_hours() -> None:
+    assert [format_duration(s) for s in (0.4, 59.6, 60, 1800, 3725, 7200)] == [
+        "0 s",
+        "1 min",
+        "1 min",
+        "30 min",
+        "1 h 2 min",
+        "2 h",
+    ]

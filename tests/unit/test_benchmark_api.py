@@ -78,7 +78,25 @@ def test_the_body_rerun_by_no_leak_may_call_it_again() -> None:
 def test_a_callable_is_required() -> None:
     with pytest.raises(TypeError) as info:
         _fixture()(3)
-    assert str(info.value) == "benchmark: expected a callable, got int 3"
+    assert str(info.value) == (
+        "benchmark: expected a callable, got int 3 — pass the function and its arguments: "
+        "benchmark(fn, x)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target": 3}, "benchmark.pedantic: target: expected a callable, got int 3 — "),
+        ({"target": len, "setup": (1,)}, "benchmark.pedantic: setup: expected a callable, got"),
+        ({"target": len, "teardown": "x"}, "benchmark.pedantic: teardown: expected a callable"),
+    ],
+)
+def test_pedantic_needs_callables(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(TypeError) as info:
+        _fixture().pedantic(**kwargs)  # type: ignore[arg-type]
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,12 @@ from pytest_cudaperf.benchcompat.options import (
     BenchmarkOptions,
     add_options,
     budget_times,
+    compare_fail_tolerance,
+    compare_line,
     ignored_line,
     read,
     skip_reason,
+    with_compare_fail,
     with_disable,
 )
 from pytest_cudaperf.markers import MarkerError, PerfOptions
@@ -94,10 +97,10 @@ def test_what_the_options_resolve_to() -> None:
     assert _read(parser, ["--benchmark-disable", "--benchmark-enable"], False).disable is False
     honoured = _read(parser, ["--benchmark-max-time=500ms", "--benchmark-min-rounds=7"], False)
     assert (honoured.max_time, honoured.min_rounds) == (0.5, 7)
-    ignored = _read(parser, ["--benchmark-sort=mean", "--benchmark-compare"], False)
-    assert ignored.ignored == ("--benchmark-compare", "--benchmark-sort")
+    ignored = _read(parser, ["--benchmark-sort=mean", "--benchmark-save=run"], False)
+    assert ignored.ignored == ("--benchmark-save", "--benchmark-sort")
     assert ignored_line(ignored) == (
-        "benchmark: no effect with pytest-cudaperf serving: --benchmark-compare, "
+        "benchmark: no effect with pytest-cudaperf serving: --benchmark-save, "
         "--benchmark-sort (baselines and verdicts are pytest-cudaperf's: --cudaperf-update, "
         "--cudaperf-tolerance)"
     )
@@ -182,7 +185,12 @@ def test_the_marker_takes_every_argument_of_pytest_benchmark() -> None:
     ("args", "kwargs", "message"),
     [
         (("g",), {}, "@pytest.mark.benchmark: takes keyword arguments only, got 1 positional"),
-        ((), {"rounds": 3}, "@pytest.mark.benchmark: got an unexpected keyword argument 'rounds'"),
+        (
+            (),
+            {"rounds": 3},
+            "@pytest.mark.benchmark: unknown argument 'rounds' (did you mean 'min_rounds'?); it "
+            "takes group, min_rounds, min_time, max_time, disable_gc, timer, ",
+        ),
         ((), {"min_rounds": 0}, "@pytest.mark.benchmark: min_rounds: expected an integer >= 1"),
         ((), {"max_time": "soon"}, "@pytest.mark.benchmark: max_time: expected seconds"),
         ((), {"group": 3}, "@pytest.mark.benchmark: group: expected a string, got 3"),
@@ -290,3 +298,77 @@ def test_a_bad_opt_in_value_names_the_option() -> None:
         "--cudaperf-benchmark: expected true or false, got 'maybe' "
         "(from tox.ini [cudaperf_benchmark])"
     )
+
+
+@pytest.mark.parametrize("theirs", [False, True], ids=["ours", "theirs"])
+def test_compare_fail_percentages_become_the_tolerance(theirs: bool) -> None:
+    parser = _theirs() if theirs else _ours()
+    args = ["--benchmark-compare", "--benchmark-compare-fail", "mean:10%", "min:7%"]
+    options = _read(parser, args, theirs)
+    assert options.compare_fail == ("mean:10%", "min:7%")
+    assert options.compare_tolerance == pytest.approx(0.07)  # the tightest
+    assert options.compare
+    assert "--benchmark-compare-fail" not in options.ignored
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            ["min:0.001"],
+            "--benchmark-compare-fail=min:0.001: a threshold in seconds has no equivalent in "
+            "pytest-cudaperf's verdicts; give a percentage (min:10%), or a budget per test with "
+            "@pytest.mark.perf(max_ms=...)",
+        ),
+        (
+            ["mean:5%", "stddev:5%"],
+            "--benchmark-compare-fail=stddev:5%: pytest-cudaperf judges a slowdown of the median, "
+            "with its noise measured; give a percentage of min, max, mean, median (such as "
+            "mean:10%) instead",
+        ),
+        (["fast"], "--benchmark-compare-fail: expected FIELD:PCT% such as mean:10%, got 'fast'"),
+    ],
+)
+def test_a_compare_fail_without_an_equivalent_is_refused_saying_what_to_give(
+    given: list[str], message: str
+) -> None:
+    with pytest.raises(SettingError) as info:
+        compare_fail_tolerance(given)
+    assert str(info.value) == message
+
+
+def test_pytest_benchmarks_parsed_absolute_check_is_refused_too() -> None:
+    with pytest.raises(SettingError, match=r"^--benchmark-compare-fail=mean:0\.002: a threshold"):
+        _read(_theirs(), ["--benchmark-compare-fail", "mean:0.002"], True)
+
+
+def test_compare_fail_sets_the_tolerance_and_strict_unless_a_tolerance_is_given() -> None:
+    options = BenchmarkOptions(compare_fail=("mean:10%",), compare_tolerance=0.10)
+    default = Settings(sources={"tolerance": "default", "strict": "default"})
+    honoured = with_compare_fail(default, options)
+    assert (honoured.tolerance, honoured.strict) == (0.10, True)
+    assert (
+        honoured.sources["tolerance"]
+        == honoured.sources["strict"]
+        == ("from --benchmark-compare-fail")
+    )
+    assert compare_line(options, honoured) == (
+        "benchmark: --benchmark-compare-fail=mean:10% judged against the pytest-cudaperf "
+        "baselines as --cudaperf-tolerance=10% and --cudaperf-strict (a benchmark with no "
+        "baseline fails)"
+    )
+    given = Settings(tolerance=0.03, sources={"tolerance": "from the command line"})
+    kept = with_compare_fail(given, options)
+    assert (kept.tolerance, kept.strict) == (0.03, True)
+    assert "--cudaperf-tolerance=3% (from the command line, which wins)" in str(
+        compare_line(options, kept)
+    )
+    assert with_compare_fail(default, BenchmarkOptions()) is default
+    assert compare_line(BenchmarkOptions(), default) is None
+    assert "saved runs are not read" in str(compare_line(BenchmarkOptions(compare=True), default))
+
+
+def test_the_help_of_every_option_formats() -> None:
+    """argparse formats help with %: a literal one in an option's effect must not break it."""
+    text = " ".join(_ours().format_help().split())
+    assert "FIELD:PCT% (min, max, mean or median) fails a benchmark" in text

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from pytest_cudaperf.history.changepoints import (
+    NEEDED,
     best_split,
     change_points,
     student_two_sided,
+    too_few,
     welch_p,
 )
 
@@ -69,3 +71,13 @@ def test_noise_and_changes_below_the_minimum_effect_are_not_change_points() -> N
 def test_values_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive and finite"):
         change_points([1.0, 0.0, 2.0])
+
+
+def test_too_few_runs_is_said_with_how_many_it_takes() -> None:
+    assert too_few(NEEDED) is None
+    assert too_few(4) == (
+        "too few runs to judge: a change point needs 3 runs on each side (6 in all), there are 4"
+    )
+    assert too_few(1) is not None
+    assert "there is 1" in str(too_few(1))
+    assert change_points([1.0, 1.01, 3.0, 3.02, 3.01]) == []  # a 3x step, one side too short

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_cudaperf import cli
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.cli.record import uneven_host
 from pytest_cudaperf.cli.sources import read_report, report_records
@@ -508,3 +510,31 @@ def test_record_and_show_name_a_series_too_noisy_to_fail(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert "±300.00% BLIND" in rows["t.py::wild"]
     assert "BLIND" not in rows["t.py::calm"]
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every (sub)command's parser, by its command line, the nested ones too."""
+    found = [(parser.prog, parser)]
+    for action in parser._actions:  # argparse keeps its subcommands there only
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += _subparsers(child)
+    return found
+
+
+def test_every_positional_and_option_of_every_command_has_a_help_line() -> None:
+    commands = _subparsers(cli.parser())
+    assert {prog for prog, _ in commands} >= {
+        "cudaperf compare",
+        "cudaperf history ack",
+        "cudaperf dashboard",
+        "cudaperf merge",
+    }
+    missing = [
+        f"{prog}: {action.dest}"
+        for prog, parser in commands
+        for action in parser._actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+        and not (action.help or "").strip()
+    ]
+    assert missing == []

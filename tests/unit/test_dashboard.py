@@ -383,3 +383,25 @@ def test_bad_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
     assert err.startswith(message.format(db=db, out=out, file=file))
+
+
+def test_a_step_in_too_few_runs_says_so_instead_of_no_change_point(tmp_path: Path) -> None:
+    """One run per commit, a 3x step after two: no change point can be told from noise yet,
+    and the pages say why and how many runs it takes."""
+    db = tmp_path / "h.sqlite"
+    write_history(db, [{("t.py::s", "GPU A"): (v, None)} for v in (1.0, 1.01, 3.0, 3.02)])
+    with open_store(db) as store:
+        tests = read_history(store)
+        assert regressions(store) == []
+    site = Site.of("h.sqlite", tests)
+    page = render_test_page(tests[0], site)
+    assert "No change point." not in page
+    assert (
+        "GPU A: no change point can be found yet, too few runs to judge: a change point needs 3 "
+        "runs on each side (6 in all), there are 4." in page
+    )
+    index = render_index(tests, site)
+    assert "none: too few runs to judge" in index
+    assert "1 with too few runs to judge (a change point needs 3 runs on each side, 6 in all)" in (
+        index
+    )

@@ -38,7 +38,7 @@ def test_no_leak_parsing() -> None:
     [
         ("perf", (), {"max_ms": -1}, "@pytest.mark.perf: max_ms: expected a positive number"),
         ("perf", (), {"max_ms": "5"}, "max_ms: expected a positive number, got '5'"),
-        ("perf", (), {"maxms": 5}, "@pytest.mark.perf: got an unexpected keyword argument 'maxms'"),
+        ("perf", (), {"maxms": 5}, "@pytest.mark.perf: unknown argument 'maxms' (did you mean"),
         ("perf", (), {"cache": "warm"}, "cache: expected 'cold' or 'hot'"),
         ("perf", (), {"rounds": 0}, "rounds: expected an integer >= 1, got 0"),
         ("perf", (), {"max_recompiles": -1}, "max_recompiles: expected an integer >= 0, got -1"),
@@ -108,3 +108,50 @@ def test_a_tests_marks_parse_closest_first_into_typed_options() -> None:
     assert bad.no_leak is None
     assert bad.error is not None
     assert bad.error.startswith("@pytest.mark.no_leak: tolerance")
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "message"),
+    [
+        (
+            "perf",
+            {"max_msec": 5},
+            "@pytest.mark.perf: unknown argument 'max_msec' (did you mean 'max_ms'?); it takes "
+            "max_ms, tolerance, cache, graph, warmup, min_time, max_time, min_speedup, max_peak, "
+            "rounds, max_recompiles",
+        ),
+        (
+            "gpu",
+            {"memory": "40GB"},
+            "@pytest.mark.gpu: unknown argument 'memory' (did you mean 'min_memory'?); it takes "
+            "count, min_memory, capability",
+        ),
+        (
+            "no_leak",
+            {"tolerence": 0},
+            "@pytest.mark.no_leak: unknown argument 'tolerence' (did you mean 'tolerance'?); it "
+            "takes tolerance, warmup, iterations, pinned, outside_torch, max_peak",
+        ),
+        (
+            "distributed",
+            {"ranks": 2},
+            "@pytest.mark.distributed: unknown argument 'ranks'; it takes world_size, backend, "
+            "timeout",
+        ),
+    ],
+)
+def test_an_unknown_argument_gets_a_did_you_mean_and_the_valid_ones(
+    name: str, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(MarkerError) as excinfo:
+        parse(name, (), kwargs)
+    assert str(excinfo.value) == message
+
+
+def test_too_many_positional_arguments_list_the_valid_ones() -> None:
+    with pytest.raises(MarkerError) as excinfo:
+        parse("distributed", (2, "gloo", 60, 1), {})
+    assert str(excinfo.value) == (
+        "@pytest.mark.distributed: too many positional arguments; it takes world_size, backend, "
+        "timeout"
+    )

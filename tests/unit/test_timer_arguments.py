@@ -3,12 +3,35 @@ from __future__ import annotations
 import pytest
 
 from pytest_cudaperf.fixtures.timer import check_arguments
+from pytest_cudaperf.fixtures.user_code import ArgumentError, describe
 
 
 def test_a_callable_is_required() -> None:
     with pytest.raises(TypeError) as info:
         check_arguments(42)
-    assert str(info.value) == "cuda_timer: expected a callable, got int 42"
+    assert str(info.value) == (
+        "cuda_timer: expected a callable, got int 42 — pass the function and its arguments: "
+        "cuda_timer(fn, x)"
+    )
+
+
+def test_a_tensor_given_for_the_function_is_described_not_dumped() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, 256)
+    with pytest.raises(ArgumentError) as info:
+        check_arguments(x @ x)
+    assert str(info.value) == (
+        "cuda_timer: expected a callable, got a Tensor of shape (256, 256) — pass the function "
+        "and its arguments: cuda_timer(fn, x)"
+    )
+    assert not info.value.pytrace  # the test fails with the line alone, no traceback
+
+
+def test_a_long_value_is_shortened() -> None:
+    with pytest.raises(ArgumentError) as info:
+        check_arguments("x" * 500)
+    assert len(str(info.value)) < 150
+    assert describe(list(range(1000))).startswith("list [0, 1, 2")
 
 
 @pytest.mark.parametrize(
@@ -43,6 +66,7 @@ def test_bad_options_are_one_line_errors(
 ) -> None:
     with pytest.raises(error) as info:
         check_arguments(len, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(info.value, ArgumentError)
     assert str(info.value).startswith(message)
     assert "\n" not in str(info.value)
 
