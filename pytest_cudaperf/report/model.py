@@ -426,16 +426,18 @@ class SweepOutcome:
                 f"{where}.status: expected one of {', '.join(SweepStatus)}, got {status!r}"
             )
         grown = to_object(d.get("growth", {}), f"{where}.growth")
+        seconds = number(d, "seconds", where)
         try:
-            return cls(
-                status=SweepStatus(status),
-                reason=str(d.get("reason", "")),
-                growth={str(k): int(v) for k, v in grown.items()},
-                rechecked=bool(d.get("rechecked", False)),
-                seconds=number(d, "seconds", where),
-            )
+            growth = {str(k): int(v) for k, v in grown.items()}
         except (TypeError, ValueError) as exc:
-            raise ReportError(f"{where}: unreadable ({exc})") from None
+            raise ReportError(f"{where}.growth: unreadable ({exc})") from None
+        return cls(
+            status=SweepStatus(status),
+            reason=str(d.get("reason", "")),
+            growth=growth,
+            rechecked=bool(d.get("rechecked", False)),
+            seconds=seconds,
+        )
 
 
 @dataclass(frozen=True)
