@@ -129,6 +129,8 @@ def planted_caught(run: dict[str, Any], planted: dict[str, tuple[str, int]]) -> 
             and any(site in s for s in (v["leak"] or {}).get("sites", []))
         ]
         found[target] = {"instances": len(instances), "caught_with_site": len(named)}
+        if not instances:
+            print(f"planted {target}: no instance of it ran (a wrong name?)", flush=True)
     return found
 
 

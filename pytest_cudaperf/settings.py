@@ -266,9 +266,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "leak-sweep",
-        "check every test that allocated device memory for leaks, without markers: fail fails "
-        "a leaking test, report only lists it at the end; off (default: off; the flag alone: "
-        "fail)",
+        "check every test that allocated memory for leaks, without markers: fail (the flag "
+        "alone) fails a leaking test, report only lists it at the end (default: off)",
         parse_sweep,
         "off",
         metavar="{fail,report}",

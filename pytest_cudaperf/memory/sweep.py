@@ -6,7 +6,8 @@ allocated memory, without markers, in two passes.
    *clean*. The readings before and after are taken with the devices settled but without a full
    garbage collection (allocator readings; the census of CPU tensors settles fully); one that
    grew is read again after the protocol's full settle, and only growth that this leaves is
-   growth (why: docs/decisions.md, "What does the leak sweep read for every test?").
+   growth (why: docs/decisions.md, "What does the leak sweep read for every test, and what may
+   it re-run?").
 2. **Full check**, only for a test that grew: the protocol of ``@no_leak``
    (:func:`pytest_cudaperf.memory.check_leaks`: warm-up, repeated settled readings, the
    allocation-site trace on a leak), which re-runs the body. A test that cannot be re-run
