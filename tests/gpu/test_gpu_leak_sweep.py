@@ -90,7 +90,7 @@ def test_five_planted_leaks_fail_naming_the_planted_line(pytester: pytest.Pytest
     assert len(planted) == 5
     assert result.parseoutcomes().get("failed") == 5, text[-8000:]
     result.stdout.fnmatch_lines_random(
-        [f"LEAKED test_planted.py::{name} - leak: *on cuda:0*" for name in planted]
+        [f"LEAKED test_planted.py::{name}: leak: * on cuda:0" for name in planted]
     )
     result.stdout.fnmatch_lines_random(
         [f"    * in 1 block at test_planted.py:{line} in {name}" for name, line in planted.items()]

@@ -181,3 +181,22 @@ def test_a_bad_mode_is_one_line_naming_the_option(pytester: pytest.Pytester) -> 
         ]
     )
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_a_suite_without_torch_is_swept_without_importing_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_plain="""
+        import sys
+
+        def test_first():
+            assert sum(range(10)) == 45
+
+        def test_second_sees_no_torch():
+            assert "torch" not in sys.modules
+    """
+    )
+    result = pytester.runpytest("--cudaperf-leak-sweep=report", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["leak sweep (report): 0 checked (0 re-run), 0 leaking, 0 unchecked, 2 without alloc*"]
+    )
