@@ -5,8 +5,9 @@ false alarms, at what cost?
         --plant tests/filters/test_blur.py::TestBoxBlur::test_smoke ... (five) \
         --out out/sweep-kornia -- tests/filters --device cuda --dtype float32 -k "not dynamo"
 
-1. ``--runs`` runs of the selection unchanged, without the sweep, then ``--runs`` with it
-   (alternating, each its own pytest process in the project's tree, ``--cudaperf-json`` each);
+1. ``--warmup`` uncounted runs (imports, compile caches), then ``--runs`` runs of the selection
+   unchanged without the sweep and ``--runs`` with it, alternating, each its own pytest process
+   in the project's tree (``--cudaperf-json`` each);
 2. one run with the sweep over a copy of the tree in which five tests (``--plant``, as
    ``FILE::FUNCTION`` or ``FILE::CLASS::FUNCTION``) each got one line first in their body that
    appends a new CUDA tensor to a module-level list: a leak of 1 KiB a call. The project's files
@@ -49,20 +50,24 @@ PLANT = (
 )
 
 
-def plugin_args() -> list[str]:
-    """``-p pytest_cudaperf.plugin`` where the plugin is not installed (the checkout's)."""
+def plugin_env(env: dict[str, str]) -> dict[str, str]:
+    """The checkout's plugin loaded through ``PYTEST_PLUGINS`` where it is not installed (as
+    ``scripts/gpu-suite.sh`` does)."""
     names = {ep.value for ep in importlib.metadata.entry_points(group="pytest11")}
-    return [] if "pytest_cudaperf.plugin" in names else ["-p", "pytest_cudaperf.plugin"]
+    plugins = env.get("PYTEST_PLUGINS", "")
+    if "pytest_cudaperf.plugin" not in names and "pytest_cudaperf.plugin" not in plugins:
+        env["PYTEST_PLUGINS"] = ",".join(p for p in (plugins, "pytest_cudaperf.plugin") if p)
+    return env
 
 
 def run_pytest(
     tree: Path, args: list[str], out: Path, name: str, site: str | None
 ) -> dict[str, Any]:
     """One pytest process in ``tree``: its wall time, exit code, outcome counts and JSON report."""
-    env = dict(os.environ)
+    env = plugin_env(dict(os.environ))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (site, str(ROOT), env.get("PYTHONPATH")) if p)
     report = out / f"{name}.json"
-    command = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", *args]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
     command += [f"--cudaperf-json={report}", f"--junitxml={out / f'{name}.xml'}"]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
@@ -138,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", type=Path, required=True, help="the project's source tree")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="uncounted runs first")
     parser.add_argument("--plant", nargs="*", default=[], help="five FILE::[CLASS::]FUNCTION")
     parser.add_argument("--plant-device", default="cuda", help="where planted tensors go")
     parser.add_argument("--site", help="a folder of extra packages, first on PYTHONPATH")
@@ -148,6 +154,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     tree = args.tree.resolve()
     runs: list[dict[str, Any]] = []
+    for index in range(args.warmup):  # imports, compile caches, the page cache: not counted
+        run_pytest(tree, args.pytest_args, out, f"warmup-{index}", args.site)
     for index in range(args.runs):  # alternating, so a slow spell of the host hits both
         runs.append(run_pytest(tree, args.pytest_args, out, f"plain-{index}", args.site))
         sweep = [*args.pytest_args, "--cudaperf-leak-sweep"]
