@@ -159,6 +159,29 @@ def no_leak(  # noqa: PLR0913 - a marker spec: its parameters are the marker's a
     )
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """A test's ``@pytest.mark.leak_sweep``: may the leak sweep re-run its body, and why not."""
+
+    repeatable: bool = True
+    reason: str = ""
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value
+
+
+def leak_sweep(repeatable: bool = True, reason: str = "") -> SweepOptions:
+    """for --cudaperf-leak-sweep: `repeatable=False` says that the test body must not be re-run
+    (its one run is still read; if memory grew, the test is reported unchecked with `reason`)."""
+    return SweepOptions(
+        repeatable=checked("repeatable", repeatable, _boolean),
+        reason=checked("reason", reason, _text),
+    )
+
+
 # --- distributed ---------------------------------------------------------------------------------
 
 
@@ -194,6 +217,7 @@ SPECS: dict[str, Callable[..., Any]] = {
     "perf": perf,
     "no_leak": no_leak,
     "distributed": distributed,
+    "leak_sweep": leak_sweep,
 }
 
 
@@ -257,6 +281,7 @@ class Marks:
     perf: PerfOptions | None = None
     no_leak: LeakOptions | None = None
     distributed: DistributedOptions | None = None
+    leak_sweep: SweepOptions | None = None
     error: str | None = None
 
     def __bool__(self) -> bool:

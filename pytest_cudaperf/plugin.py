@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Generator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -512,8 +514,9 @@ def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
-    result = yield  # the body's own run decides pass or fail; the checks below re-run it
     marks = pyfuncitem.stash.get(MARKS, Marks())
+    with _sweep_window(pyfuncitem, marks):  # --cudaperf-leak-sweep: readings around the body
+        result = yield  # the body's own run decides pass or fail; the checks below re-run it
     checks = (marks.perf or marks.no_leak) and not plan.is_launcher(marks)
     if checks and not _run(pyfuncitem.config).ctx.settings.disable:
         from pytest_cudaperf.fixtures import rerun
@@ -521,6 +524,15 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
         body = rerun.body_of(pyfuncitem.obj, pyfuncitem.funcargs)
         rerun.after_body(_test(pyfuncitem), body, "cuda_timer" in pyfuncitem.fixturenames)
     return result
+
+
+def _sweep_window(item: pytest.Function, marks: Marks) -> AbstractContextManager[None]:
+    run = _run(item.config).ctx
+    if run.settings.leak_sweep == "off":  # the sweep's modules are not even imported
+        return contextlib.nullcontext()
+    from pytest_cudaperf.fixtures import sweep
+
+    return sweep.window(run, item, marks, lambda: _test(item))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -70,6 +70,30 @@ def parse_wait(text: str) -> float:
         raise ValueError(f"expected seconds such as 30 or 30s, or off, got {text!r}") from None
 
 
+def parse_sweep(text: str) -> str:
+    """The leak sweep's mode: ``fail`` or ``report``, ``off``; a boolean reads as ``fail`` or
+    ``off`` (``PYTEST_CUDAPERF_LEAK_SWEEP=1``)."""
+    value = text.strip().lower()
+    if value in ("fail", "report", "off"):
+        return value
+    try:
+        return "fail" if parse_bool(value) else "off"
+    except ValueError:
+        raise ValueError(
+            f"expected fail, report or off, got {text!r} (a path after the flag? give the "
+            "mode with '=', as --cudaperf-leak-sweep=report, or put the flag after the paths)"
+        ) from None
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    """Comma- or space-separated names (fixture names), in order, without repeats."""
+    names = [name for name in text.replace(",", " ").split() if name]
+    bad = [name for name in names if not name.isidentifier()]
+    if bad:
+        raise ValueError(f"expected fixture names, got {bad[0]!r}")
+    return tuple(dict.fromkeys(names))
+
+
 def _path(text: str) -> str:
     if not text.strip():
         raise ValueError("expected a path, got an empty string")
@@ -86,6 +110,8 @@ class Option:
     default: Any = None
     flag: bool = False
     metavar: str | None = None
+    #: the value of the flag given without one (``--cudaperf-leak-sweep``): its value is optional
+    bare: str | None = None
 
     @property
     def cli(self) -> str:
@@ -239,6 +265,23 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "leak-sweep",
+        "check every test that allocated memory for leaks, without markers: fail (the flag "
+        "alone) fails a leaking test, report only lists it at the end (default: off)",
+        parse_sweep,
+        "off",
+        metavar="{fail,report}",
+        bare="fail",
+    ),
+    Option(
+        "leak-sweep-unsafe-fixtures",
+        "fixtures whose state a re-run of the test body would corrupt, comma-separated: the "
+        "leak sweep never re-runs a test that uses one (reported unchecked)",
+        parse_names,
+        (),
+        metavar="NAMES",
+    ),
+    Option(
         "benchmark",
         "serve the benchmark fixture, its marker and the --benchmark-* options even where "
         "pytest-benchmark is installed (it is switched off for the run)",
@@ -278,6 +321,10 @@ class Settings:
     state_wait: float = 30.0
     #: the benchmark fixture is served here even where pytest-benchmark is installed
     benchmark: bool = False
+    #: the leak sweep over every test that allocated device memory: off, fail or report
+    leak_sweep: str = "off"
+    #: fixtures whose state a re-run would corrupt: the sweep never re-runs their tests
+    leak_sweep_unsafe_fixtures: tuple[str, ...] = ()
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -301,6 +348,8 @@ def option_arguments(option: Option) -> dict[str, Any]:
         kwargs["action"] = "store_true"
     else:
         kwargs["metavar"] = option.metavar
+    if option.bare is not None:
+        kwargs.update(nargs="?", const=option.bare)
     return kwargs
 
 

@@ -32,6 +32,14 @@ class CpuMemory:
     def settle(self) -> list[str]:
         return [f"gc.collect x{collect_garbage()}"]
 
+    def settle_devices(self) -> list[str]:
+        """The settling that is not garbage collection: none on the CPU."""
+        return []
+
+    def allocations(self) -> int | None:
+        """How many allocations were made so far: the census cannot count them (None)."""
+        return None
+
     def read(self) -> dict[str, int]:
         return {
             "cpu tensors": sum(
@@ -95,8 +103,13 @@ class CudaMemory:
         ]
 
     def settle(self) -> list[str]:
+        return [f"gc.collect x{collect_garbage()}", *self.settle_devices()]
+
+    def settle_devices(self) -> list[str]:
+        """Every initialised device synchronized, cuBLAS workspaces, the cuFFT plan cache and
+        the pinned host cache cleared: the settling that is not garbage collection."""
         torch = self._torch
-        steps = [f"gc.collect x{collect_garbage()}"]
+        steps: list[str] = []
         devices = self.devices()
         for index in devices:
             torch.cuda.synchronize(index)
@@ -112,6 +125,18 @@ class CudaMemory:
             if _torch_compat.empty_host_cache():
                 steps.append("pinned host cache emptied")
         return steps
+
+    def allocations(self) -> int | None:
+        """Allocations made so far on every initialised device and of pinned host blocks (a
+        count that only grows: a test that allocated anything moved it)."""
+        torch = self._torch
+        count = sum(
+            int(torch.cuda.memory_stats(index).get("allocation.all.allocated", 0))
+            for index in self.devices()
+        )
+        if self.pinned:
+            count += int(torch.cuda.host_memory_stats().get("allocations.allocated", 0))
+        return count
 
     def read(self) -> dict[str, int]:
         torch = self._torch

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_cudaperf.memory.sweep import SweepStatus
 from pytest_cudaperf.report.fields import (
     Json,
     ReportError,
@@ -27,10 +28,11 @@ from pytest_cudaperf.report.model import FailureKind, JudgedRecord, TestOutcome
 from pytest_cudaperf.store.baselines import UpdateSummary
 from pytest_cudaperf.verdict import Kind
 
-#: the report document's version; version 2 (no ``peak``, ``rank``, ``bandwidth`` of their own,
-#: a side-by-side ``html`` in ``explanation_data``) is read as well
-SCHEMA = 3
-READABLE = (2, 3)
+#: the report document's version; version 4 added the leak sweep (``leak_sweep``, each test's
+#: ``sweep``); versions 2 (no ``peak``, ``rank``, ``bandwidth`` of their own, a side-by-side
+#: ``html`` in ``explanation_data``) and 3 are read as well
+SCHEMA = 4
+READABLE = (2, 3, 4)
 
 
 # --- the run's report ----------------------------------------------------------------------------
@@ -62,6 +64,65 @@ def _update_from_json(data: Json, where: str) -> UpdateSummary:
 
 
 @dataclass(frozen=True)
+class SweepSummary:
+    """The leak sweep over a run: tests checked (clean or leaking), those leaking and those left
+    unchecked with why, those that allocated nothing, and the seconds the sweep added."""
+
+    mode: str
+    clean: int = 0
+    leaking: tuple[TestOutcome, ...] = ()
+    unchecked: tuple[tuple[str, str], ...] = ()
+    untouched: int = 0
+    #: tests that grew in their first pass and were re-run under the full protocol
+    rechecked: int = 0
+    seconds: float = 0.0
+
+    @property
+    def checked(self) -> int:
+        return self.clean + len(self.leaking)
+
+    @classmethod
+    def of(cls, mode: str, tests: Sequence[TestOutcome]) -> SweepSummary:
+        swept = [t for t in tests if t.sweep is not None]
+        status = Counter(t.sweep.status for t in swept if t.sweep)
+        return cls(
+            mode=mode,
+            clean=status[SweepStatus.CLEAN],
+            leaking=tuple(t for t in swept if t.sweep and t.sweep.status is SweepStatus.LEAK),
+            unchecked=tuple(
+                (t.nodeid, t.sweep.reason)
+                for t in swept
+                if t.sweep and t.sweep.status is SweepStatus.UNCHECKED
+            ),
+            untouched=status[SweepStatus.UNTOUCHED],
+            rechecked=sum(1 for t in swept if t.sweep and t.sweep.rechecked),
+            seconds=sum(t.sweep.seconds for t in swept if t.sweep),
+        )
+
+    def to_json(self) -> dict[str, Json]:
+        """For people and tools reading the file; a reader derives it from the tests."""
+        return {
+            "mode": self.mode,
+            "checked": self.checked,
+            "clean": self.clean,
+            "leaking": [t.nodeid for t in self.leaking],
+            "unchecked": dict(self.unchecked),
+            "untouched": self.untouched,
+            "rechecked": self.rechecked,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _sweep_mode(data: Json, where: str) -> str | None:
+    if data is None:
+        return None
+    mode = get(to_object(data, where), "mode", str, where)
+    if mode not in ("fail", "report"):
+        raise ReportError(f"{where}.mode: expected 'fail' or 'report', got {mode!r}")
+    return mode
+
+
+@dataclass(frozen=True)
 class Report:
     """One run's report: every test's outcome, what the run did to the baselines, and the series
     it found obsolete or drifting."""
@@ -84,7 +145,13 @@ class Report:
     failed_bodies: int = 0
     #: the run was interrupted (Ctrl-C): an update kept what the finished tests recorded
     interrupted: bool = False
+    #: the leak sweep's mode (``fail`` or ``report``; None: the run did not sweep)
+    leak_sweep: str | None = None
     schema: int = SCHEMA
+
+    def sweep_summary(self) -> SweepSummary | None:
+        """The leak sweep's summary (None: the run did not sweep)."""
+        return SweepSummary.of(self.leak_sweep, self.tests) if self.leak_sweep else None
 
     def records(self) -> list[JudgedRecord]:
         return [r for t in self.tests for r in t.records]
@@ -124,6 +191,7 @@ class Report:
             "pruned_refused": self.pruned_refused,
             "failed_bodies": self.failed_bodies,
             "interrupted": self.interrupted,
+            "leak_sweep": summary.to_json() if (summary := self.sweep_summary()) else None,
         }
 
     @classmethod
@@ -152,6 +220,7 @@ class Report:
             pruned_refused=bool(d.get("pruned_refused", False)),
             failed_bodies=int(number(d, "failed_bodies", where)) if "failed_bodies" in d else 0,
             interrupted=bool(d.get("interrupted", False)),
+            leak_sweep=_sweep_mode(d.get("leak_sweep"), f"{where}.leak_sweep"),
         )
 
 
@@ -175,6 +244,7 @@ def merge_reports(reports: Sequence[Report]) -> Report:
         pruned_refused=any(r.pruned_refused for r in reports),
         failed_bodies=sum(r.failed_bodies for r in reports),
         interrupted=any(r.interrupted for r in reports),
+        leak_sweep=next((r.leak_sweep for r in reports if r.leak_sweep), None),
     )
 
 

@@ -17,6 +17,7 @@ from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
+from pytest_cudaperf.memory.sweep import SweepStatus
 from pytest_cudaperf.report.fields import (
     Json,
     ReportError,
@@ -395,6 +396,51 @@ class LeakOutcome:
 
 
 @dataclass(frozen=True)
+class SweepOutcome:
+    """What the leak sweep concluded about one test: its status, why (an unchecked test's
+    reason, a leak's message), what its first pass saw grow, whether the full check re-ran it,
+    and the seconds the sweep spent on it. A leak's readings and sites are the test's
+    :class:`LeakOutcome`."""
+
+    status: SweepStatus
+    reason: str = ""
+    growth: Mapping[str, int] = field(default_factory=dict)
+    rechecked: bool = False
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Json]:
+        return {
+            "status": self.status.value,
+            "reason": self.reason,
+            "growth": dict(self.growth),
+            "rechecked": self.rechecked,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: Json, where: str = "sweep") -> SweepOutcome:
+        d = to_object(data, where)
+        status = get(d, "status", str, where)
+        if status not in SweepStatus._value2member_map_:
+            raise ReportError(
+                f"{where}.status: expected one of {', '.join(SweepStatus)}, got {status!r}"
+            )
+        grown = to_object(d.get("growth", {}), f"{where}.growth")
+        seconds = number(d, "seconds", where)
+        try:
+            growth = {str(k): int(v) for k, v in grown.items()}
+        except (TypeError, ValueError) as exc:
+            raise ReportError(f"{where}.growth: unreadable ({exc})") from None
+        return cls(
+            status=SweepStatus(status),
+            reason=str(d.get("reason", "")),
+            growth=growth,
+            rechecked=bool(d.get("rechecked", False)),
+            seconds=seconds,
+        )
+
+
+@dataclass(frozen=True)
 class ComparisonOutcome:
     """``cuda_timer.compare``: the speedup of a candidate over a reference, both measurements."""
 
@@ -442,6 +488,8 @@ class TestOutcome:
     body_passed: bool = True
     #: file and 1-based line of the test (for GitHub annotations)
     location: tuple[str, int] | None = None
+    #: the leak sweep's conclusion (None: not swept)
+    sweep: SweepOutcome | None = None
 
     def has(self, *kinds: FailureKind) -> bool:
         return any(f.kind in kinds for f in self.failures)
@@ -457,6 +505,7 @@ class TestOutcome:
             "details": list(self.details),
             "body_passed": self.body_passed,
             "location": list(self.location) if self.location else None,
+            "sweep": self.sweep.to_json() if self.sweep else None,
         }
 
     @classmethod
@@ -466,6 +515,7 @@ class TestOutcome:
         where = f"{where} {nodeid}"
         location = d.get("location")
         leak = d.get("leak")
+        sweep = d.get("sweep")
         return cls(
             nodeid=nodeid,
             records=items(d, "records", where, JudgedRecord.from_json),
@@ -475,6 +525,7 @@ class TestOutcome:
             comparisons=items(d, "comparisons", where, ComparisonOutcome.from_json),
             body_passed=bool(d.get("body_passed", True)),
             location=(str(location[0]), int(location[1])) if location else None,
+            sweep=SweepOutcome.from_json(sweep, f"{where}.sweep") if sweep else None,
         )
 
 

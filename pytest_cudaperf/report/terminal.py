@@ -8,7 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from pytest_cudaperf.report.document import Report
+from pytest_cudaperf.memory.sweep import SweepStatus
+from pytest_cudaperf.report.document import Report, SweepSummary
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 from pytest_cudaperf.verdict import Kind, ci_text, format_value
@@ -125,7 +126,9 @@ def _notes(report: Report, update: bool) -> list[str]:
         f"{_short(outcome.nodeid)}: {failure.message}"
         for outcome in report.judged()
         for failure in outcome.failures
-        if failure.kind is not FailureKind.REGRESSION  # regressions show in the table
+        # regressions show in the table, the sweep's leaks in its own lines
+        if failure.kind is not FailureKind.REGRESSION
+        and not (failure.kind is FailureKind.LEAK and _swept_leak(outcome.sweep))
     ]
     lines.extend(
         f"{_short(str(r.key))}: {r.verdict.message}"
@@ -168,6 +171,29 @@ def _notes(report: Report, update: bool) -> list[str]:
     return lines
 
 
+def _swept_leak(sweep: object) -> bool:
+    return getattr(sweep, "status", None) is SweepStatus.LEAK
+
+
+def sweep_lines(summary: SweepSummary) -> list[str]:
+    """The leak sweep's lines: its counts and the time it added, then each leaking test with
+    its allocation sites, and each unchecked test with why."""
+    head = (
+        f"leak sweep ({summary.mode}): {summary.checked} checked ({summary.rechecked} re-run), "
+        f"{len(summary.leaking)} leaking, {len(summary.unchecked)} unchecked, "
+        f"{summary.untouched} without allocations; the sweep added {summary.seconds:.1f} s"
+    )
+    lines = [head]
+    for outcome in summary.leaking:
+        word = "LEAKED" if summary.mode == "fail" else "LEAKING"
+        message = outcome.sweep.reason if outcome.sweep else ""
+        lines.append(f"{word} {_short(outcome.nodeid)}: {message}")
+        sites = outcome.leak.sites if outcome.leak else ()
+        lines.extend(f"    {site}" for site in sites)
+    lines.extend(f"UNCHECKED {_short(nodeid)}: {why}" for nodeid, why in summary.unchecked)
+    return lines
+
+
 def terminal_summary(
     tr: TerminalWriter,
     report: Report,
@@ -189,6 +215,9 @@ def terminal_summary(
         tr.write_line(line)
     for line in notes:
         tr.write_line(line)
+    sweep = report.sweep_summary()
+    for line in sweep_lines(sweep) if sweep else ():
+        tr.write_line(line, red=line.startswith("LEAK"), yellow=line.startswith("UNCHECKED"))
     for line in errors:
         tr.write_line(line, red=True)
     counts = report.counts()

@@ -32,6 +32,7 @@ from pytest_cudaperf.report.model import (
     FailureKind,
     JudgedRecord,
     LeakOutcome,
+    SweepOutcome,
     TestOutcome,
 )
 from pytest_cudaperf.run.child import FRESH_ENV, FreshProcess, passed_args, settings_env
@@ -239,6 +240,8 @@ class ItemState:
     leak: LeakOutcome | None = None
     comparisons: list[ComparisonOutcome] = field(default_factory=list)
     names: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: the leak sweep's conclusion (None: not swept)
+    sweep: SweepOutcome | None = None
     #: the body is being re-run by ``@no_leak``'s protocol or a whole-test ``@perf``: the
     #: measurements and guards inside it ran on the first call and are not taken again
     replaying: bool = False
@@ -259,7 +262,7 @@ class ItemState:
 
     @property
     def empty(self) -> bool:
-        return not (self.records or self.leak or self.comparisons or self.failures)
+        return not (self.records or self.leak or self.comparisons or self.failures or self.sweep)
 
     def outcome(self, body_passed: bool, location: tuple[str, int] | None) -> TestOutcome:
         return TestOutcome(
@@ -271,4 +274,5 @@ class ItemState:
             comparisons=tuple(self.comparisons),
             body_passed=body_passed,
             location=location,
+            sweep=self.sweep,
         )

@@ -139,9 +139,13 @@ class Results:
                 )
 
     def report(
-        self, run_id: str = "", baseline_dir: str = "", env: Mapping[str, Any] | None = None
+        self,
+        run_id: str = "",
+        baseline_dir: str = "",
+        env: Mapping[str, Any] | None = None,
+        leak_sweep: str | None = None,
     ) -> Report:
-        """The run's report document."""
+        """The run's report document (``leak_sweep``: the sweep's mode, None when off)."""
         return Report(
             tests=tuple(self.outcomes[k] for k in sorted(self.outcomes)),
             run_id=run_id,
@@ -154,6 +158,7 @@ class Results:
             pruned_refused=self.pruned_refused,
             failed_bodies=len(self.failed_bodies),
             interrupted=self.interrupted,
+            leak_sweep=leak_sweep,
         )
 
 
@@ -234,7 +239,8 @@ def finish_run(
     env = environment(run.probe, run=True) if settings.json or settings.html else {}
     if settings.json or settings.history:  # what `cudaperf history ingest` reads back
         env.update(run_source(run.root, environ))
-    report = results.report(run.run_id, str(run.baseline_dir), env)
+    sweep = None if settings.leak_sweep == "off" or settings.disable else settings.leak_sweep
+    report = results.report(run.run_id, str(run.baseline_dir), env, sweep)
     if settings.history:
         from pytest_cudaperf.history.backends import located, shown
 

@@ -20,6 +20,8 @@ def test_markers_show_full_signatures(pytester: pytest.Pytester) -> None:
             "outside_torch=False, max_peak=None): fails when the test body leaks memory*",
             "@pytest.mark.distributed(world_size=2, backend=None, timeout=300.0): runs the test "
             "body in `world_size` processes with torch.distributed initialised*",
+            "@pytest.mark.leak_sweep(repeatable=True, reason=''): for --cudaperf-leak-sweep: "
+            "`repeatable=False` says that the test body must not be re-run*",
         ]
     )
 
@@ -36,6 +38,7 @@ def test_help_shows_the_cudaperf_group(pytester: pytest.Pytester) -> None:
             "*--cudaperf-baseline-dir=DIR*",
             "*--cudaperf-json=PATH*",
             "*--cudaperf-html=PATH*",
+            "*--cudaperf-leak-sweep=[[]{fail,report}[]]*",
         ]
     )
     result.stdout.fnmatch_lines(["*cudaperf_device (string):*"])
