@@ -117,6 +117,20 @@ class Roofline:
         ceilings = ": " + ", ".join(parts) if parts else ""
         return f"{format_rate(self._rate(), self.unit)}{ceilings} ({bound}-bound, {tail})"
 
+    def cell(self) -> str:
+        """The table's cell: ``2.56 TB/s 87% mem`` (the share of the measured ceiling, else of
+        the datasheet's, marked ``ds``); both rates where no bound is known."""
+        bound = self.bound
+        if bound is None:
+            return f"{format_rate(self.flop_rate, 'FLOP/s')} {format_rate(self.byte_rate, 'B/s')}"
+        text = format_rate(self._rate(), self.unit)
+        measured, sheet = self.fraction("measured"), self.fraction("datasheet")
+        if measured is not None:
+            text += f" {measured:.0%}"
+        elif sheet is not None:
+            text += f" {sheet:.0%} ds"
+        return f"{text} {'mem' if bound == MEMORY else 'compute'}"
+
     def gate(self, min_peak: float) -> str | None:
         """The ``min_peak`` failure, or None when the call reaches it (or no measured ceiling
         says): ``speed of light: 1.21 TB/s is 41% of the measured 2.95 TB/s (memory-bound,

@@ -123,17 +123,24 @@ def _attach(test: TestContext, key: SeriesKey, m: Measurement, roofline: Rooflin
 
 
 def _energy(test: TestContext, key: SeriesKey, measured: Measured, m: Measurement) -> None:
+    record_energy(test, key, _energy_window(test, measured, m), measured.device_class)
+
+
+def record_energy(
+    test: TestContext, key: SeriesKey, found: Energy | str, device_class: str
+) -> None:
+    """A window's energy: its ``energy:call`` record, its line and the ``max_joules`` check; no
+    figure: the reason, and that ``max_joules`` was not checked."""
     from pytest_cudaperf.measure import energy as nvml_energy
 
     label = key.label()
-    found = _energy_window(test, measured, m)
     perf = test.perf
     limit = perf.max_joules if perf is not None else None
     if isinstance(found, str):
         unchecked = f"; max_joules {limit:g} J not checked" if limit is not None else ""
         test.state.details.append(f"{label}{found}{unchecked}")
         return
-    add_energy(test, key, found, measured.device_class)
+    add_energy(test, key, found, device_class)
     test.state.details.append(f"{label}energy: {found.describe()}")
     if limit is not None and found.joules_per_call > limit:
         test.state.fail(
