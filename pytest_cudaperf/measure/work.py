@@ -130,21 +130,38 @@ def _tensors(value: Any) -> Iterator[Any]:
             yield from _tensors(item)
 
 
-def _span(tensor: Any) -> tuple[int, int]:
-    """The storage and the bytes a tensor's view reaches in it: from its first element to its
-    last (a transposed or strided view of a whole tensor reaches all of it)."""
+def _span(tensor: Any) -> tuple[int, int, int]:
+    """The storage a tensor's view lies in and the bytes it reaches there, as ``[start, end)``:
+    from its first element to its last (a transposed or strided view of a whole tensor reaches
+    all of it)."""
     if tensor.numel() == 0:
-        return 0, 0
+        return 0, 0, 0
     extent = 1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride(), strict=True))
     storage = tensor.untyped_storage()
-    size = min(extent * tensor.element_size(), storage.nbytes())
-    return storage.data_ptr(), size
+    start = tensor.storage_offset() * tensor.element_size()
+    end = min(start + extent * tensor.element_size(), storage.nbytes())
+    return storage.data_ptr(), start, end
 
 
-def _add(spans: dict[int, int], tensor: Any) -> None:
-    ptr, size = _span(tensor)
-    if size:
-        spans[ptr] = max(spans.get(ptr, 0), size)
+Spans = dict[int, list[tuple[int, int]]]
+
+
+def _add(spans: Spans, tensor: Any) -> None:
+    ptr, start, end = _span(tensor)
+    if end > start:
+        spans.setdefault(ptr, []).append((start, end))
+
+
+def _bytes(spans: Spans) -> int:
+    """The bytes the spans reach, each storage's overlapping spans counted once."""
+    total = 0
+    for ranges in spans.values():
+        reached = 0
+        for start, end in sorted(ranges):
+            if end > reached:
+                total += end - max(start, reached)
+                reached = end
+    return total
 
 
 def _compute_class(tensor: Any) -> str:
@@ -208,8 +225,8 @@ def _counter() -> Any:
         ) -> None:
             schema = func._schema
             name = schema.name.split("::")[-1]
-            reads: dict[int, int] = {}
-            writes: dict[int, int] = {}
+            reads: Spans = {}
+            writes: Spans = {}
             given = list(args) + [kwargs[a.name] for a in schema.arguments if a.name in kwargs]
             names = [a.name for a in schema.arguments[: len(args)]] + [
                 a.name for a in schema.arguments if a.name in kwargs
@@ -230,8 +247,8 @@ def _counter() -> Any:
                         _add(writes, tensor)
             for tensor in _tensors(out):  # an in-place op's result is its argument: once
                 _add(writes, tensor)
-            self.read += sum(reads.values())
-            self.written += sum(writes.values())
+            self.read += _bytes(reads)
+            self.written += _bytes(writes)
 
     return _Counting()
 

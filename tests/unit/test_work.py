@@ -111,3 +111,11 @@ def test_declared_figures_win_and_are_labelled() -> None:
 def test_work_round_trips_through_its_dict() -> None:
     work = Work(1, 2, 3, {"fp16": 1}, 4, ("flops",))
     assert Work.from_dict(work.to_dict()) == work
+
+
+def test_two_views_of_one_storage_count_the_bytes_they_reach_once() -> None:
+    x = torch.randn(1024, 256)
+    top, bottom, overlap = x[:256], x[256:512], x[128:384]
+    assert _within(count_work(lambda: top + bottom).read_bytes, 2 * top.nbytes, 0.0)
+    assert _within(count_work(lambda: top + overlap).read_bytes, 384 * 256 * 4, 0.0)
+    assert _within(count_work(lambda: top + top).read_bytes, top.nbytes, 0.0)
