@@ -15,6 +15,7 @@ from pytest_cudaperf.measure.ceilings import MeasuredCeilings
 from pytest_cudaperf.measure.energy import Energy, Resolution
 from pytest_cudaperf.measure.timing import Measurement
 from pytest_cudaperf.report.document import Report
+from pytest_cudaperf.report.github import github_summary
 from pytest_cudaperf.report.html import render_html
 from pytest_cudaperf.report.junit import junit_properties
 from pytest_cudaperf.report.model import FailureKind
@@ -94,6 +95,9 @@ def test_the_speed_of_light_rides_on_the_time_and_shows_in_every_report(tmp_path
         junit_properties(report.tests[0])
     )
     assert "speed of light: 2.1 TB/s: 71% of measured" in render_html(report)
+    summary = github_summary(report).splitlines()
+    assert summary[2].endswith("| speed of light |")
+    assert summary[4].endswith("| 2.1 TB/s 71% mem |")
 
 
 def test_min_peak_fails_the_test_alone_with_rate_ceiling_and_bound(tmp_path: Path) -> None:
