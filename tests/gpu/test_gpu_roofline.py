@@ -103,7 +103,10 @@ def test_a_planted_second_gemm_raises_the_energy_per_call_beyond_max_joules(
     args = ("--cudaperf-json=r.json", "-p", "no:cacheprovider", "-rA")
     first = pytester.runpytest_subprocess("--cudaperf-energy", *args)
     first.assert_outcomes(passed=1)
-    energy = records(pytester.path / "r.json")[("test_gemm", "energy:call")]
+    path = pytester.path / "r.json"
+    details = json.loads(path.read_text())["tests"][0]["details"]  # why, where no figure
+    assert ("test_gemm", "energy:call") in records(path), details
+    energy = records(path)[("test_gemm", "energy:call")]
     one = energy["energy"]["joules_per_call"]
     print("one GEMM", energy["energy"])
     assert one > 0
