@@ -129,11 +129,16 @@ def _best_seconds(fn: Callable[[], object], device: Any) -> float:
     return best
 
 
-def measure_bandwidth(device: Any) -> float:
-    """Bytes per second of one large device-to-device copy (read and write counted)."""
+def measure_bandwidth(device: Any) -> float | None:
+    """Bytes per second of one large device-to-device copy (read and write counted); None
+    where its buffers do not fit (the device nearly full)."""
     import torch
 
-    buffers = [torch.empty(COPY_BYTES, dtype=torch.uint8, device=device) for _ in range(2)]
+    try:
+        buffers = [torch.empty(COPY_BYTES, dtype=torch.uint8, device=device) for _ in range(2)]
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return None
     try:
         return 2 * COPY_BYTES / _best_seconds(lambda: buffers[1].copy_(buffers[0]), device)
     finally:
@@ -150,7 +155,11 @@ def measure_gemm(device: Any, compute_class: str) -> float | None:
     if dtype_name is None:
         return None
     dtype = getattr(torch, dtype_name)
-    pair = [torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype) for _ in range(2)]
+    try:
+        pair = [torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype) for _ in range(2)]
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return None
     allowed = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = compute_class == "tf32"
     try:
@@ -167,9 +176,9 @@ class MeasuredCeilings:
     GEMM per compute class on first need. ``bandwidth_of`` and ``gemm_of`` measure (injected
     in tests)."""
 
-    bandwidth_of: Callable[[Any], float] = measure_bandwidth
+    bandwidth_of: Callable[[Any], float | None] = measure_bandwidth
     gemm_of: Callable[[Any, str], float | None] = measure_gemm
-    _bandwidth: dict[str, float] = field(default_factory=dict)
+    _bandwidth: dict[str, float | None] = field(default_factory=dict)
     _flops: dict[tuple[str, str], float | None] = field(default_factory=dict)
 
     def peaks(self, device_class: str, device: Any, compute_class: str | None) -> Peaks:

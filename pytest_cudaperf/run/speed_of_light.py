@@ -68,7 +68,10 @@ def after_measurement(
     asked = test.settings.roofline or (perf is not None and perf.wants_roofline)
     if asked or flops is not None or nbytes is not None:
         roofline = _roofline(test, measured, m, Declared(flops, nbytes))
-        _attach(test, key, m, roofline)
+        if isinstance(roofline, str):
+            test.state.details.append(f"{key.label()}{roofline}")
+        else:
+            _attach(test, key, m, roofline)
     is_cuda = str(measured.device).startswith("cuda")
     if is_cuda and (test.settings.energy or (perf is not None and perf.max_joules is not None)):
         _energy(test, key, measured, m)
@@ -86,11 +89,20 @@ def counted_work(call: Callable[[], object], declared: Declared) -> Work:
 
 def _roofline(
     test: TestContext, measured: Measured, m: Measurement, declared: Declared
-) -> Roofline:
+) -> Roofline | str:
+    """The measurement's roofline, or why there is none (the call failed under the counting
+    mode: it ran as measured, so the mode is the cause, and the test is not failed for it)."""
     from pytest_cudaperf.measure.ceilings import datasheet
     from pytest_cudaperf.measure.roofline import Roofline
 
-    work = counted_work(measured.call, declared)
+    try:
+        work = counted_work(measured.call, declared)
+    # whatever the call raises under the dispatch mode: the reason, not the test's failure
+    except Exception as exc:  # noqa: BLE001
+        return (
+            f"speed of light not counted: the call failed under torch's dispatch mode "
+            f"({type(exc).__name__}: {exc}); declare flops= and bytes= to skip counting"
+        )
     if not str(measured.device).startswith("cuda"):  # the CPU: rates, no ceiling
         return Roofline(work, m.median_ms, None, None)
     with measured.lock():
@@ -109,13 +121,17 @@ def _attach(test: TestContext, key: SeriesKey, m: Measurement, roofline: Rooflin
             state.records[i] = dataclasses.replace(record, roofline=roofline)
             break
     state.details.append(f"{label}speed of light: {roofline.describe()}")
+    if not (roofline.work.flops or roofline.work.bytes):
+        state.details.append(
+            f"{label}nothing counted: the call dispatched no torch op that reads, writes or "
+            "computes (a Triton or custom kernel?); declare flops= and bytes="
+        )
     perf = test.perf
     if perf is None or perf.min_peak is None:
         return
-    if roofline.measured is None:
-        state.details.append(
-            f"{label}min_peak not checked: no measured ceiling on {m.device or 'this device'}"
-        )
+    if roofline.measured is None or roofline.fraction("measured") is None:
+        where = f"on {m.device}" if roofline.measured is None else "for its bound"
+        state.details.append(f"{label}min_peak not checked: no measured ceiling {where}")
         return
     missed = roofline.gate(perf.min_peak)
     if missed:

@@ -181,3 +181,33 @@ def test_a_window_that_cannot_resolve_the_counter_gives_its_reason_not_a_figure(
     assert test.state.details == [
         "energy not measured: a 50 ms window is too short; max_joules 1 J not checked"
     ]
+
+
+def test_a_call_that_fails_under_counting_says_why_and_fails_nothing(tmp_path: Path) -> None:
+    test = TestContext(run_context(tmp_path, roofline=True), ItemState("t.py::a"), Marks())
+    m = timed(test, 0.004)
+
+    def refuses() -> None:
+        raise RuntimeError("no dispatch here")
+
+    after_measurement(test, A, Measured(refuses, "cuda:0", H100), m, Declared())
+    assert test.state.details == [
+        "speed of light not counted: the call failed under torch's dispatch mode (RuntimeError: "
+        "no dispatch here); declare flops= and bytes= to skip counting"
+    ]
+    assert (test.state.failures, test.state.records[0].roofline) == ([], None)
+
+
+def test_a_call_with_nothing_counted_is_told_to_declare_its_work(tmp_path: Path) -> None:
+    perf = PerfOptions(min_peak=0.5)
+    run = run_context(tmp_path)
+    run.ceilings = MeasuredCeilings(lambda device: None, lambda device, klass: None)  # no room
+    test = TestContext(run, ItemState("t.py::a"), Marks(perf=perf))
+    m = timed(test, 0.004)
+    after_measurement(test, A, Measured(lambda: None, "cuda:0", H100), m, Declared())
+    assert test.state.details[1:] == [
+        "nothing counted: the call dispatched no torch op that reads, writes or computes (a "
+        "Triton or custom kernel?); declare flops= and bytes=",
+        "min_peak not checked: no measured ceiling for its bound",
+    ]
+    assert test.state.failures == []
