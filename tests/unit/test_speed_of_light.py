@@ -211,3 +211,15 @@ def test_a_call_with_nothing_counted_is_told_to_declare_its_work(tmp_path: Path)
         "min_peak not checked: no measured ceiling for its bound",
     ]
     assert test.state.failures == []
+
+
+def test_max_joules_without_an_energy_counter_checks_nothing_and_says_why(tmp_path: Path) -> None:
+    perf = PerfOptions(max_joules=1.0)
+    test = TestContext(run_context(tmp_path), ItemState("t.py::a"), Marks(perf=perf))
+    m = timed(test, 0.004)
+    after_measurement(test, A, Measured(copy, "cuda:0", H100, uuid=""), m, Declared())
+    (line,) = test.state.details  # no NVML here, or no driver: no counter
+    assert line.startswith("energy not measured: ")
+    assert line.endswith("; max_joules 1 J not checked")
+    assert [r.series for r in test.state.records] == ["time:device"]
+    assert test.state.failures == []
