@@ -388,7 +388,7 @@ def test_the_report_counts_tests_that_failed_by_themselves(
     result.assert_outcomes(passed=1, failed=2)
     report = json.loads((pytester.path / "out.json").read_text())
     assert report["failed_bodies"] == 1
-    assert report["schema"] == 3
+    assert report["schema"] == 4
 
 
 def test_a_cpu_callable_runs_with_one_intra_op_thread_and_the_series_says_so(
