@@ -41,6 +41,18 @@ class PerfOptions:
     rounds: int | None = None
     #: frames torch.compile may compile while samples are taken (None: any, reported only)
     max_recompiles: int | None = None
+    #: the call's work, declared (wins over the counted figures): FLOPs and bytes per call
+    flops: float | None = None
+    nbytes: int | None = None
+    #: the least fraction of the measured ceiling of the call's bound (speed of light)
+    min_peak: float | None = None
+    #: the most joules per call (CUDA, NVML's energy counter)
+    max_joules: float | None = None
+
+    @property
+    def wants_roofline(self) -> bool:
+        """Does the marker ask for the call's work and speed of light?"""
+        return self.min_peak is not None or self.flops is not None or self.nbytes is not None
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,13 @@ def gpu(
     )
 
 
+def _peak_fraction(value: Any) -> float:
+    found = parse_fraction(value)
+    if not 0 < found <= 1:
+        raise ValueError(f"expected a fraction in (0, 1] such as 0.5 or '50%', got {value!r}")
+    return found
+
+
 def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's arguments
     max_ms: float | None = None,
     tolerance: float | str | None = None,
@@ -115,13 +134,20 @@ def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's argu
     max_peak: int | str | None = None,
     rounds: int | None = None,
     max_recompiles: int | None = None,
+    flops: float | None = None,
+    bytes: int | str | None = None,
+    min_peak: float | str | None = None,
+    max_joules: float | None = None,
 ) -> PerfOptions:
     """performance test: fails when the median exceeds `max_ms`, regresses beyond `tolerance`
     (0.05 or '5%') against its baseline, or a cuda_timer.compare speedup is below `min_speedup`.
     `cache` 'cold'|'hot', `graph` (CUDA-graph throughput), `warmup`/`min_time`/`max_time`
     (seconds) and `rounds` (independent rounds, pooled) tune cuda_timer; `max_peak` limits peak
     GPU memory; `max_recompiles` limits torch.compile recompilations while sampling (0 forbids
-    them). Without cuda_timer the whole test function is re-run and timed."""
+    them). `flops`/`bytes` declare the work per call (else counted), `min_peak` (0.5 or '50%')
+    is the least fraction of the measured ceiling of the call's bound (speed of light),
+    `max_joules` the most energy per call (CUDA, NVML). Without cuda_timer the whole test
+    function is re-run and timed."""
     return PerfOptions(
         max_ms=checked("max_ms", max_ms, _positive_number),
         tolerance=checked("tolerance", tolerance, parse_fraction),
@@ -134,6 +160,10 @@ def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's argu
         max_peak=checked("max_peak", max_peak, parse_size),
         rounds=checked("rounds", rounds, _int_at_least(1)),
         max_recompiles=checked("max_recompiles", max_recompiles, _int_at_least(0)),
+        flops=checked("flops", flops, _positive_number),
+        nbytes=checked("bytes", bytes, parse_size),
+        min_peak=checked("min_peak", min_peak, _peak_fraction),
+        max_joules=checked("max_joules", max_joules, _positive_number),
     )
 
 

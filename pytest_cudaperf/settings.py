@@ -282,6 +282,23 @@ OPTIONS: tuple[Option, ...] = (
         metavar="NAMES",
     ),
     Option(
+        "roofline",
+        "count each measured call's FLOPs and bytes (one more call, after its samples) and "
+        "report its speed of light: achieved rate, bound and %% of the measured and datasheet "
+        "ceilings (tests with min_peak, flops or bytes always)",
+        parse_bool,
+        False,
+        flag=True,
+    ),
+    Option(
+        "energy",
+        "measure each CUDA measurement's joules per call and mean power with NVML's energy "
+        "counter (a window of 0.1-2 s of back-to-back calls; tests with max_joules always)",
+        parse_bool,
+        False,
+        flag=True,
+    ),
+    Option(
         "benchmark",
         "serve the benchmark fixture, its marker and the --benchmark-* options even where "
         "pytest-benchmark is installed (it is switched off for the run)",
@@ -325,6 +342,10 @@ class Settings:
     leak_sweep: str = "off"
     #: fixtures whose state a re-run would corrupt: the sweep never re-runs their tests
     leak_sweep_unsafe_fixtures: tuple[str, ...] = ()
+    #: every measurement's work counted and its speed of light reported
+    roofline: bool = False
+    #: every CUDA measurement's energy per call measured
+    energy: bool = False
     #: where each value came from: "default", "from the command line", "from pytest.ini [...]"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_cudaperf.history.changepoints import MIN_SIZE, NEEDED
-from pytest_cudaperf.history.store import Ack
+from pytest_cudaperf.history.store import Ack, Point
 from pytest_cudaperf.history.timelines import (
     BreakdownDiff,
     Change,
@@ -27,6 +27,7 @@ from pytest_cudaperf.history.timelines import (
     TestHistory,
     Timeline,
 )
+from pytest_cudaperf.measure.roofline import format_count
 from pytest_cudaperf.units import format_pct
 from pytest_cudaperf.verdict import format_value
 
@@ -175,10 +176,18 @@ def _test_rows(test: TestHistory, site: Site) -> str:
                 f"</span>{_esc(line.device_class)}</td>"
                 f"<td class='num'>{len(line.runs)}</td>"
                 f"<td>{sparkline(line, site.colours[line.device_class])}</td>"
-                f"<td class='num'>{_esc(format_value(latest.value, latest.unit))}</td>"
+                f"<td class='num'>{_esc(format_value(latest.value, latest.unit))}"
+                f"{_peak_share(latest.point)}</td>"
                 f"{_latest_change_cell(line)}</tr>"
             )
     return f"<tbody data-test='{_esc(test.nodeid)}'>{''.join(rows)}</tbody>"
+
+
+def _peak_share(point: Point) -> str:
+    """The latest run's share of peak under its value, where its speed of light was counted."""
+    if point.peak_fraction is None or point.bound is None:
+        return ""
+    return f"<div class='meta'>{_esc(f'{point.peak_fraction:.0%} of peak, {point.bound}')}</div>"
 
 
 def render_index(tests: Sequence[TestHistory], site: Site) -> str:
@@ -236,6 +245,18 @@ def _change_id(plot: int, line: int, change: int) -> str:
     return f"cp-{plot}-{line}-{change}"
 
 
+def sol_text(point: Point) -> str | None:
+    """A run's speed of light as the dashboard says it: ``memory-bound, 71% of peak
+    (8.39 MB, 0 FLOP per call)``; None where it was not counted."""
+    if point.flops is None or point.bytes is None:
+        return None
+    work = f"{format_count(point.bytes, 'B')}, {format_count(point.flops, 'FLOP')} per call"
+    if point.bound is None:
+        return work
+    share = f", {point.peak_fraction:.0%} of peak" if point.peak_fraction is not None else ""
+    return f"{point.bound}-bound{share} ({work})"
+
+
 def _run_json(run: Run) -> dict[str, Any]:
     data: dict[str, Any] = {
         "x": run.x,
@@ -245,6 +266,9 @@ def _run_json(run: Run) -> dict[str, Any]:
         "date": run.date,
         "verdict": run.verdict,
     }
+    sol = sol_text(run.point)
+    if sol is not None:
+        data["sol"] = sol
     if run.lo is not None and run.hi is not None:
         data.update(
             lo=run.lo,

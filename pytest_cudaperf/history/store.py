@@ -6,7 +6,10 @@ earlier run and none of its own; readers read while a writer writes, and concurr
 safe: a run is known by its report's ``run_id``, and adding it twice, one after the other or from
 two writers at once, keeps the first (the second is "already there", not an error). Per run and
 series the store keeps the value (the median), its interval (``lo``, ``hi``), the noise, the SM
-clock, the verdict and the kernel breakdown (JSON) where the run has one (:func:`run_breakdown`).
+clock, the verdict and the kernel breakdown (JSON) where the run has one (:func:`run_breakdown`),
+and a time's speed of light where it was counted: FLOPs and bytes per call, the bound and the
+fraction of the measured ceiling (else of the datasheet's). Energy per call is a series of its
+own (``energy:call``, in J).
 
 The schema is versioned (:data:`SCHEMA`): opening a store of an older version migrates it in place
 in one transaction (a failed migration leaves it as it was); a store written by a newer version is
@@ -47,8 +50,9 @@ __all__ = [
     "report_source",
 ]
 
-#: the store's schema version: 2 added each result's interval and breakdown, and the acks
-SCHEMA = 2
+#: the store's schema version: 2 added each result's interval and breakdown, and the acks; 3 a
+#: time's speed of light (flops, bytes, bound, peak_fraction)
+SCHEMA = 3
 #: a commit as ``--since`` takes it: its sha or a prefix of it, 4 hex digits or more
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 #: the candidates an ambiguous commit prefix names, at most
@@ -80,6 +84,10 @@ CREATE TABLE IF NOT EXISTS results (
     lo DOUBLE PRECISION,
     hi DOUBLE PRECISION,
     breakdown TEXT,
+    flops DOUBLE PRECISION,
+    bytes DOUBLE PRECISION,
+    bound TEXT,
+    peak_fraction DOUBLE PRECISION,
     PRIMARY KEY (run, nodeid, name, series, device_class)
 );
 CREATE INDEX IF NOT EXISTS results_by_series ON results (device_class, nodeid, name, series);
@@ -108,6 +116,12 @@ ALTER TABLE results ADD COLUMN lo DOUBLE PRECISION;
 ALTER TABLE results ADD COLUMN hi DOUBLE PRECISION;
 ALTER TABLE results ADD COLUMN breakdown TEXT;
 {_ACKS}
+""",
+    2: """
+ALTER TABLE results ADD COLUMN flops DOUBLE PRECISION;
+ALTER TABLE results ADD COLUMN bytes DOUBLE PRECISION;
+ALTER TABLE results ADD COLUMN bound TEXT;
+ALTER TABLE results ADD COLUMN peak_fraction DOUBLE PRECISION;
 """,
 }
 
@@ -144,6 +158,12 @@ class Point:
     run_id: str = ""
     #: the kernel (CPU: op) breakdown's JSON object, where the record has one
     breakdown: dict[str, Any] | None = None
+    #: a time's speed of light, where it was counted: FLOPs and bytes per call, the bound
+    #: (``memory``, ``compute``) and the fraction of the measured (else datasheet) ceiling
+    flops: float | None = None
+    bytes: float | None = None
+    bound: str | None = None
+    peak_fraction: float | None = None
 
 
 #: a series in the store: (device class, node id, name, series)
@@ -175,6 +195,18 @@ def run_breakdown(judged: JudgedRecord) -> Mapping[str, Any] | None:
     if judged.record.breakdown is not None:
         return judged.record.breakdown
     return judged.compared[1].to_json() if judged.compared is not None else None
+
+
+def speed_of_light(judged: JudgedRecord) -> tuple[object, ...]:
+    """A record's speed-of-light columns: FLOPs, bytes, bound, fraction of the measured
+    ceiling (else the datasheet's); all None without a roofline."""
+    roof = judged.roofline
+    if roof is None:
+        return (None, None, None, None)
+    fraction = roof.fraction("measured")
+    if fraction is None:
+        fraction = roof.fraction("datasheet")
+    return (float(roof.work.flops), float(roof.work.bytes), roof.bound, fraction)
 
 
 def _iso_time(text: str) -> str | None:
@@ -288,6 +320,7 @@ class HistoryStore:
                 lo,
                 hi,
                 None if breakdown is None else json.dumps(dict(breakdown), sort_keys=True),
+                *speed_of_light(r),
             )
         db = self._db
         with db.guard("could not add the run"), db.transaction():
@@ -302,8 +335,8 @@ class HistoryStore:
             run = int(found[0][0])
             db.execute_many(
                 "INSERT INTO results (run, nodeid, name, series, device_class, unit, value, "
-                "noise, sm_mhz, verdict, lo, hi, breakdown) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "noise, sm_mhz, verdict, lo, hi, breakdown, flops, bytes, bound, peak_fraction) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(run, *key, *values) for key, values in rows.items()],
             )
         return True
@@ -368,7 +401,8 @@ class HistoryStore:
             rows, _ = self._db.execute(
                 "SELECT runs.commit_sha, runs.recorded_at, results.value, results.unit, "
                 "results.verdict, results.lo, results.hi, results.noise, results.sm_mhz, "
-                "runs.run_id, results.breakdown "
+                "runs.run_id, results.breakdown, results.flops, results.bytes, results.bound, "
+                "results.peak_fraction "
                 "FROM results JOIN runs ON runs.id = results.run "
                 "WHERE device_class = ? AND nodeid = ? AND name = ? AND series = ? "
                 "AND runs.recorded_at >= ? ORDER BY runs.recorded_at, runs.id",
@@ -387,8 +421,28 @@ class HistoryStore:
                 sm_mhz=_number(mhz),
                 run_id=str(run_id),
                 breakdown=_breakdown(breakdown),
+                flops=_number(flops),
+                bytes=_number(nbytes),
+                bound=None if bound is None else str(bound),
+                peak_fraction=_number(fraction),
             )
-            for c, t, v, u, k, lo, hi, noise, mhz, run_id, breakdown in rows
+            for (
+                c,
+                t,
+                v,
+                u,
+                k,
+                lo,
+                hi,
+                noise,
+                mhz,
+                run_id,
+                breakdown,
+                flops,
+                nbytes,
+                bound,
+                fraction,
+            ) in rows
         ]
 
     def acknowledge(self, acks: Sequence[Ack]) -> None:

@@ -29,7 +29,8 @@ from pytest_cudaperf.store.baselines import UpdateSummary
 from pytest_cudaperf.verdict import Kind
 
 #: the report document's version; version 4 added the leak sweep (``leak_sweep``, each test's
-#: ``sweep``); versions 2 (no ``peak``, ``rank``, ``bandwidth`` of their own, a side-by-side
+#: ``sweep``), a time's ``roofline``, ``energy:call`` records and their ``energy``; versions 2
+#: (no ``peak``, ``rank``, ``bandwidth`` of their own, a side-by-side
 #: ``html`` in ``explanation_data``) and 3 are read as well
 SCHEMA = 4
 READABLE = (2, 3, 4)
@@ -164,10 +165,12 @@ class Report:
         records = self.records()
         kinds = Counter(r.verdict.kind for r in records)
         peaks = sum(1 for r in records if r.is_peak)
+        energies = sum(1 for r in records if r.is_energy)
         return {
             "measured": len(records),
-            "times": len(records) - peaks,
+            "times": len(records) - peaks - energies,
             "peaks": peaks,
+            "energies": energies,
             "regression": kinds[Kind.REGRESSION],
             "improved": kinds[Kind.IMPROVED],
             "new": kinds[Kind.NEW],

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_cudaperf.report.document import Report
-from pytest_cudaperf.report.terminal import HEADER, summary_line, table_rows
+from pytest_cudaperf.report.terminal import header_of, summary_line, table_rows
 
 
 def github_summary(report: Report) -> str:
-    lines = ["### cudaperf", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    header = header_of(report)  # the speed-of-light and energy columns where measured
+    lines = ["### cudaperf", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines.extend(
         "| " + " | ".join(c.replace("|", "\\|") or " " for c in row) + " |"
         for row in table_rows(report)

@@ -108,8 +108,12 @@ def _record_card(record: JudgedRecord) -> str:
         samples, ci = (m.samples_ms, m.ci_ms) if m is not None else ((), None)
         body = _strip(samples, baseline, ci, verdict.threshold)
         value = format_value(record.value, record.unit)
+    elif record.energy is not None:
+        value = record.energy.describe()
     else:
         value = format_size(record.value)
+    if record.roofline is not None:
+        body += f"<div class='meta'>speed of light: {html.escape(record.roofline.describe())}</div>"
     warnings = "".join(f"<li>{esc(w)}</li>" for w in record.warnings)
     explained = "".join(f"<div class='meta'>{esc(line)}</div>" for line in record.explanation)
     if record.compared is not None:  # escaped by side_by_side_html

@@ -15,6 +15,8 @@ from enum import Enum
 
 from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.measure.energy import Energy
+from pytest_cudaperf.measure.roofline import Roofline
 from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
 from pytest_cudaperf.memory.sweep import SweepStatus
@@ -204,6 +206,10 @@ class JudgedRecord:
     ranks: Mapping[str, float] = field(default_factory=dict)
     #: a collective's bandwidth (``dist_rank.bench_collective``)
     bandwidth: Bandwidth | None = None
+    #: a time's speed of light: the call's work, rates and ceilings (``--cudaperf-roofline``)
+    roofline: Roofline | None = None
+    #: an ``energy:call`` series' window: joules per call, mean power, the counter's resolution
+    energy: Energy | None = None
 
     @property
     def key(self) -> SeriesKey:
@@ -244,6 +250,10 @@ class JudgedRecord:
     @property
     def is_peak(self) -> bool:
         return self.series.startswith("memory:")
+
+    @property
+    def is_energy(self) -> bool:
+        return self.series.startswith("energy:")
 
     @property
     def traced(self) -> str | None:
@@ -287,6 +297,10 @@ class JudgedRecord:
                 else None
             ),
         )
+        if self.roofline is not None:
+            data["roofline"] = plain(self.roofline.to_dict())
+        if self.energy is not None:
+            data["energy"] = plain(self.energy.to_dict())
         return data
 
     @classmethod
@@ -316,6 +330,14 @@ class JudgedRecord:
             rank=int(rank) if isinstance(rank, int) and not isinstance(rank, bool) else None,
             ranks={str(k): float(v) for k, v in to_object(ranks, f"{where}.ranks").items()},
             bandwidth=_bandwidth_from_json(bandwidth, f"{where}.bandwidth") if bandwidth else None,
+            roofline=(
+                leaf(Roofline.from_dict, d["roofline"], f"{where}.roofline")
+                if d.get("roofline")
+                else None
+            ),
+            energy=leaf(Energy.from_dict, d["energy"], f"{where}.energy")
+            if d.get("energy")
+            else None,
         )
 
 

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from pytest_cudaperf.measure.energy import format_joules
 from pytest_cudaperf.memory.sweep import SweepStatus
 from pytest_cudaperf.report.document import Report, SweepSummary
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
@@ -64,8 +65,29 @@ def _verdict_word(record: JudgedRecord) -> str:
 SERIES_TAGS = {"time:host": " [host]", "time:kernels": " [kernels]"}
 
 
+def sol_cell(record: JudgedRecord) -> str:
+    """A time's speed of light: its rate in the resource that bounds it and the share of the
+    measured ceiling (``2.56 TB/s 87% mem``); the rates alone without a ceiling (the CPU)."""
+    roof = record.roofline
+    if roof is None:
+        return ""
+    return roof.cell()
+
+
+def energy_cell(record: JudgedRecord | None) -> str:
+    """An ``energy:call`` series' joules per call, and its verdict where it is not a pass."""
+    if record is None:
+        return ""
+    text = format_joules(record.value)
+    if record.verdict.kind not in (Kind.PASS, Kind.NEW):
+        text += f" {record.verdict.kind.value.upper()}"
+    return text
+
+
 def table_rows(report: Report) -> list[list[str]]:
     peaks = {r.key: r for r in report.records() if r.series == "memory:peak"}
+    energies = {r.key: r for r in report.records() if r.is_energy}
+    with_sol = any(r.roofline is not None for r in report.records())
     rows = []
     for record in sorted(report.records(), key=lambda r: r.key):
         if not record.is_time:
@@ -75,21 +97,36 @@ def table_rows(report: Report) -> list[list[str]]:
         peak_text = format_size(peak.value) if peak else ""
         if peak and peak.verdict.kind not in (Kind.PASS, Kind.NEW):
             peak_text += f" {peak.verdict.kind.value.upper()}"  # e.g. "14.0 MiB REGRESSION"
-        rows.append(
-            [
-                _short(str(record.key) + SERIES_TAGS.get(record.series, "")),
-                format_value(record.value, record.unit),
-                base,
-                change,
-                ci,
-                _verdict_word(record),
-                peak_text,
-            ]
-        )
+        row = [
+            _short(str(record.key) + SERIES_TAGS.get(record.series, "")),
+            format_value(record.value, record.unit),
+            base,
+            change,
+            ci,
+            _verdict_word(record),
+            peak_text,
+        ]
+        if with_sol:
+            row.append(sol_cell(record))
+        if energies:
+            row.append(energy_cell(energies.get(record.key) if record.unit == "ms" else None))
+        rows.append(row)
     return rows
 
 
 HEADER = ["test", "median", "baseline", "change", "95% CI", "verdict", "peak mem"]
+SOL_HEADER = "speed of light"
+ENERGY_HEADER = "energy/call"
+
+
+def header_of(report: Report) -> list[str]:
+    """The table's columns: the speed of light and the energy per call only where measured."""
+    header = list(HEADER)
+    if any(r.roofline is not None for r in report.records()):
+        header.append(SOL_HEADER)
+    if any(r.is_energy for r in report.records()):
+        header.append(ENERGY_HEADER)
+    return header
 
 
 def render_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) -> list[str]:
@@ -103,9 +140,15 @@ def render_table(rows: Sequence[Sequence[str]], header: Sequence[str] = HEADER) 
 
 def summary_line(counts: Mapping[str, int]) -> str:
     measured = f"{counts['measured']} measured"
-    if counts["peaks"]:  # a time and a peak are judged alike: say how many of each
+    energies = counts.get("energies", 0)
+    if counts["peaks"] or energies:  # a time, a peak and an energy are judged alike: how many
         times, peaks = counts["times"], counts["peaks"]
-        measured += f" ({times} time{'s' if times != 1 else ''}, {peaks} peak memory)"
+        kinds = [f"{times} time{'s' if times != 1 else ''}"]
+        if peaks:
+            kinds.append(f"{peaks} peak memory")
+        if energies:
+            kinds.append(f"{energies} energy")
+        measured += f" ({', '.join(kinds)})"
     parts = [
         measured,
         f"{counts['regression']} regression{'s' if counts['regression'] != 1 else ''}",
@@ -209,7 +252,7 @@ def terminal_summary(
     tr.write_sep("=", "cudaperf")
     rows = table_rows(report)
     if rows:
-        for line in render_table(rows):
+        for line in render_table(rows, header_of(report)):
             tr.write_line(line)
     for line in _notes(report, update):
         tr.write_line(line)

@@ -47,7 +47,8 @@ FRESH_TIMEOUT_S = 300.0
 def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
     """The run's resolved settings as ``PYTEST_CUDAPERF_*`` (the environment overrides the ini file
     in the child). A child never writes files: no JSON, HTML or history, no pruning; baselines
-    are written by the parent's run."""
+    are written by the parent's run. It re-measures times only: no speed of light or energy
+    window of its own (the parent's stand)."""
     from pytest_cudaperf.settings import OPTIONS
 
     env: dict[str, str] = {}
@@ -57,7 +58,7 @@ def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
             continue
         if option.field == "baseline_dir":
             value = str(baseline_dir)
-        elif option.field == "prune":
+        elif option.field in ("prune", "roofline", "energy"):
             value = False
         env[option.env] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     return env

@@ -24,6 +24,8 @@ from pytest_cudaperf.devices.probe import Probe
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks
+from pytest_cudaperf.measure.ceilings import MeasuredCeilings
+from pytest_cudaperf.measure.energy import Resolution
 from pytest_cudaperf.paths import unwritable
 from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.report.model import (
@@ -79,6 +81,10 @@ class RunContext:
     rank: RankEnv | None = None
     #: re-measures a CPU regression in a fresh process (None: off, in a rank, in such a process)
     fresh: FreshProcess | None = None
+    #: the ceilings measured in this process (a copy, a GEMM per compute class), per device class
+    ceilings: MeasuredCeilings = field(default_factory=MeasuredCeilings)
+    #: each GPU's energy counter resolution (or why it has none), probed once per process
+    energy_resolutions: dict[str, Resolution | str] = field(default_factory=dict)
     _probe: Probe | None = None
 
     @classmethod

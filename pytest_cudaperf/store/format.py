@@ -19,7 +19,7 @@ from pytest_cudaperf.series import TIME_UNITS, Entry, Recording, metric_of
 
 SCHEMA = 2
 #: units a series may have
-UNITS = frozenset({*TIME_UNITS, "bytes", "GB/s", "TFLOP/s"})
+UNITS = frozenset({*TIME_UNITS, "bytes", "GB/s", "TFLOP/s", "J"})
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 #: a file's series by key and series name

@@ -14,7 +14,7 @@ def test_markers_show_full_signatures(pytester: pytest.Pytester) -> None:
             "@pytest.mark.gpu(count=1, min_memory=None, capability=None): needs `count` CUDA GPUs*",
             "@pytest.mark.perf(max_ms=None, tolerance=None, cache=None, graph=False, warmup=None, "
             "min_time=None, max_time=None, min_speedup=None, max_peak=None, rounds=None, "
-            "max_recompiles=None): "
+            "max_recompiles=None, flops=None, bytes=None, min_peak=None, max_joules=None): "
             "performance test*",
             "@pytest.mark.no_leak(tolerance=0, warmup=2, iterations=3, pinned=True, "
             "outside_torch=False, max_peak=None): fails when the test body leaks memory*",

@@ -26,7 +26,14 @@ from pytest_cudaperf.verdict import Kind, Verdict
 
 def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
     settings = Settings(
-        update=True, prune=True, tolerance=0.1, max_time=0.5, json="out.json", history="h.sqlite"
+        update=True,
+        prune=True,
+        tolerance=0.1,
+        max_time=0.5,
+        json="out.json",
+        history="h.sqlite",
+        roofline=True,
+        energy=True,
     )
     env = settings_env(settings, tmp_path)
     assert env["PYTEST_CUDAPERF_UPDATE"] == "1"
@@ -36,6 +43,7 @@ def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
     assert env["PYTEST_CUDAPERF_BASELINE_DIR"] == str(tmp_path)
     assert "PYTEST_CUDAPERF_JSON" not in env
     assert "PYTEST_CUDAPERF_HISTORY" not in env  # a child appends no run of its own
+    assert env["PYTEST_CUDAPERF_ROOFLINE"] == env["PYTEST_CUDAPERF_ENERGY"] == "0"  # times only
 
 
 def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:

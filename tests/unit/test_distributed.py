@@ -155,7 +155,9 @@ def test_marker_validation() -> None:
         parse("distributed", (), {"backend": "mpi"})
     with pytest.raises(MarkerError, match="timeout: expected a positive duration"):
         parse("distributed", (), {"timeout": -1})
-    with pytest.raises(MarkerError, match="unknown argument 'ranks'; it takes world_size, backend, timeout"):
+    with pytest.raises(
+        MarkerError, match="unknown argument 'ranks'; it takes world_size, backend, timeout"
+    ):
         parse("distributed", (), {"ranks": 2})
 
 

@@ -264,7 +264,7 @@ def test_a_point_holds_the_interval_noise_clock_run_and_breakdown(tmp_path: Path
         store.add_run(report, Source("c1"), "2026-11-01T00:00:00+00:00")
         (time_point,) = store.points(("GPU X", "t.py::a", "", "time:device/cold"))
         (peak,) = store.points(("GPU X", "t.py::a", "", "memory:peak"))
-        assert store.schema == SCHEMA == 2
+        assert store.schema == SCHEMA == 3
     assert (time_point.lo, time_point.hi, time_point.noise) == (0.98, 1.03, 0.01)
     assert (time_point.sm_mhz, time_point.run_id, time_point.verdict) == (1755.0, "r1", "pass")
     assert time_point.breakdown == breakdown
@@ -275,6 +275,29 @@ def test_a_point_holds_the_interval_noise_clock_run_and_breakdown(tmp_path: Path
         None,
         None,
     )
+
+
+def test_a_point_holds_the_speed_of_light_and_the_dashboard_says_it(tmp_path: Path) -> None:
+    from pytest_cudaperf.history.pages import sol_text
+    from pytest_cudaperf.measure.ceilings import Peaks
+    from pytest_cudaperf.measure.roofline import Roofline
+    from pytest_cudaperf.measure.work import Work
+
+    work = Work(read_bytes=4 * 10**6, written_bytes=4 * 10**6)
+    roof = Roofline(work, 0.004, Peaks(2.5e12, {}, "measured"), None)  # 2 TB/s: 80%
+    records = (
+        dataclasses.replace(judged("t.py::a", 0.004), roofline=roof),
+        judged("t.py::a", 0.3, unit="J", series="energy:call"),
+    )
+    report = Report(tests=(TestOutcome("t.py::a", records),), run_id="r1")
+    with open_store(tmp_path / "h.sqlite") as store:
+        store.add_run(report, Source("c1"), "2026-11-01T00:00:00+00:00")
+        (point,) = store.points(("GPU X", "t.py::a", "", "time:device/cold"))
+        (energy,) = store.points(("GPU X", "t.py::a", "", "energy:call"))
+    assert (point.flops, point.bytes, point.bound) == (0.0, 8e6, "memory")
+    assert point.peak_fraction == pytest.approx(0.8)
+    assert sol_text(point) == "memory-bound, 80% of peak (8 MB, 0 FLOP per call)"
+    assert (energy.value, energy.unit, sol_text(energy)) == (0.3, "J", None)
 
 
 #: the tables as schema 1 wrote them
@@ -304,10 +327,11 @@ def test_a_schema_1_history_is_migrated_in_place(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     schema_1(db)
     with open_store(db) as store:
-        assert store.schema == 2
+        assert store.schema == 3
         (old,) = store.points(IDENT)
         assert (old.commit, old.value, old.sm_mhz, old.run_id) == ("c0", 1.0, 1980.0, "old")
         assert (old.lo, old.hi, old.breakdown) == (None, None, None)
+        assert (old.flops, old.bytes, old.bound, old.peak_fraction) == (None, None, None, None)
         fill(store, [1.1])
         assert [p.value for p in store.points(IDENT)] == [1.0, 1.1]
         assert store.acks() == []

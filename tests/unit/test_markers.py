@@ -28,6 +28,18 @@ def test_perf_parsing() -> None:
     assert parse("perf", (), {}).max_recompiles is None
 
 
+def test_perf_takes_the_work_the_speed_of_light_and_the_energy_limit() -> None:
+    found = parse("perf", (), {"flops": 2e9, "bytes": "256MB", "min_peak": "50%", "max_joules": 2})
+    assert (found.flops, found.nbytes, found.min_peak, found.max_joules) == (
+        2e9,
+        256 * 10**6,
+        0.5,
+        2.0,
+    )
+    assert found.wants_roofline
+    assert not parse("perf", (), {"max_joules": 2}).wants_roofline
+
+
 def test_no_leak_parsing() -> None:
     assert parse("no_leak", (), {}) == LeakOptions()
     assert parse("no_leak", (), {"tolerance": "1 MiB"}).tolerance == 2**20
@@ -42,6 +54,11 @@ def test_no_leak_parsing() -> None:
         ("perf", (), {"cache": "warm"}, "cache: expected 'cold' or 'hot'"),
         ("perf", (), {"rounds": 0}, "rounds: expected an integer >= 1, got 0"),
         ("perf", (), {"max_recompiles": -1}, "max_recompiles: expected an integer >= 0, got -1"),
+        ("perf", (), {"min_peak": "150%"}, "min_peak: expected a fraction in (0, 1]"),
+        ("perf", (), {"min_peak": "fast"}, "min_peak: "),
+        ("perf", (), {"max_joules": 0}, "max_joules: expected a positive number, got 0"),
+        ("perf", (), {"flops": "many"}, "flops: expected a positive number, got 'many'"),
+        ("perf", (), {"bytes": "lots"}, "bytes: "),
         ("perf", (), {"max_recompiles": True}, "max_recompiles: expected an integer >= 0"),
         ("gpu", (0,), {}, "@pytest.mark.gpu: count: expected an integer >= 1, got 0"),
         ("gpu", (), {"min_memory": "lots"}, "min_memory: expected a size"),
@@ -49,7 +66,7 @@ def test_no_leak_parsing() -> None:
         ("no_leak", (), {"iterations": 1}, "iterations: expected an integer >= 2, got 1"),
         ("no_leak", (), {"pinned": "yes"}, "pinned: expected True or False"),
         ("no_leak", (1, 2, 3, 4, 5, 6, 7), {}, "too many positional arguments"),
-        ("perf", (1,) * 12, {}, "too many positional arguments"),
+        ("perf", (1,) * 16, {}, "too many positional arguments"),
     ],
 )
 def test_bad_arguments_name_the_argument(
@@ -66,7 +83,7 @@ def test_marker_help_has_full_signature() -> None:
     assert marker_help("perf").startswith(
         "perf(max_ms=None, tolerance=None, cache=None, graph=False, warmup=None, "
         "min_time=None, max_time=None, min_speedup=None, max_peak=None, rounds=None, "
-        "max_recompiles=None): "
+        "max_recompiles=None, flops=None, bytes=None, min_peak=None, max_joules=None): "
     )
     assert marker_help("no_leak").startswith(
         "no_leak(tolerance=0, warmup=2, iterations=3, pinned=True, outside_torch=False, "

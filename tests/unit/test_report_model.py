@@ -9,7 +9,11 @@ import pytest
 from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.breakdown.model import Entry as Kernel
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.measure.ceilings import Peaks, datasheet
+from pytest_cudaperf.measure.energy import Energy, Resolution
+from pytest_cudaperf.measure.roofline import Roofline
 from pytest_cudaperf.measure.timing import Comparison, Measurement
+from pytest_cudaperf.measure.work import Work
 from pytest_cudaperf.memory.protocol import PeakResult
 from pytest_cudaperf.report.document import Report, dumps, merge_reports, read_report
 from pytest_cudaperf.report.fields import ReportError
@@ -56,6 +60,22 @@ def full_outcome() -> TestOutcome:
         rank=1,
         ranks={"0": 1.2, "1": 1.25},
         bandwidth=Bandwidth("all_reduce", 1 << 20, 100.0, 150.0),
+        roofline=Roofline(
+            Work(10**9, 4096, 2048, {"bf16": 10**9}, 3, ("flops",)),
+            1.25,
+            Peaks(2.9e12, {"bf16": 7.5e14}, "measured"),
+            datasheet("NVIDIA H100 80GB HBM3"),
+        ),
+    )
+    energy_record = JudgedRecord(
+        record=dataclasses.replace(
+            _record(),
+            series="energy:call",
+            unit="J",
+            recording=Recording("2026-11-23", 0.25, 0.01, 4000, ci=(0.2475, 0.2525)),
+        ),
+        verdict=Verdict(Kind.NEW),
+        energy=Energy(0.25, 410.0, 4000, 1.0, Resolution(0.005, 1)),
     )
     peak_record = JudgedRecord(
         record=dataclasses.replace(
@@ -71,7 +91,7 @@ def full_outcome() -> TestOutcome:
     slow = Measurement.from_samples([2.0, 2.1])
     return TestOutcome(
         nodeid=NODEID,
-        records=(time_record, peak_record),
+        records=(time_record, peak_record, energy_record),
         failures=(Failure(FailureKind.REGRESSION, "slower"), Failure(FailureKind.LEAK, "leak")),
         details=("a detail",),
         leak=LeakOutcome(
@@ -120,8 +140,9 @@ def test_a_report_round_trips_and_counts_its_verdicts(tmp_path: Path) -> None:
     path.write_text(dumps(report))
     assert read_report(path) == report
     summary = json.loads(path.read_text())["summary"]
-    assert summary["measured"] == 2
-    assert (summary["times"], summary["peaks"], summary["regression"]) == (1, 1, 1)
+    assert summary["measured"] == 3
+    assert (summary["times"], summary["peaks"], summary["energies"]) == (1, 1, 1)
+    assert summary["regression"] == 1
     assert summary["leak"] == 1
 
 

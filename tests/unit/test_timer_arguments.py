@@ -73,3 +73,22 @@ def test_bad_options_are_one_line_errors(
 
 def test_good_arguments_pass() -> None:
     check_arguments(len, "hot", True, {"warmup": 0, "min_time": 0.1, "max_time": None})
+
+
+def test_declared_work_is_read_and_checked_in_one_line() -> None:
+    from pytest_cudaperf.fixtures.timer import check_work
+    from pytest_cudaperf.run.speed_of_light import Declared
+
+    assert check_work(2e9, "1MB") == Declared(2e9, 10**6)
+    assert check_work(None, 4096) == Declared(None, 4096)
+    cases = [
+        ((True, None), TypeError, "cuda_timer: flops must be a number, got bool True"),
+        ((-1, None), ValueError, "cuda_timer: flops must be a finite number > 0, got -1"),
+        (("x", None), ValueError, "cuda_timer: flops: expected a number, got 'x'"),
+        ((None, [1]), TypeError, "cuda_timer: bytes must be a number, got list [1]"),
+        ((None, 0), ValueError, "cuda_timer: bytes must be a finite number > 0, got 0"),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error) as info:
+            check_work(*args)
+        assert str(info.value) == message

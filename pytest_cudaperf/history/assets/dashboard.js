@@ -243,6 +243,7 @@
       ["value", run.text + (run.interval ? " (" + run.interval + ")" : "")],
       ["verdict", run.verdict.toUpperCase()],
     ];
+    if (run.sol) rows.push(["speed of light", run.sol]);
     rows.forEach(function (row) {
       var div = document.createElement("div");
       div.className = row[0] ? "row" : "row head";
