@@ -135,7 +135,7 @@ def test_a_tests_marks_parse_closest_first_into_typed_options() -> None:
             {"max_msec": 5},
             "@pytest.mark.perf: unknown argument 'max_msec' (did you mean 'max_ms'?); it takes "
             "max_ms, tolerance, cache, graph, warmup, min_time, max_time, min_speedup, max_peak, "
-            "rounds, max_recompiles",
+            "rounds, max_recompiles, flops, bytes, min_peak, max_joules",
         ),
         (
             "gpu",
