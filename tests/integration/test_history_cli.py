@@ -237,8 +237,8 @@ def test_each_unusable_history_or_report_is_one_line(
     newer = tmp_path / "newer.sqlite"
     fill(str(newer), [1.0])
     with closing(sqlite3.connect(newer)) as raw, raw:
-        raw.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
-    assert "history schema 3 was written by a newer pytest-cudaperf (this one reads up to 2)" in (
+        raw.execute("UPDATE meta SET value = '4' WHERE key = 'schema'")
+    assert "history schema 4 was written by a newer pytest-cudaperf (this one reads up to 3)" in (
         error("history", "regressions", str(newer))
     )
     future = tmp_path / "future.json"

@@ -29,7 +29,7 @@ from history_reports import IDENT, fill, run_report, shas, stepped_pair
 
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.history.regressions import regressions
-from pytest_cudaperf.history.store import HistoryError, Source, open_store
+from pytest_cudaperf.history.store import Confirmation, HistoryError, Source, open_store
 from pytest_cudaperf.report.document import write_report
 
 
@@ -125,7 +125,7 @@ def url(server: Server) -> str:
 
 def test_runs_are_added_once_with_what_each_series_keeps(url: str) -> None:
     with open_store(url) as store:
-        assert store.schema == 2  # the tables were created by the tool
+        assert store.schema == 3  # the tables were created by the tool
         first = run_report("r1", {"t.py::s": 1.0, "t.py::t": 2.0})
         assert store.add_run(first, Source("c1", True, "main"), "2026-11-01T00:00:00+00:00")
         assert not store.add_run(first, Source("c1"), "2026-11-01T00:00:00+00:00")
@@ -192,14 +192,14 @@ def test_a_schema_1_history_is_migrated_and_a_newer_one_refused(url: str) -> Non
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SCHEMA_1)
     with open_store(url) as store:
-        assert store.schema == 2
+        assert store.schema == 3
         (old,) = store.points(IDENT)
         assert (old.commit, old.value, old.lo, old.breakdown) == ("c0", 1.0, None, None)
         assert store.add_run(run_report("new", {"t.py::s": 1.1}), Source("c1"), "2026-10-02")
         assert [p.value for p in store.points(IDENT)] == [1.0, 1.1]
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
-    with pytest.raises(HistoryError, match="history schema 3 was written by a newer pytest-cudap"):
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema'")
+    with pytest.raises(HistoryError, match="history schema 4 was written by a newer pytest-cudap"):
         open_store(url)
 
 
@@ -216,6 +216,14 @@ def test_regressions_and_acks_over_postgresql(url: str, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "cudaperf history: 1 regression, 1 acknowledged" in out
     assert "secret" not in out  # the URL is shown without its password
+    confirmed = Confirmation(found.series, "c12", "c11", "abc", "s", 0.1, 0.08, 0.12, "2026-12")
+    with open_store(url) as store:
+        store.confirm(dataclasses.replace(confirmed, commit="old"))
+        store.confirm(confirmed)
+        assert store.confirmations() == [confirmed]
+        assert regressions(store)[0].confirmed == confirmed
+    assert main(["history", "regressions", url, "--confirmed"]) == 0
+    assert "c11 → c12" in capsys.readouterr().out
 
 
 def test_since_a_commit_over_postgresql(url: str, capsys: pytest.CaptureFixture[str]) -> None:
