@@ -83,7 +83,7 @@ def _bisect_request(args: argparse.Namespace) -> BisectRequest:
     )
 
 
-def _ab_knobs(command: argparse.ArgumentParser, max_time: str) -> None:
+def _ab_knobs(command: argparse.ArgumentParser, budget: str) -> None:
     """The options ``ab`` and ``bisect`` share."""
     command.add_argument(
         "--setup", default=None, help="a shell command run once in each side's folder"
@@ -91,7 +91,7 @@ def _ab_knobs(command: argparse.ArgumentParser, max_time: str) -> None:
     command.add_argument(
         "--pairs", type=int, default=6, help="pairs of processes at most (default: 6)"
     )
-    command.add_argument("--max-time", default=max_time, help=f"time budget (default: {max_time})")
+    command.add_argument("--max-time", default="30min", help=f"{budget} (default: 30min)")
     command.add_argument(
         "--min-effect", default=f"{MIN_EFFECT:.0%}", help="the smallest change called slower"
     )
@@ -127,7 +127,7 @@ def _bisect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=True,
         help="bisect the bad commit's first-parent line: a merge is one commit (default: on)",
     )
-    _ab_knobs(bisect, "30min")
+    _ab_knobs(bisect, "time budget of each step")
     bisect.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
 
 
@@ -155,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     ab.add_argument("--head", default=None, help="default: the working tree as it is")
     ab.add_argument("--base-python", default=None, help="the base side's Python")
     ab.add_argument("--head-python", default=None, help="the head side's Python")
-    _ab_knobs(ab, "30min")
+    _ab_knobs(ab, "time budget in all")
     ab.add_argument("--json", type=Path, default=None, help="write the comparison as JSON")
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
     _bisect_parser(sub)
