@@ -102,7 +102,9 @@ def _range(request: BisectRequest) -> Range:
     return Range(request.good, request.bad)
 
 
-def _commits(repo: Path, good: str, bad: str, first_parent: bool) -> tuple[str, ...]:
+def commits_between(repo: Path, good: str, bad: str, first_parent: bool) -> tuple[str, ...]:
+    """The range a bisection searches: ``good``, then the commits after it up to ``bad`` (its
+    first-parent line, else every commit between them in topological order), oldest first."""
     known = subprocess.run(
         ["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad],
         capture_output=True,
@@ -188,7 +190,7 @@ def _bisect(
     bisector = Bisector(request, runner, say)
     repo = bisector.repo
     good, bad = resolve(repo, chosen.good), resolve(repo, chosen.bad)
-    bisection = Bisection(_commits(repo, good, bad, request.first_parent))
+    bisection = Bisection(commits_between(repo, good, bad, request.first_parent))
     where = f" (the step of {chosen.step.series[1]} in the history)" if chosen.step else ""
     say(
         f"cudaperf bisect: {len(bisection.commits) - 1} commits after {good[:9]} up to "

@@ -21,6 +21,7 @@ from history_reports import fill
 
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.cli import main
+from pytest_cudaperf.cli.bisect import commits_between
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, write_report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
@@ -250,3 +251,21 @@ def test_bad_input_is_one_line_before_anything_runs(
         "cudaperf: bisect: --pairs must be at least 3, got 1",
     ]
     assert runner.calls == 0
+
+
+def test_a_merge_is_one_commit_on_the_first_parent_line(tmp_path: Path) -> None:
+    repo, shas = _repository(tmp_path, 2, slow_at=None)
+    _git(repo, "checkout", "-q", "-b", "side", shas[0])
+    for name in ("s1", "s2"):
+        (repo / f"{name}.txt").write_text(name)
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-q", "-m", name)
+    side = _git(repo, "rev-list", "--reverse", f"{shas[0]}..side").splitlines()
+    _git(repo, "checkout", "-q", "-")
+    _git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = _git(repo, "rev-parse", "HEAD")
+    assert commits_between(repo, shas[0], merge, first_parent=True) == (shas[0], shas[1], merge)
+    every = commits_between(repo, shas[0], merge, first_parent=False)
+    assert set(every) == {shas[0], shas[1], *side, merge}
+    assert every[0] == shas[0]
+    assert every[-1] == merge
