@@ -187,6 +187,9 @@ def cmd_bisect(
 def _bisect(
     request: BisectRequest, chosen: Range, runner: Runner, say: Callable[[str], None]
 ) -> int:
+    if chosen.step is not None and request.series is None:
+        # the history's step is of one series: that series decides each step
+        request = replace(request, series=chosen.step.series[3])
     bisector = Bisector(request, runner, say)
     repo = bisector.repo
     good, bad = resolve(repo, chosen.good), resolve(repo, chosen.bad)

@@ -80,7 +80,10 @@ class CheckedOutCode:
     selected test at the microseconds its checkout names (``WORK``, ``STEADY``), with 1% noise;
     writes the report ab asked for. ``stop``: a signal it sends this process on its n-th call."""
 
-    def __init__(self, stop: tuple[int, signal.Signals] | None = None) -> None:
+    def __init__(
+        self, stop: tuple[int, signal.Signals] | None = None, series: str = "time:wall"
+    ) -> None:
+        self.series = series
         self.rng = random.Random(7)
         self.calls = 0
         self.stop = stop
@@ -106,7 +109,7 @@ class CheckedOutCode:
             assert found is not None
             ms = int(found.group(1)) / 1000 * self.rng.gauss(1, 0.01)
             record = Record(
-                SeriesKey(nodeid, ""), "time:wall", "cpu-x", "ms",
+                SeriesKey(nodeid, ""), self.series, "cpu-x", "ms",
                 Recording("2026-11-27", ms, 0.01, 20), {},
             )  # fmt: skip
             tests.append(TestOutcome(nodeid, records=(JudgedRecord(record, Verdict(Kind.NEW)),)))
@@ -215,7 +218,9 @@ def test_a_step_of_the_history_is_bisected_and_marked_confirmed(
     fill(db, [0.1 * random.Random(i).gauss(1, 0.005) for i in range(5)] + [0.3] * 5, LIGHT, nights)
     assert main(["history", "regressions", db, "--confirmed"]) == 0
     assert "no confirmed regression" in capsys.readouterr().out
-    rc = _bisect(repo, CheckedOutCode(), "--history", db, "--test", LIGHT, *KNOBS)
+    # the history's series (history_reports writes device time) decides each step
+    cold = CheckedOutCode(series="time:device/cold")
+    rc = _bisect(repo, cold, "--history", db, "--test", LIGHT, *KNOBS)
     out = capsys.readouterr().out
     assert rc == 1, out
     assert f"(the step of {LIGHT} in the history)" in out
