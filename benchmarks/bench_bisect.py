@@ -19,8 +19,9 @@ whole range as one step, and:
     python benchmarks/bench_bisect.py --out out/bisect-smoke --smoke             # a CPU, tiny
 
 ``--out`` is emptied first. On an H100 a pytest process of one kernel's test takes a few seconds
-(torch, CUDA, the plugin); ``found`` starts about 60 (8 history runs, 5 steps), ``nochange``
-about 30 (5 tries of one step).
+(torch, CUDA, the plugin); ``found`` starts about 60 (6 history runs; 5 steps: 14 processes
+for a step that finds a slowdown, 6 for one that does not), ``nochange`` about 30 (5 tries of
+one step).
 
 Writes, under ``--out``: ``repo/``, ``history.db``, ``found.txt``, ``nochange-N.txt`` (each
 command's output and exit status) and ``summary.json`` (per case: steps, seconds, outcome), and
@@ -119,7 +120,9 @@ def main() -> None:
     parser.add_argument("--kernel", default="copy")
     parser.add_argument("--slowdown", type=float, default=None, help="default 0.05; smoke 2.0")
     parser.add_argument("--tries", type=int, default=None, help="no-change tries (default 5)")
-    parser.add_argument("--history-runs", type=int, default=4, help="runs at each end")
+    parser.add_argument(
+        "--history-runs", type=int, default=None, help="runs at each end (default 3; smoke 4)"
+    )
     parser.add_argument("--pairs", default=None, help="ab's --pairs per step (default 6)")
     parser.add_argument(
         "--case", choices=["found", "nochange", "both"], default="both", help="which to run"
@@ -134,6 +137,8 @@ def main() -> None:
     args.tries = args.tries or (1 if args.smoke else 5)
     args.min_effect = args.min_effect or ("50%" if args.smoke else "2%")
     args.pairs = args.pairs or "6"
+    # a CPU's runs scatter more: three at each end leave a 3x step short of p < 0.001
+    args.history_runs = args.history_runs or (4 if args.smoke else 3)
     if not 2 <= args.slow_at <= args.commits:
         raise SystemExit(
             "bench_bisect: --slow-at must name a commit of the range before its last (2..N)"
