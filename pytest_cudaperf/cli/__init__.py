@@ -7,6 +7,10 @@
     cudaperf compare BASE CURRENT          judge CURRENT against BASE; exit 1 on a regression
     cudaperf ab --base REV [--head REV] [--] PYTEST_ARGS...
                                            is head slower than base, here and now? (paired)
+    cudaperf bisect --good REV --bad REV [--] PYTEST_ARGS...
+    cudaperf bisect --history DB --test NODEID [--series NAME] [--] PYTEST_ARGS...
+                                           the first commit that made the tests slower (ab
+                                           steps); with --history, its step marked confirmed
     cudaperf history ingest|regressions|ack DB ...
                                            the run history (an SQLite file or a postgresql:// URL)
     cudaperf dashboard DB OUT_DIR          the run history DB as a static site in OUT_DIR
@@ -29,6 +33,7 @@ from pathlib import Path
 from pytest_cudaperf.ab.paired import MIN_EFFECT
 from pytest_cudaperf.cli.ab import Request, cmd_ab, run_side
 from pytest_cudaperf.cli.ab import Runner as AbRunner
+from pytest_cudaperf.cli.bisect import BisectRequest, cmd_bisect
 from pytest_cudaperf.cli.compare import cmd_compare
 from pytest_cudaperf.cli.dashboard import cmd_dashboard
 from pytest_cudaperf.cli.history import cmd_history
@@ -41,27 +46,91 @@ from pytest_cudaperf.units import parse_fraction, parse_seconds
 
 
 def _ab_request(args: argparse.Namespace) -> Request:
+    command = args.command
     try:
         max_time = parse_seconds(args.max_time)
     except ValueError as exc:
-        raise CliError(f"ab: --max-time: {exc}") from None
+        raise CliError(f"{command}: --max-time: {exc}") from None
     try:
         min_effect = parse_fraction(args.min_effect)
     except ValueError as exc:
-        raise CliError(f"ab: --min-effect: {exc}") from None
+        raise CliError(f"{command}: --min-effect: {exc}") from None
+    ab = command == "ab"
     return Request(
-        base=args.base,
-        head=args.head,
-        base_python=args.base_python,
-        head_python=args.head_python,
+        base=args.base if ab else None,
+        head=args.head if ab else None,
+        base_python=args.base_python if ab else None,
+        head_python=args.head_python if ab else None,
         setup=args.setup,
         pairs=args.pairs,
         max_time=max_time,
         min_effect=min_effect,
-        json=args.json,
+        json=args.json if ab else None,
         pytest_args=[a for a in args.pytest_args if a != "--"],
         kernels=not args.no_kernels,
     )
+
+
+def _bisect_request(args: argparse.Namespace) -> BisectRequest:
+    return BisectRequest(
+        good=args.good,
+        bad=args.bad,
+        history=args.history,
+        test=args.test,
+        series=args.series,
+        ab=_ab_request(args),
+        first_parent=args.first_parent,
+    )
+
+
+def _ab_knobs(command: argparse.ArgumentParser, budget: str) -> None:
+    """The options ``ab`` and ``bisect`` share."""
+    command.add_argument(
+        "--setup", default=None, help="a shell command run once in each side's folder"
+    )
+    command.add_argument(
+        "--pairs", type=int, default=6, help="pairs of processes at most (default: 6)"
+    )
+    command.add_argument("--max-time", default="30min", help=f"{budget} (default: 30min)")
+    command.add_argument(
+        "--min-effect",
+        default=f"{MIN_EFFECT:.0%}",
+        help=f"the smallest change called slower or faster (default: {MIN_EFFECT * 100:.0f}%%)",
+    )
+    command.add_argument(
+        "--no-kernels",
+        action="store_true",
+        help="skip the profiling process of each side (kernels same or not, a SLOWER's diff)",
+    )
+
+
+def _bisect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bisect = sub.add_parser(
+        "bisect", help="find the first commit that made the tests slower, each step an ab"
+    )
+    bisect.add_argument("--good", default=None, help="a revision that is not slower")
+    bisect.add_argument("--bad", default=None, help="a revision that is slower")
+    bisect.add_argument(
+        "--history",
+        default=None,
+        metavar="DB",
+        help="take the range from the latest unconfirmed step of --test in this run history "
+        "(an SQLite file or a postgresql:// URL), and mark it confirmed with the commit found",
+    )
+    bisect.add_argument(
+        "--test", default=None, metavar="NODEID", help="the test that decides each step"
+    )
+    bisect.add_argument(
+        "--series", default=None, help="the series that decides (default: the test's times)"
+    )
+    bisect.add_argument(
+        "--first-parent",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="bisect the bad commit's first-parent line: a merge is one commit (default: on)",
+    )
+    _ab_knobs(bisect, "time budget of each step")
+    bisect.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -113,25 +182,14 @@ def parser() -> argparse.ArgumentParser:
     ab.add_argument("--head", default=None, help="default: the working tree as it is")
     ab.add_argument("--base-python", default=None, help="the base side's Python")
     ab.add_argument("--head-python", default=None, help="the head side's Python")
-    ab.add_argument("--setup", default=None, help="a shell command run once in each side's folder")
-    ab.add_argument("--pairs", type=int, default=6, help="pairs of processes at most (default: 6)")
-    ab.add_argument("--max-time", default="30min", help="time budget in all (default: 30min)")
-    ab.add_argument(
-        "--min-effect",
-        default=f"{MIN_EFFECT:.0%}",
-        help=f"the smallest change called slower or faster (default: {MIN_EFFECT * 100:.0f}%%)",
-    )
+    _ab_knobs(ab, "time budget in all")
     ab.add_argument("--json", type=Path, default=None, help="write the comparison as JSON")
-    ab.add_argument(
-        "--no-kernels",
-        action="store_true",
-        help="skip the profiling process of each side (kernels same or not, a SLOWER's diff)",
-    )
     ab.add_argument(
         "pytest_args",
         nargs=argparse.REMAINDER,
         help="arguments for every pytest process of both sides, after an optional --",
     )
+    _bisect_parser(sub)
     history = sub.add_parser(
         "history", help="the run history: add reports, list and acknowledge regressions"
     )
@@ -145,6 +203,11 @@ def parser() -> argparse.ArgumentParser:
     )
     found = what.add_parser("regressions", help="list slowdown change points; exit 1 on one")
     found.add_argument("db", help="an SQLite history file or a postgresql:// URL")
+    found.add_argument(
+        "--confirmed",
+        action="store_true",
+        help="only the steps cudaperf bisect confirmed (with the commit it found)",
+    )
     found.add_argument(
         "--since",
         default="",
@@ -188,6 +251,13 @@ def main(
         return _command(args, runner, ab_runner)
 
 
+def _paired(args: argparse.Namespace, ab_runner: AbRunner) -> int:
+    """``ab`` or ``bisect``: the commands made of paired comparisons."""
+    if args.command == "bisect":
+        return cmd_bisect(_bisect_request(args), ab_runner)
+    return cmd_ab(_ab_request(args), ab_runner)
+
+
 def _command(args: argparse.Namespace, runner: Runner, ab_runner: AbRunner) -> int:
     try:
         if args.command == "record":
@@ -196,8 +266,8 @@ def _command(args: argparse.Namespace, runner: Runner, ab_runner: AbRunner) -> i
             return cmd_record(args.runs, args.baseline_dir, args.pytest_args, runner)
         if args.command == "merge":
             return cmd_merge(args.out, args.inputs)
-        if args.command == "ab":
-            return cmd_ab(_ab_request(args), ab_runner)
+        if args.command in ("ab", "bisect"):
+            return _paired(args, ab_runner)
         if args.command == "dashboard":
             return cmd_dashboard(args.db, args.out_dir, args.since)
         if args.command == "history":

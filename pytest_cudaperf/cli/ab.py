@@ -77,6 +77,9 @@ class Request:
     pytest_args: Sequence[str]
     #: profile each side once more for its kernels (same kernels, the diff of a SLOWER series)
     kernels: bool = True
+    #: profile only when a series is SLOWER (``cudaperf bisect``: a step's diff is wanted only
+    #: where the step found the slowdown)
+    kernels_when_slower: bool = False
 
 
 def check(request: Request) -> None:
@@ -130,16 +133,23 @@ def cmd_ab(request: Request, runner: Runner = run_side, say: Callable[[str], Non
 
 
 def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], None]) -> int:
-    revisions = {k: v for k, v in (("base", request.base), ("head", request.head)) if v}
-    repo = repository(cwd) if revisions else cwd
-    rel = cwd.relative_to(repo) if revisions else Path(".")
-    commits = {name: resolve(repo, rev) for name, rev in revisions.items()}
-    if request.head is not None and (changed := dirty(repo)):
+    if request.head is not None and (changed := dirty(repository(cwd))):
         raise SideError(
             f"the working tree has uncommitted changes ({', '.join(changed[:3])}"
             f"{'…' if len(changed) > 3 else ''}): with --head REV commit or stash them, or "
             "leave --head out to measure the working tree as it is"
         )
+    return _finish(measure(request, cwd, runner, say), request, say)
+
+
+def measure(request: Request, cwd: Path, runner: Runner, say: Callable[[str], None]) -> AbResult:
+    """One comparison as ``cudaperf ab`` makes it (worktrees, sides, pairs, confirmation, the
+    kernels), its progress through ``say``; the result, printed by nobody. A side that cannot
+    be prepared is a :class:`SideError`. ``cudaperf bisect`` runs one per step."""
+    revisions = {k: v for k, v in (("base", request.base), ("head", request.head)) if v}
+    repo = repository(cwd) if revisions else cwd
+    rel = cwd.relative_to(repo) if revisions else Path(".")
+    commits = {name: resolve(repo, rev) for name, rev in revisions.items()}
     with ExitStack() as stack:
         trees = stack.enter_context(worktrees(repo, commits))
         sides = {}
@@ -177,9 +187,10 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
         comparison.measure(Budget(request.pairs, request.max_time))
         if result.failed_side is None:
             comparison.confirm()
-        if request.kernels and result.failed_side is None and result.compared:
+        wanted = not request.kernels_when_slower or bool(result.calls(Call.SLOWER))
+        if request.kernels and wanted and result.failed_side is None and result.compared:
             comparison.profile()
-    return _finish(result, request, say)
+    return result
 
 
 def _finish(result: AbResult, request: Request, say: Callable[[str], None]) -> int:

@@ -1,4 +1,5 @@
-"""``cudaperf history ingest DB REPORT…``, ``cudaperf history regressions DB [--since REV|DATE]``
+"""``cudaperf history ingest DB REPORT…``, ``cudaperf history regressions DB [--since REV|DATE]
+[--confirmed]``
 and ``cudaperf history ack DB (TEST SERIES COMMIT | --all) --note TEXT``: the run history
 (:mod:`pytest_cudaperf.history`) from the command line. ``DB`` is an SQLite file path or a
 ``postgresql://`` URL."""
@@ -88,7 +89,7 @@ def _label(r: Regression) -> str:
     return nodeid + (f" [{name}]" if name else "")
 
 
-def _row(r: Regression, acks: bool) -> list[str]:
+def _row(r: Regression, acks: bool, confirmed: bool) -> list[str]:
     change = format_pct(r.change)
     if r.slope is not None:
         change += f" ({r.slope * 100:+.2f}%/run)"
@@ -106,14 +107,16 @@ def _row(r: Regression, acks: bool) -> list[str]:
         r.date,
         r.series[0],
     ]
+    if confirmed:
+        row.append(f"at {r.confirmed.commit[:10]}" if r.confirmed else "")
     if acks:
         row.append(f"{r.ack.note} ({r.ack.acked_by}, {r.ack.acked_at[:10]})" if r.ack else "")
     return row
 
 
-def cmd_regressions(db: str, since: str) -> int:
+def cmd_regressions(db: str, since: str, confirmed_only: bool = False) -> int:
     """The steps and drifts that made a series slower, as a table; exit 1 when one is not
-    acknowledged."""
+    acknowledged. ``confirmed_only``: the steps ``cudaperf bisect`` confirmed, and no other."""
     with _open(db, create=False) as store:
         try:
             found = regressions(store, since)
@@ -121,22 +124,29 @@ def cmd_regressions(db: str, since: str) -> int:
         except HistoryError as exc:
             raise CliError(f"history: {exc}") from None
     short = _too_few_line(counts)
+    if confirmed_only:
+        found = [r for r in found if r.confirmed is not None]
     if not found:
         print(
-            f"cudaperf history: no regression in {_name(db)}" + (f" since {since}" if since else "")
+            f"cudaperf history: no {'confirmed ' if confirmed_only else ''}regression in "
+            f"{_name(db)}" + (f" since {since}" if since else "")
         )
         if short:
             print(short)
         return 0
     acked = sum(1 for r in found if r.ack is not None)
-    header = [*HEADER, "acknowledged"] if acked else HEADER
-    for line in render_table([_row(r, acked > 0) for r in found], header):
+    confirmed = sum(1 for r in found if r.confirmed is not None)
+    header = [*HEADER, "confirmed"] if confirmed else list(HEADER)
+    header += ["acknowledged"] if acked else []
+    for line in render_table([_row(r, acked > 0, confirmed > 0) for r in found], header):
         print(line)
     drifts = sum(1 for r in found if r.kind == DRIFT)
     summary = f"{len(found)} regression{'s' if len(found) != 1 else ''}"
     if drifts:
         summary += f" ({len(found) - drifts} step{'s' if len(found) - drifts != 1 else ''}, "
         summary += f"{drifts} drift{'s' if drifts != 1 else ''})"
+    if confirmed:
+        summary += f", {confirmed} confirmed"
     if acked:
         summary += f", {acked} acknowledged"
     print(f"cudaperf history: {summary}")
@@ -214,4 +224,4 @@ def cmd_history(args: argparse.Namespace) -> int:
         return cmd_ingest(args.db, args.reports)
     if args.history_command == "ack":
         return cmd_ack(args.db, args.which, args.all, args.note)
-    return cmd_regressions(args.db, args.since)
+    return cmd_regressions(args.db, args.since, args.confirmed)

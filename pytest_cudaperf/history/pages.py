@@ -95,7 +95,13 @@ def _change_text(change: Change) -> str:
     return (
         f"{_short(change.last_good.commit)} → {_short(change.first_bad.commit)} "
         f"{format_pct(change.point.change)}"
+        + (f", {_confirmed_text(change)}" if change.confirmed else "")
     )
+
+
+def _confirmed_text(change: Change) -> str:
+    """``confirmed at <commit>``: the commit ``cudaperf bisect`` found inside the step."""
+    return f"confirmed at {_short(change.confirmed.commit)}" if change.confirmed else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,6 +161,7 @@ def _latest_change_cell(line: Line) -> str:
         f"<code>{_esc(_short(change.last_good.commit))}</code> → "
         f"<code>{_esc(_short(change.first_bad.commit))}</code> "
         f"<span class='meta'>{_esc(_day(change.first_bad.date))}"
+        + (f", {_esc(_confirmed_text(change))}" if change.confirmed else "")
         + (", acknowledged" if change.ack else "")
         + f"</span>{drift}</td>"
     )
@@ -350,6 +357,8 @@ class _Listed:
     p: float
     ack: Ack | None
     breakdown: BreakdownDiff
+    #: a step's ``confirmed at <commit>``, where ``cudaperf bisect`` confirmed it
+    confirmed: str = ""
 
 
 def _listed(plot: int, timeline: Timeline) -> list[_Listed]:
@@ -370,6 +379,7 @@ def _listed(plot: int, timeline: Timeline) -> list[_Listed]:
                     cp.p,
                     c.ack,
                     c.breakdown,
+                    _confirmed_text(c),
                 )
             )
         if line.drift is not None:
@@ -423,7 +433,9 @@ def _changes_table(plot: int, timeline: Timeline) -> str:
         rows.append(
             f"<tr><td>{_esc(row.device_class)}</td><td>{row.kind}</td>"
             f"<td><code>{_esc(_short(row.first.commit))}</code> → "
-            f"<code>{_esc(_short(row.last.commit))}</code></td>"
+            f"<code>{_esc(_short(row.last.commit))}</code>"
+            + (f" <span class='confirmed'>{_esc(row.confirmed)}</span>" if row.confirmed else "")
+            + "</td>"
             f"<td class='num {'worse' if row.change > 0 else 'better'}'>"
             f"{_esc(format_pct(row.change))}</td>"
             f"<td class='num'>{_esc(format_value(row.before, unit))} → "

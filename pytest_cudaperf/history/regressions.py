@@ -16,6 +16,8 @@ listed. Peak memory counts as a time does: more is worse.
 A step is acknowledged by an :class:`~pytest_cudaperf.history.store.Ack` of its first bad
 commit; a drift by an ack of one of the last :data:`~pytest_cudaperf.history.drift.WINDOW` runs'
 commits, so that an acknowledged drift that goes on for another window is listed again.
+A step is confirmed by a :class:`~pytest_cudaperf.history.store.Confirmation` of its first bad
+commit (``cudaperf bisect`` writes one with the commit it found inside the step).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from pytest_cudaperf.history.changepoints import change_points
 from pytest_cudaperf.history.drift import WINDOW, drift
-from pytest_cudaperf.history.store import Ack, HistoryStore, Point, SeriesId
+from pytest_cudaperf.history.store import Ack, Confirmation, HistoryStore, Point, SeriesId
 
 STEP = "step"
 DRIFT = "drift"
@@ -60,6 +62,8 @@ class Regression:
     ack: Ack | None = None
     #: the commits an ack may name: a step's first bad one, the last runs' of a drift
     commits: tuple[str, ...] = ()
+    #: a step ``cudaperf bisect`` confirmed, with the commit it found
+    confirmed: Confirmation | None = None
 
     @property
     def commit(self) -> str:
@@ -162,8 +166,16 @@ def regressions_after(store: HistoryStore, cut: str) -> list[Regression]:
     acks: dict[tuple[SeriesId, str], list[Ack]] = {}
     for ack in store.acks():
         acks.setdefault((ack.series, ack.kind), []).append(ack)
+    confirmed = {(c.series, c.first_bad): c for c in store.confirmations()}
     found: list[Regression] = []
     for ident in store.series_ids():
         points = [p for p in store.points(ident, cut) if p.value > 0]
-        found += [replace(r, ack=acknowledged(r, acks)) for r in _series_regressions(ident, points)]
+        found += [
+            replace(
+                r,
+                ack=acknowledged(r, acks),
+                confirmed=confirmed.get((r.series, r.first_bad)) if r.kind == STEP else None,
+            )
+            for r in _series_regressions(ident, points)
+        ]
     return sorted(found, key=lambda r: (r.ack is not None, -r.change, r.series, r.kind))

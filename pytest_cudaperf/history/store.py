@@ -1,5 +1,6 @@
 """The run history: every run's judged series in an SQLite file or a PostgreSQL database (the
-backends: :mod:`pytest_cudaperf.history.backends`), and the acknowledged regressions.
+backends: :mod:`pytest_cudaperf.history.backends`), the acknowledged regressions, and the change
+points ``cudaperf bisect`` confirmed, each with the commit it found.
 
 One run is written in one transaction, so a writer killed at any point leaves the store with every
 earlier run and none of its own; readers read while a writer writes, and concurrent writers are
@@ -41,6 +42,7 @@ __all__ = [
     "BUSY_TIMEOUT_S",
     "SCHEMA",
     "Ack",
+    "Confirmation",
     "HistoryError",
     "HistoryStore",
     "Point",
@@ -51,7 +53,7 @@ __all__ = [
 ]
 
 #: the store's schema version: 2 added each result's interval and breakdown, and the acks; 3 a
-#: time's speed of light (flops, bytes, bound, peak_fraction)
+#: time's speed of light (flops, bytes, bound, peak_fraction) and the confirmations
 SCHEMA = 3
 #: a commit as ``--since`` takes it: its sha or a prefix of it, 4 hex digits or more
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -92,6 +94,7 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_by_series ON results (device_class, nodeid, name, series);
 {acks}
+{confirmations}
 """
 
 _ACKS = """
@@ -109,6 +112,24 @@ CREATE TABLE IF NOT EXISTS acks (
 );
 """
 
+_CONFIRMATIONS = """
+CREATE TABLE IF NOT EXISTS confirmations (
+    device_class TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    name TEXT NOT NULL,
+    series TEXT NOT NULL,
+    first_bad TEXT NOT NULL,
+    last_good TEXT NOT NULL,
+    commit_sha TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    change DOUBLE PRECISION NOT NULL,
+    lo DOUBLE PRECISION,
+    hi DOUBLE PRECISION,
+    confirmed_at TEXT NOT NULL,
+    PRIMARY KEY (device_class, nodeid, name, series, first_bad)
+);
+"""
+
 #: what brings a store of version ``v`` to ``v + 1``
 _MIGRATIONS = {
     1: f"""
@@ -122,7 +143,8 @@ ALTER TABLE results ADD COLUMN flops DOUBLE PRECISION;
 ALTER TABLE results ADD COLUMN bytes DOUBLE PRECISION;
 ALTER TABLE results ADD COLUMN bound TEXT;
 ALTER TABLE results ADD COLUMN peak_fraction DOUBLE PRECISION;
-""",
+"""
+    + _CONFIRMATIONS,
 }
 
 
@@ -182,6 +204,24 @@ class Ack:
     note: str
     acked_at: str
     acked_by: str
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A step of the history that ``cudaperf bisect`` confirmed: the series, the step as the
+    history names it (its last good and first bad run's commits), the commit the bisection found
+    inside it and its subject, the paired change measured at that commit (ratio - 1) with its 95%
+    interval, and when (UTC, ISO)."""
+
+    series: SeriesId
+    first_bad: str
+    last_good: str
+    commit: str
+    subject: str
+    change: float
+    lo: float | None
+    hi: float | None
+    confirmed_at: str
 
 
 def _number(x: object) -> float | None:
@@ -273,7 +313,9 @@ class HistoryStore:
             if version == SCHEMA:
                 return
             if version is None:
-                script = _TABLES.format(serial=self._db.serial, acks=_ACKS)
+                script = _TABLES.format(
+                    serial=self._db.serial, acks=_ACKS, confirmations=_CONFIRMATIONS
+                )
                 for statement in _statements(script):
                     self._db.execute(statement)
             else:
@@ -468,6 +510,54 @@ class HistoryStore:
         return [
             Ack((str(c), str(n), str(m), str(s)), str(k), str(sha), str(note), str(t), str(by))
             for c, n, m, s, k, sha, note, t, by in rows
+        ]
+
+    def confirm(self, found: Confirmation) -> None:
+        """Store a confirmed change point (one transaction); confirming one again replaces the
+        commit and the change it names."""
+        with self._db.guard("could not store the confirmation"), self._db.transaction():
+            self._db.execute(
+                "INSERT INTO confirmations (device_class, nodeid, name, series, first_bad, "
+                "last_good, commit_sha, subject, change, lo, hi, confirmed_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (device_class, nodeid, name, series, first_bad) DO UPDATE "
+                "SET last_good = excluded.last_good, commit_sha = excluded.commit_sha, "
+                "subject = excluded.subject, change = excluded.change, lo = excluded.lo, "
+                "hi = excluded.hi, confirmed_at = excluded.confirmed_at",
+                (
+                    *found.series,
+                    found.first_bad,
+                    found.last_good,
+                    found.commit,
+                    found.subject,
+                    found.change,
+                    found.lo,
+                    found.hi,
+                    found.confirmed_at,
+                ),
+            )
+
+    def confirmations(self) -> list[Confirmation]:
+        """Every confirmed change point, oldest confirmation first."""
+        with self._db.guard("could not read the confirmations"):
+            rows, _ = self._db.execute(
+                "SELECT device_class, nodeid, name, series, first_bad, last_good, commit_sha, "
+                "subject, change, lo, hi, confirmed_at FROM confirmations "
+                "ORDER BY confirmed_at, device_class, nodeid, name, series"
+            )
+        return [
+            Confirmation(
+                (str(c), str(n), str(m), str(s)),
+                str(bad),
+                str(good),
+                str(sha),
+                str(subject),
+                float(change),
+                _number(lo),
+                _number(hi),
+                str(at),
+            )
+            for c, n, m, s, bad, good, sha, subject, change, lo, hi, at in rows
         ]
 
 

@@ -31,7 +31,7 @@ from pytest_cudaperf.history.regressions import (
     comparable,
     regressions_after,
 )
-from pytest_cudaperf.history.store import Ack, HistoryStore, Point, SeriesId
+from pytest_cudaperf.history.store import Ack, Confirmation, HistoryStore, Point, SeriesId
 
 #: lines of the breakdown diff's text shown above its table
 DIFF_LINES = 12
@@ -110,6 +110,8 @@ class Change:
     reference_mhz: float | None = None
     #: a rise ``cudaperf history ack`` acknowledged
     ack: Ack | None = None
+    #: a rise ``cudaperf bisect`` confirmed, with the commit it found
+    confirmed: Confirmation | None = None
 
     @property
     def worse(self) -> bool:
@@ -273,6 +275,7 @@ def _line(
     searched = [i for i, p in enumerate(points) if p.value > 0]
     values, reference = comparable([points[i] for i in searched])
     acks = {r.first_bad: r.ack for r in listed if r.kind == STEP}
+    confirmed = {r.first_bad: r.confirmed for r in listed if r.kind == STEP}
     changes = []
     for cp in change_points(values):
         good, bad = searched[cp.index - 1], searched[cp.index]
@@ -286,6 +289,7 @@ def _line(
                 bad,
                 reference,
                 acks.get(runs[bad].commit) if cp.change > 0 else None,
+                confirmed.get(runs[bad].commit) if cp.change > 0 else None,
             )
         )
     drift = _drift(runs, listed)

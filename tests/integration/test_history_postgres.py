@@ -29,7 +29,7 @@ from history_reports import IDENT, fill, run_report, shas, stepped_pair
 
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.history.regressions import regressions
-from pytest_cudaperf.history.store import HistoryError, Source, open_store
+from pytest_cudaperf.history.store import Confirmation, HistoryError, Source, open_store
 from pytest_cudaperf.report.document import write_report
 
 
@@ -216,6 +216,14 @@ def test_regressions_and_acks_over_postgresql(url: str, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "cudaperf history: 1 regression, 1 acknowledged" in out
     assert "secret" not in out  # the URL is shown without its password
+    confirmed = Confirmation(found.series, "c12", "c11", "abc", "s", 0.1, 0.08, 0.12, "2026-12")
+    with open_store(url) as store:
+        store.confirm(dataclasses.replace(confirmed, commit="old"))
+        store.confirm(confirmed)
+        assert store.confirmations() == [confirmed]
+        assert regressions(store)[0].confirmed == confirmed
+    assert main(["history", "regressions", url, "--confirmed"]) == 0
+    assert "c11 → c12" in capsys.readouterr().out
 
 
 def test_since_a_commit_over_postgresql(url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ from pytest_cudaperf.history import dashboard
 from pytest_cudaperf.history.dashboard import MANIFEST, DashboardError, build
 from pytest_cudaperf.history.pages import Site, page_name, render_index, render_test_page, sparkline
 from pytest_cudaperf.history.regressions import STEP, regressions
-from pytest_cudaperf.history.store import Ack, Source, open_store
+from pytest_cudaperf.history.store import Ack, Confirmation, Source, open_store
 from pytest_cudaperf.history.timelines import read_history
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report
@@ -186,6 +186,40 @@ def test_a_drift_and_an_acknowledged_step_show_as_history_regressions_lists_them
     drifted = render_test_page(creep, site)
     assert "<td>drift</td>" in drifted
     assert "id='drift-0-0' hidden" in drifted  # its kernels' panel
+
+
+def test_a_step_cudaperf_bisect_confirmed_is_marked_with_its_commit(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    db = tmp_path / "h.sqlite"
+    write_history(
+        db,
+        [
+            {("t.py::step", "GPU A"): ((1.1 if i >= 15 else 1.0) * rng.gauss(1, 0.005), None)}
+            for i in range(30)
+        ],
+    )
+    with open_store(db) as store:
+        (step,) = regressions(store)
+        store.confirm(
+            Confirmation(
+                step.series, step.first_bad, step.last_good, "f00dcafe" * 5, "pads", 0.1,
+                0.09, 0.11, "2026-12-01T00:00:00+00:00",
+            )
+        )  # fmt: skip
+        (test,) = read_history(store)
+    (change,) = test.timelines[0].lines[0].changes
+    assert change.confirmed is not None
+    site = Site.of("h.sqlite", [test])
+    assert ", confirmed at f00dcafe" in render_index([test], site)
+    page = render_test_page(test, site)
+    assert "<span class='confirmed'>confirmed at f00dcafe" in page
+    assert "confirmed at f00dcafe" in json.dumps(json.loads(_plot_json(page)))
+
+
+def _plot_json(page: str) -> str:
+    found = re.search(r"<script type='application/json'[^>]*>(.*?)</script>", page, re.S)
+    assert found is not None, "the page carries no plot data"
+    return found.group(1)
 
 
 def test_the_pages_escape_what_the_history_says(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pytest_cudaperf.history.source import describe
 from pytest_cudaperf.history.store import (
     SCHEMA,
     Ack,
+    Confirmation,
     HistoryError,
     HistoryStore,
     Source,
@@ -327,7 +328,7 @@ def test_a_schema_1_history_is_migrated_in_place(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     schema_1(db)
     with open_store(db) as store:
-        assert store.schema == 3
+        assert store.schema == SCHEMA
         (old,) = store.points(IDENT)
         assert (old.commit, old.value, old.sm_mhz, old.run_id) == ("c0", 1.0, 1980.0, "old")
         assert (old.lo, old.hi, old.breakdown) == (None, None, None)
@@ -421,3 +422,38 @@ def test_an_ack_covers_its_step_and_a_drift_for_a_window(tmp_path: Path) -> None
         (again,) = regressions(store)
         assert again.kind == DRIFT
         assert again.ack is None
+
+
+def test_a_confirmation_marks_its_step_with_the_commit_found(tmp_path: Path) -> None:
+    step = noisy([1.0] * 15 + [1.1] * 15, 0.005, seed=5)
+    with open_store(tmp_path / "h.sqlite") as store:
+        fill(store, step)
+        (found,) = regressions(store)
+        assert found.confirmed is None
+        confirmed = Confirmation(
+            IDENT, "c15", "c14", "abc123", "pads the input", 0.1, 0.09, 0.11, "2026-12-01"
+        )
+        store.confirm(dataclasses.replace(confirmed, commit="wrong"))
+        store.confirm(confirmed)  # again: the commit and change replaced
+        assert store.confirmations() == [confirmed]
+        (found,) = regressions(store)
+        assert found.confirmed == confirmed
+        other = dataclasses.replace(confirmed, first_bad="c99")  # a step the history lacks
+        store.confirm(other)
+        (found,) = regressions(store)
+        assert found.confirmed == confirmed
+
+
+def test_a_schema_2_history_gains_the_confirmations_in_place(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    schema_1(db)
+    with open_store(db):
+        pass  # now schema 3: make it schema 2 as that version left it
+    with closing(sqlite3.connect(db)) as raw, raw:
+        raw.execute("DROP TABLE confirmations")
+        raw.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    with open_store(db) as store:
+        assert store.schema == SCHEMA == 3
+        assert store.confirmations() == []
+        (old,) = store.points(IDENT)
+        assert old.commit == "c0"
