@@ -444,13 +444,15 @@ def test_a_confirmation_marks_its_step_with_the_commit_found(tmp_path: Path) -> 
         assert found.confirmed == confirmed
 
 
-def test_a_schema_2_history_gains_the_confirmations_in_place(tmp_path: Path) -> None:
+def test_a_schema_2_history_gains_the_confirmations_and_speed_of_light_in_place(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     schema_1(db)
     with open_store(db):
         pass  # now schema 3: make it schema 2 as that version left it
     with closing(sqlite3.connect(db)) as raw, raw:
         raw.execute("DROP TABLE confirmations")
+        for column in ("flops", "bytes", "bound", "peak_fraction"):
+            raw.execute(f"ALTER TABLE results DROP COLUMN {column}")
         raw.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
     with open_store(db) as store:
         assert store.schema == SCHEMA == 3
