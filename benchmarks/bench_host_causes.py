@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,10 @@ def _python_loop() -> int:
     return total
 
 
-_TINY: dict[str, object] = {}
+_TINY: dict[str, Any] = {}
 
 
-def _tiny(device: str) -> object:
+def _tiny(device: str) -> Any:
     import torch
 
     return _TINY.setdefault(device, torch.ones(4, device=device))
@@ -186,7 +187,9 @@ def child(  # noqa: PLR0915 - one measured process, step by step
     from pytest_cudaperf.measure.cpu import reference_work
 
     seeded = "nogc" in control
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync: Callable[[], None] = (
+        torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    )
     images = torch.rand(5, 3, 128, 128, device="cuda" if torch.cuda.is_available() else "cpu")
     out: dict[str, object] = {"control": control, "ops": {}}
     refs = [reference_ms()]
@@ -267,7 +270,9 @@ def gpu_cpus() -> tuple[list[int], list[int]]:
     import torch
 
     props = torch.cuda.get_device_properties(0)
-    bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    # the PCI fields are in torch's device properties, not in its type stubs
+    domain, bus_id, device = (getattr(props, f"pci_{n}_id") for n in ("domain", "bus", "device"))
+    bus = f"{domain:04x}:{bus_id:02x}:{device:02x}.0"
     local_list = Path(f"/sys/bus/pci/devices/{bus}/local_cpulist")
     allowed = sorted(os.sched_getaffinity(0))
     local = parse_cpulist(local_list.read_text()) if local_list.exists() else allowed

@@ -115,10 +115,11 @@ def child(calls: int, plant: float, only: list[str], variants: list[str]) -> dic
 
     tiny = torch.ones(4)
 
-    def cpu_torch() -> None:
+    def cpu_torch() -> object:
         out = tiny
         for _ in range(20):
             out = torch.add(out, tiny)
+        return out
 
     def nothing() -> None:
         pass

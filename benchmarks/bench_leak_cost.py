@@ -12,6 +12,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 from _table import publish
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pytest_cudaperf.memory import CudaMemory, check_leaks
 
 
-def timed(fn, repeat: int = 20) -> float:  # type: ignore[no-untyped-def]
+def timed(fn: Callable[[], object], repeat: int = 20) -> float:
     samples = []
     for _ in range(repeat):
         began = time.perf_counter()
@@ -48,14 +49,16 @@ def main() -> None:
     torch.cuda.synchronize()
     backend = CudaMemory()
     objects = len(gc.get_objects())
-    rows = {
+
+    def clear_caches() -> None:
+        torch.cuda.synchronize()
+        torch._C._cuda_clearCublasWorkspaces()
+        torch.backends.cuda.cufft_plan_cache[0].clear()
+        torch._C._host_emptyCache()
+
+    rows: dict[str, Callable[[], object]] = {
         "gc.collect (one round)": gc.collect,
-        "synchronize + clear cuBLAS/cuFFT/pinned caches (settle less gc)": lambda: (
-            torch.cuda.synchronize(),
-            torch._C._cuda_clearCublasWorkspaces(),
-            torch.backends.cuda.cufft_plan_cache[0].clear(),
-            torch._C._host_emptyCache(),
-        ),
+        "synchronize + clear cuBLAS/cuFFT/pinned caches (settle less gc)": clear_caches,
         "allocator + pinned statistics (read)": backend.read,
         "one reading (settle + read)": lambda: (backend.settle(), backend.read()),
     }

@@ -360,7 +360,7 @@ class Table:
             red = sum(1 for r in runs if r["failed"] or r["rc"] not in (0,))
             fails = sum(1 for r in rows if r["failed"])
             inc = sum(1 for r in rows if r["kind"] == "inconclusive")
-            kinds = defaultdict(int)
+            kinds: defaultdict[str | None, int] = defaultdict(int)
             for r in rows:
                 kinds[r["kind"]] += 1
             n = max(len(rows), 1)

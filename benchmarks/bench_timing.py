@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _table import publish
@@ -31,15 +32,15 @@ from pytest_cudaperf.series import Recording, entry_of
 from pytest_cudaperf.verdict import Kind, Observation, judge
 
 
-def regression(tool: str, base: dict, cur: dict, tol: float) -> bool:
+def regression(tool: str, base: dict[str, Any], cur: dict[str, Any], tol: float) -> bool:
     """Our tool: the plugin's verdict rule today, the baseline one process's recording (as one
     ``--cudaperf-update`` stores it). Others: a threshold on their median."""
     if tool.startswith("cudaperf"):
         recording = Recording("2026-01-01", base["median_ms"], base["halfwidth"], 1)
         entry = entry_of([recording], "ms", {}, "device")
         observed = Observation(cur["median_ms"], cur["halfwidth"])
-        return judge(observed, entry, tol, "x").kind is Kind.REGRESSION
-    return cur["median_ms"] / base["median_ms"] > 1 + tol
+        return bool(judge(observed, entry, tol, "x").kind is Kind.REGRESSION)
+    return bool(cur["median_ms"] / base["median_ms"] > 1 + tol)
 
 
 def main() -> None:
@@ -62,7 +63,7 @@ def main() -> None:
     write_table(rows, out)
 
 
-def collect(processes: int, out: Path) -> list[dict]:
+def collect(processes: int, out: Path) -> list[dict[str, Any]]:
     """Run the worker in ``processes`` separate processes; keep the raw rows."""
     worker = Path(__file__).with_name("bench_worker.py")
     rows = []
@@ -85,7 +86,7 @@ def collect(processes: int, out: Path) -> list[dict]:
     return rows
 
 
-def write_table(rows: list[dict], out: Path) -> None:
+def write_table(rows: list[dict[str, Any]], out: Path) -> None:
     by = defaultdict(list)
     for row in rows:
         by[(row["kernel"], row["tool"], row["scale"])].append(row)

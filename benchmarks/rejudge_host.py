@@ -40,7 +40,7 @@ import json
 import math
 import statistics
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +99,13 @@ def observation(run: dict[str, Any], plant: float = 1.0, weigh: bool = True) -> 
 
 def judged(
     runs: list[dict[str, Any]], recordings: int, plant: float, weigh: bool, tolerance: float
-) -> Counter[str]:
+) -> defaultdict[str, float]:
     """Verdict kinds over every choice of ``recordings`` runs as the baseline. A slowdown left
     undecided with the host in another state than at recording (``Verdict.awaits_host``) is
     measured again in a live run once the host is back: here it counts as the verdicts of the
     other judged runs of the test whose host was in the recordings' state, in equal shares
     (INCONCLUSIVE where there is none); those shares are also counted under ``other state``."""
-    kinds: Counter[str] = Counter()
+    kinds: defaultdict[str, float] = defaultdict(float)
     for chosen in itertools.combinations(range(len(runs)), recordings):
         entry = entry_of(
             [
@@ -222,10 +222,12 @@ def main() -> None:
     print("| rule | verdicts | REGRESSION | INCONCLUSIVE | IMPROVED | PASS | other state |")
     print("|---|---|---|---|---|---|---|")
     for weigh, name in ((False, "the ratio alone"), (True, "this checkout")):
-        total: Counter[str] = Counter()
+        total: defaultdict[str, float] = defaultdict(float)
         for test_runs in tests.values():
             if len(test_runs) > args.recordings:
-                total += judged(test_runs, args.recordings, args.plant, weigh, args.tolerance)
+                found = judged(test_runs, args.recordings, args.plant, weigh, args.tolerance)
+                for kind, count in found.items():
+                    total[kind] += count
         n = round(sum(v for k, v in total.items() if k != "other state"))
         cells = [f"{total[k]:.0f} ({total[k] / n:.1%})" for k in ("regression", "inconclusive")]
         print(
