@@ -4,6 +4,7 @@ regressions, planted-slowdown detection) plus the raw rows.
 
     python benchmarks/bench_timing.py --processes 16 --out out/
     python benchmarks/bench_timing.py --from-raw raw.jsonl --out out/   # table from raw rows
+    python benchmarks/bench_timing.py --smoke --out out/smoke   # bench_worker.py --smoke twice
 
 The published run's raw rows are no longer in the tree; git keeps them:
 ``git show 2c3608c:benchmarks/data/timing-raw-discard.jsonl > raw.jsonl``.
@@ -53,24 +54,30 @@ def main() -> None:
         help="build the table from the raw rows of an earlier run (the published run's rows: "
         "benchmarks/data/timing-raw-discard.jsonl in git history at commit 2c3608c)",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: 2 worker processes on the CPU (bench_worker.py --smoke)",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.from_raw:
         rows = [json.loads(line) for line in Path(args.from_raw).read_text().splitlines()]
     else:
-        rows = collect(args.processes, out)
+        rows = collect(2 if args.smoke else args.processes, out, args.smoke)
     write_table(rows, out)
 
 
-def collect(processes: int, out: Path) -> list[dict[str, Any]]:
-    """Run the worker in ``processes`` separate processes; keep the raw rows."""
+def collect(processes: int, out: Path, smoke: bool = False) -> list[dict[str, Any]]:
+    """Run the worker in ``processes`` separate processes (``smoke``: on the CPU, tiny); keep
+    the raw rows."""
     worker = Path(__file__).with_name("bench_worker.py")
     rows = []
     with open(out / "timing-raw.jsonl", "w") as raw:
         for seed in range(processes):
             proc = subprocess.run(
-                [sys.executable, str(worker), "--seed", str(seed)],
+                [sys.executable, str(worker), "--seed", str(seed), *(["--smoke"] if smoke else [])],
                 capture_output=True,
                 text=True,
                 check=False,
