@@ -55,7 +55,10 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_own_time.py": [["bench_own_time.py", "--smoke"]],
     "bench_timing.py": [["bench_timing.py", "--smoke", "--out", "{out}"]],
     "bench_xdist.py": [["bench_xdist.py", "--smoke", "--out", "{out}"]],
-    "launch_gaps.py": [["launch_gaps.py", "--smoke", "{out}"]],
+    "launch_gaps.py": [
+        ["launch_gaps.py", "--smoke", "{out}"],
+        ["rejudge.py", "{out}/gpu-suite", "--series", "time:device"],
+    ],
     "rejudge_host.py": [["rejudge_host.py", "--smoke", "{out}"]],
     "public_suites": [["public_suites/smoke.sh", "{out}"]],
     "suite_gpu": [["suite_gpu", "-k", "add or matmul", "--cudaperf-max-time=0.05"]],
