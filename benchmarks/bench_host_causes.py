@@ -326,7 +326,7 @@ def main() -> None:
     if args.child:
         child(args.child, args.calls, only, references)
         return
-    local, others = gpu_cpus()
+    local, others = (sorted(os.sched_getaffinity(0)), []) if args.smoke else gpu_cpus()
     remote = others[-1] if others else sorted(os.sched_getaffinity(0))[-1]
     pin = {"local": local[len(local) // 2], "local-nogc": local[len(local) // 2], "remote": remote}
     print(f"GPU-local cores {local}, others {others}; pinned local {pin['local']}, remote {remote}")

@@ -10,9 +10,9 @@
 4. with ``--xdist X[,Y...]``: steps 2 and 3 again under ``pytest -n X`` (and ``-n Y``), against
    the same baselines (recorded serially).
 
-``--smoke`` (CPU suites): two tests, one recording, one unchanged and one planted (3x) run, a
-short measurement budget: the whole pipeline in seconds, its folder one ``rejudge.py`` and
-``fresh_tally.py`` can read.
+``--smoke`` (CPU suites): two tests, one recording (``pytest --cudaperf-update``), one unchanged
+and one planted (3x) run, a short measurement budget: the whole pipeline in seconds, its folder
+one that ``rejudge.py`` and ``fresh_tally.py`` can read.
 
 Failures are counted from the JUnit XML; verdict kinds and medians come from the JSON report
 through ``read_report`` (which knows the report's layout) and ``series_kinds`` (through the
@@ -490,14 +490,15 @@ def main() -> None:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="a smoke run of a CPU suite: 2 tests, 1 recording, 1 unchanged and 1 planted (3x) "
-        "run, --cudaperf-max-time=0.05",
+        help="a smoke run of a CPU suite: 2 tests, 1 recording (--record-with-updates), 1 "
+        "unchanged and 1 planted (3x) run, --cudaperf-max-time=0.05",
     )
     args = parser.parse_args()
     if args.smoke:
         if args.suite not in SMOKE_TESTS:
             parser.error(f"--smoke: a CPU suite ({', '.join(SMOKE_TESTS)}), not {args.suite}")
         args.record_runs, args.runs, args.plant, args.plant_runs = 1, 1, "3x", 1
+        args.record_with_updates = True  # one process; cudaperf record takes two
         args.pytest_arg += ["-k", SMOKE_TESTS[args.suite], "--cudaperf-max-time=0.05"]
     driver = Driver(args)
     try:

@@ -66,10 +66,10 @@ def main() -> None:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="a smoke run: on the CPU, 2 tiny perf tests and 2 short load tests, -n 2",
+        help="a smoke run: on the CPU, 2 tiny perf tests and 2 short load tests, -n 1",
     )
     args = parser.parse_args()
-    workers, sizes = ("2", SMOKE) if args.smoke else ("4", SIZES)
+    workers, sizes = ("1", SMOKE) if args.smoke else ("4", SIZES)
     extra_args = ["--cudaperf-max-time=0.05"] if args.smoke else []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
