@@ -15,12 +15,15 @@ in no smoke.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -72,6 +75,7 @@ RUN_BY = {"bench_worker.py": "bench_timing.py --smoke runs it in two processes"}
 class Outcome:
     name: str
     seconds: float
+    cpu: float  #: CPU seconds of its processes
     failed: str | None  # the failing step and the tail of its output
 
 
@@ -104,27 +108,48 @@ def command(step: list[str], out: Path) -> tuple[list[str], Path]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *args], suite
 
 
+def run_step(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str, float]:
+    """Exit status (None: past ``timeout``, its process group killed), output and CPU seconds
+    (the step's processes and the ones they waited for) of one step."""
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=plugin_env(), stdout=log, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        late = threading.Event()
+
+        def kill() -> None:
+            late.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        said = log.read()
+    cpu = usage.ru_utime + usage.ru_stime
+    return (None if late.is_set() else proc.returncode), said, cpu
+
+
 def run_smoke(name: str, steps: list[list[str]], base: Path, timeout: float) -> Outcome:
     out = base / name.replace("/", "_").removesuffix(".py")
     out.mkdir(parents=True, exist_ok=True)
-    env = plugin_env()
     began = time.monotonic()
+    cpu = 0.0
     for step in steps:
         cmd, cwd = command(step, out)
-        try:
-            done = subprocess.run(
-                cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as late:
-            said = late.stdout or b""
-            text = said.decode(errors="replace") if isinstance(said, bytes) else said
-            failed = f"{' '.join(step)}: over {timeout:g} s\n{text[-3000:]}"
-            return Outcome(name, time.monotonic() - began, failed)
-        if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
-            failed = f"{' '.join(step)}: exit {done.returncode}\n{tail}"
-            return Outcome(name, time.monotonic() - began, failed)
-    return Outcome(name, time.monotonic() - began, None)
+        code, said, used = run_step(cmd, cwd, timeout)
+        cpu += used
+        if code != 0:
+            tail = "\n".join(said.splitlines()[-40:])
+            why = f"over {timeout:g} s" if code is None else f"exit {code}"
+            return Outcome(name, time.monotonic() - began, cpu, f"{' '.join(step)}: {why}\n{tail}")
+    return Outcome(name, time.monotonic() - began, cpu, None)
 
 
 def main() -> int:
@@ -158,7 +183,11 @@ def main() -> int:
             for future in as_completed(futures):
                 outcome = future.result()
                 word = "FAILED" if outcome.failed else "ok"
-                print(f"{word:<6} {outcome.name:<26} {outcome.seconds:6.1f} s", flush=True)
+                print(
+                    f"{word:<6} {outcome.name:<26} {outcome.seconds:6.1f} s "
+                    f"({outcome.cpu:5.1f} s of CPU)",
+                    flush=True,
+                )
                 if outcome.failed:
                     failed.append(outcome)
     finally:
