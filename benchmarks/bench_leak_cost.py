@@ -63,9 +63,9 @@ def main() -> None:
                         p.sub_(p.grad, alpha=1e-3)
 
     step()
-    backend: CpuMemory | CudaMemory = CpuMemory() if args.smoke else CudaMemory()
     if not args.smoke:
         torch.cuda.synchronize()
+    backend: CpuMemory | CudaMemory = CpuMemory() if args.smoke else CudaMemory()
     objects = len(gc.get_objects())
 
     def clear_caches() -> None:
