@@ -36,35 +36,36 @@ sys.path.insert(0, str(HERE))
 from bench_suite import plugin_env  # noqa: E402
 
 #: smoke name -> steps; a step is a script of benchmarks/ (or a suite folder, run by pytest)
-#: and its arguments; ``{out}`` is the smoke's own temporary folder
+#: and its arguments; ``{out}`` is the smoke's own temporary folder. The longest first, so that
+#: the short ones fill in beside them
 SMOKES: dict[str, list[list[str]]] = {
+    "bench_allreduce.py": [["bench_allreduce.py", "--smoke"]],
     "bench_suite.py": [
         ["bench_suite.py", "--suite", "cpu", "--smoke", "--out", "{out}/suite"],
         ["rejudge.py", "{out}/suite", "--realised", "1.5"],
         ["fresh_tally.py", "{out}/suite", "--list"],
     ],
-    "bench_ab.py": [["bench_ab.py", "--smoke", "--out", "{out}/ab"]],
-    "bench_ab_confirm.py": [["bench_ab_confirm.py", "--smoke", "--out", "{out}"]],
-    "bench_allreduce.py": [["bench_allreduce.py", "--smoke"]],
-    "bench_breakdown_cost.py": [["bench_breakdown_cost.py", "--smoke", "--out", "{out}"]],
-    "bench_changepoints.py": [["bench_changepoints.py", "--smoke", "--out", "{out}"]],
-    "bench_drift.py": [["bench_drift.py", "--smoke", "--out", "{out}"]],
+    "bench_xdist.py": [["bench_xdist.py", "--smoke", "--out", "{out}"]],
+    "bench_timing.py": [["bench_timing.py", "--smoke", "--out", "{out}"]],
     "bench_history_commits.py": [["bench_history_commits.py", "--smoke", "--out", "{out}"]],
     "bench_host_causes.py": [["bench_host_causes.py", "--smoke", "--out", "{out}/causes.json"]],
+    "public_suites": [["public_suites/smoke.sh", "{out}"]],
+    "bench_ab.py": [["bench_ab.py", "--smoke", "--out", "{out}/ab"]],
+    "bench_leak_cost.py": [["bench_leak_cost.py", "--smoke", "--out", "{out}"]],
     "bench_host_plant.py": [["bench_host_plant.py", "--smoke", "--out", "{out}/plant.json"]],
     "bench_host_probe.py": [["bench_host_probe.py", "--smoke", "--out", "{out}/probe.json"]],
-    "bench_leak_cost.py": [["bench_leak_cost.py", "--smoke", "--out", "{out}"]],
+    "suite_gpu": [["suite_gpu", "-k", "add", "--cudaperf-max-time=0.05"]],
+    "bench_breakdown_cost.py": [["bench_breakdown_cost.py", "--smoke", "--out", "{out}"]],
     "bench_overhead.py": [["bench_overhead.py", "--smoke", "--out", "{out}"]],
     "bench_own_time.py": [["bench_own_time.py", "--smoke"]],
-    "bench_timing.py": [["bench_timing.py", "--smoke", "--out", "{out}"]],
-    "bench_xdist.py": [["bench_xdist.py", "--smoke", "--out", "{out}"]],
     "launch_gaps.py": [
         ["launch_gaps.py", "--smoke", "{out}"],
         ["rejudge.py", "{out}/gpu-suite", "--series", "time:device"],
     ],
     "rejudge_host.py": [["rejudge_host.py", "--smoke", "{out}"]],
-    "public_suites": [["public_suites/smoke.sh", "{out}"]],
-    "suite_gpu": [["suite_gpu", "-k", "add", "--cudaperf-max-time=0.05"]],
+    "bench_ab_confirm.py": [["bench_ab_confirm.py", "--smoke", "--out", "{out}"]],
+    "bench_changepoints.py": [["bench_changepoints.py", "--smoke", "--out", "{out}"]],
+    "bench_drift.py": [["bench_drift.py", "--smoke", "--out", "{out}"]],
 }
 
 #: scripts that another script's smoke runs, not run on their own
