@@ -118,7 +118,7 @@ def cycles_per_us() -> float:
         end.record()
         end.synchronize()
         readings.append(cycles / (start.elapsed_time(end) * 1e3))
-    return statistics.median(readings)
+    return float(statistics.median(readings))
 
 
 def _busy_wait(seconds: float) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import statistics
 import subprocess
 import sys
@@ -25,7 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from _table import publish
-from bench_suite import plugin_env, read_report
+from bench_suite import ROOT, plugin_env, read_report
+
+sys.path.insert(0, str(ROOT))
+
+from pytest_cudaperf.ab.paired import MIN_PAIRS
 
 HERE = Path(__file__).resolve().parent
 
@@ -93,6 +99,27 @@ def _planted_rows(out: Path, base_ms: dict[str, float]) -> list[str]:
     return lines
 
 
+def smoke_comparisons(out: Path, plain: dict[str, float]) -> None:
+    """``aa-0.json`` and ``planted-0.json`` for the tests of the plain run, with the fields of
+    ``cudaperf ab --json`` that this script reads: log-normal pair ratios (1%), the planted
+    side's 3x slower."""
+    rng = random.Random(0)
+    for name, change in (("aa-0", 1.0), ("planted-0", 3.0)):
+        series = []
+        for nodeid in sorted(plain):
+            ratios = [change * math.exp(rng.gauss(0, 0.01)) for _ in range(MIN_PAIRS)]
+            call = "slower" if change > 1 else "same"
+            ratio = statistics.geometric_mean(ratios)
+            series.append(
+                {"nodeid": nodeid, "name": "", "unit": "ms", "ratios": ratios, "ratio": ratio}
+                | {"call": call}
+            )
+        summary = {"slower": sum(s["call"] == "slower" for s in series)}
+        summary["same"] = len(series) - summary["slower"]
+        document = {"series": series, "summary": summary, "wall_s": 0.0, "rc": int(change > 1)}
+        (out / f"{name}.json").write_text(json.dumps(document, indent=1))
+
+
 def table(out: Path, plant: str) -> list[str]:
     plain = json.loads((out / "plain.json").read_text())
     lines = ["# bench_ab", "", f"plain suite run: {plain.get('wall_s', '?')} s", ""]
@@ -108,7 +135,7 @@ def table(out: Path, plant: str) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", choices=["gpu", "cpu", "ops"], required=True)
+    parser.add_argument("--suite", choices=["gpu", "cpu", "ops"], help="(required)")
     parser.add_argument("--aa", type=int, default=2, help="A/A comparisons")
     parser.add_argument("--planted", type=int, default=1, help="comparisons with a planted head")
     parser.add_argument("--plant", default="0.03", help="CUDAPERF_PLANT of the head side")
@@ -119,7 +146,18 @@ def main() -> None:
         "--max-seconds", type=float, default=0.0, help="start no comparison that would end past it"
     )
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: the plain run of suite_ops' test_add (--cudaperf-max-time=0.05); the "
+        "A/A and planted comparisons made of log-normal pair ratios, not run",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.suite, args.aa, args.planted, args.plant, args.pairs = "ops", 1, 1, "3x", MIN_PAIRS
+        args.pytest_arg += ["-k", "test_add", "--cudaperf-max-time=0.05"]
+    elif args.suite is None:
+        parser.error("--suite: gpu, cpu or ops")
     suite = HERE / f"suite_{args.suite}"
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -143,6 +181,8 @@ def main() -> None:
     longest = 0.0
     runs = [(f"aa-{i}", sys.executable) for i in range(args.aa)]
     runs += [(f"planted-{i}", str(wrapper)) for i in range(args.planted)]
+    if args.smoke:  # a comparison is 6 to 12 pytest processes: far past a smoke run's seconds
+        smoke_comparisons(out, medians(out / "plain.json"))
     for name, python in runs:
         if (out / f"{name}.json").exists():
             continue

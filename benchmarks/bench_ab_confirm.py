@@ -58,6 +58,17 @@ def null_ratios(pattern: str, test: str) -> list[float]:
     return ratios
 
 
+def smoke_report(out: Path) -> str:
+    """A ``cudaperf ab --json``-shaped report: 40 log-normal (2%) pair ratios of one test."""
+    rng = random.Random(3)
+    ratios = [math.exp(rng.gauss(0, 0.02)) for _ in range(40)]
+    series = [{"nodeid": "test_ops.py::test_steady", "unit": "ms", "ratios": ratios}]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "smoke-ab.json"
+    path.write_text(json.dumps({"series": series}))
+    return str(path)
+
+
 def rates(
     pool: Sequence[float], change: float, rule: Rule, min_effect: float, trials: int
 ) -> tuple[float, float]:
@@ -87,7 +98,14 @@ def main() -> None:
     parser.add_argument("--min-effect", type=float, default=0.02)
     parser.add_argument("--trials", type=int, default=100_000)
     parser.add_argument("--out", default="out/ab-confirm")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: 200 trials over the ratios of a small A/A report written for it",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.reports, args.test, args.trials = smoke_report(Path(args.out)), "test_steady", 200
     if args.lognormal:
         rng = random.Random(2)
         pool = [math.exp(rng.gauss(0, args.lognormal)) for _ in range(10_000)]

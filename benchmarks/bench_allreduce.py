@@ -10,7 +10,8 @@ figure nccl-tests' formula gives for the same run's timings, and beside an nccl-
    20 iterations between two CUDA events, as nccl-tests' all_reduce_perf times them.
 
     python benchmarks/bench_allreduce.py                  # 2 GPUs, NCCL, 256 MiB bf16
-    python benchmarks/bench_allreduce.py --cpu --mib 4    # gloo smoke test on the CPU
+    python benchmarks/bench_allreduce.py --cpu --mib 4    # gloo on the CPU
+    python benchmarks/bench_allreduce.py --smoke          # the same, 1 MiB, short
 """
 
 from __future__ import annotations
@@ -127,7 +128,12 @@ def main() -> None:
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--max-time", type=float, default=2.0)
     parser.add_argument("--cpu", action="store_true", help="gloo on the CPU (a smoke test)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a smoke run: --cpu, 1 MiB of float32, 0.05 s"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.cpu, args.mib, args.dtype, args.max_time = True, 1, "float32", 0.05
     if args.cpu:
         os.environ["BENCH_CPU"] = "1"
     itemsize = {"bfloat16": 2, "float16": 2, "float32": 4}[args.dtype]

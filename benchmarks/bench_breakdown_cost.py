@@ -30,15 +30,16 @@ from pytest_cudaperf.measure.timing import Backend, Budget, measure
 TOLERANCE = 0.05
 
 
-def workloads(device: str) -> dict[str, Callable[[], object]]:
+def workloads(device: str, smoke: bool = False) -> dict[str, Callable[[], object]]:
+    """The five callables; ``smoke``: each a few µs on the CPU."""
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     small = torch.randn(1 << 12, device=dev)
-    big = torch.randn(1 << (22 if cuda else 18), device=dev)
-    n = 4096 if cuda else 256
+    big = torch.randn(1 << (22 if cuda else 14 if smoke else 18), device=dev)
+    n = 4096 if cuda else 32 if smoke else 256
     dtype = torch.bfloat16 if cuda else torch.float32
     mat = torch.randn(n, n, device=dev, dtype=dtype)
-    width = 1024 if cuda else 256
+    width = 1024 if cuda else 32 if smoke else 256
     mlp = torch.nn.Sequential(
         torch.nn.Linear(width, 4 * width),
         torch.nn.GELU(),
@@ -47,7 +48,7 @@ def workloads(device: str) -> dict[str, Callable[[], object]]:
     ).to(dev)
     x = torch.randn(64, width, device=dev)
     layer = torch.nn.TransformerEncoderLayer(width, 16, 4 * width, batch_first=True).to(dev).eval()
-    seq = torch.randn(8, 256 if cuda else 32, width, device=dev)
+    seq = torch.randn(8, 256 if cuda else 4 if smoke else 32, width, device=dev)
 
     def no_grad(fn: Callable[[], object]) -> Callable[[], object]:
         def run() -> object:
@@ -86,9 +87,17 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default="out")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: on the CPU, tiny workloads, a short budget, one repeat",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.device, args.repeat = "cpu", 1
     backend = backend_for(args.device)
-    budget = Budget.for_tolerance(TOLERANCE)
+    short = {"warmup": 0.002, "max_time": 0.02, "min_samples": 5, "rounds": 1}
+    budget = Budget.for_tolerance(TOLERANCE, **(short if args.smoke else {}))
     rows = [
         f"Breakdown cost on {args.device} "
         f"({torch.cuda.get_device_name() if args.device.startswith('cuda') else 'CPU'}, "
@@ -98,7 +107,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     first_done = False
-    for name, fn in workloads(args.device).items():
+    for name, fn in workloads(args.device, args.smoke).items():
         fn()
         first = None
         if not first_done:

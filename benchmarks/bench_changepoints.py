@@ -47,6 +47,23 @@ def noise_pools(folder: Path) -> dict[str, list[float]]:
     }
 
 
+def smoke_noise(folder: Path) -> str:
+    """An A/A report of two tests whose processes' medians are log-normal (1.5%), in the layout
+    that ``noise_pools`` reads from ``cudaperf ab --json``."""
+    rng = random.Random(0)
+
+    def sides() -> list[dict[str, float]]:
+        return [{"median": math.exp(rng.gauss(0, 0.015))} for _ in range(12)]
+
+    series = [
+        {"nodeid": f"test_ops.py::test_{name}", "unit": "ms", "base": sides(), "head": sides()}
+        for name in ("add", "mm")
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "aa-0.json").write_text(json.dumps({"series": series}))
+    return str(folder)
+
+
 def ours(values: Sequence[float]) -> list[int]:
     return [c.index for c in change_points(values)]
 
@@ -90,12 +107,21 @@ def series(pool: list[float], n: int, step: float, at: int, rng: random.Random) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--noise", required=True, help="a bench_ab.py output folder")
+    parser.add_argument("--noise", help="a bench_ab.py output folder")
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--length", type=int, default=60, help="commits per series")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="out/changepoints")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: log-normal noise written as an A/A report, 3 series of 30 commits",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.noise, args.trials, args.length = smoke_noise(Path(args.out) / "noise"), 3, 30
+    elif args.noise is None:
+        parser.error("--noise: give a bench_ab.py output folder (or --smoke)")
     pools = noise_pools(Path(args.noise))
     tests = sorted(pools)
     methods: dict[str, Method] = {

@@ -52,7 +52,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--out", default="out/drift")
+    parser.add_argument("--smoke", action="store_true", help="a smoke run: 5 trials a cell")
     args = parser.parse_args()
+    if args.smoke:
+        args.trials = 5
     cases: list[tuple[str, Series]] = [("+0.5%/run over 30 runs", creep), ("flat, 60 runs", flat)]
     cases += [(f"{size:.0%} step at run {at} of 30", step(at, size)) for size in (0.05, 0.10)
               for at in (5, 15, 25)]  # fmt: skip

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -305,10 +306,12 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def create(repo: Path) -> None:
+def create(repo: Path, smoke: bool = False) -> None:
+    """The repository's first commit (``smoke``: the vectors 4,096 times shorter)."""
     (repo / "kernels").mkdir(parents=True)
     (repo / "kernels" / "__init__.py").write_text("")
-    (repo / "kernels" / "ops.py").write_text(OPS)
+    shift = (lambda m: f"1 << {int(m[1]) - 12}") if smoke else (lambda m: m[0])
+    (repo / "kernels" / "ops.py").write_text(re.sub(r"1 << (\d+)", shift, OPS))
     (repo / "tests").mkdir()
     (repo / "tests" / "test_kernels.py").write_text(TESTS)
     (repo / "README.md").write_text("# kernels\n\nA small kernel library.\n")
@@ -328,7 +331,7 @@ def plugin_env() -> dict[str, str]:
     return env
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--commits", type=int, default=22, help="commits run, the first included")
@@ -339,7 +342,21 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=None)
     parser.add_argument("--require-gpu", action="store_true")
     parser.add_argument("--pytest-args", default="", help="more pytest arguments, one string")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: on the CPU, 2 commits (the second slows copy), the copy and add "
+        "tests only, vectors 4,096 times shorter, --cudaperf-max-time=0.05",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.commits, args.slow_at, args.kernel, args.require_gpu = 2, 2, "copy", False
+        args.pytest_args += " -k 'test_copy or test_add' --cudaperf-max-time=0.05"
+    return args
+
+
+def main() -> None:
+    args = arguments()
     began = time.monotonic()
     out: Path = args.out.resolve()
     repo, db, log = out / "repo", out / "history.db", out / "runs.jsonl"
@@ -347,7 +364,7 @@ def main() -> None:
         shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     if not (repo / ".git").exists():
-        create(repo)
+        create(repo, args.smoke)
     done = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     extra = ["--cudaperf-require-gpu"] if args.require_gpu else []
     for index in range(len(done) + 1, args.commits + 1):

@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,10 @@ def _python_loop() -> int:
     return total
 
 
-_TINY: dict[str, object] = {}
+_TINY: dict[str, Any] = {}
 
 
-def _tiny(device: str) -> object:
+def _tiny(device: str) -> Any:
     import torch
 
     return _TINY.setdefault(device, torch.ones(4, device=device))
@@ -181,21 +182,26 @@ def child(  # noqa: PLR0915 - one measured process, step by step
     import gc
 
     import torch
-    from kornia import augmentation
 
     from pytest_cudaperf.measure.cpu import reference_work
 
     seeded = "nogc" in control
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    images = torch.rand(5, 3, 128, 128, device="cuda" if torch.cuda.is_available() else "cpu")
+    sync: Callable[[], None] = (
+        torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    )
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU: the smoke run's
+    images = torch.rand(5, 3, 128, 128, device=device)
     out: dict[str, object] = {"control": control, "ops": {}}
     refs = [reference_ms()]
     chosen = [n for n in [*OPS, *DATA_OPS] if not only or n in only]
     for name in chosen:
         if name in OPS:
+            from kornia import augmentation
+
             op, data = eval(f"K.{OPS[name]}", {"K": augmentation}), images
         else:
-            op, data = (eval(x, {"torch": torch}) for x in DATA_OPS[name])
+            texts = (x.replace("'cuda'", repr(device)) for x in DATA_OPS[name])
+            op, data = (eval(x, {"torch": torch}) for x in texts)
         for _ in range(20):
             op(data)
         sync()
@@ -266,10 +272,14 @@ def gpu_cpus() -> tuple[list[int], list[int]]:
     """Cores local to GPU 0 and the others."""
     import torch
 
-    props = torch.cuda.get_device_properties(0)
-    bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-    local_list = Path(f"/sys/bus/pci/devices/{bus}/local_cpulist")
     allowed = sorted(os.sched_getaffinity(0))
+    if not torch.cuda.is_available():  # the smoke run's CPU
+        return allowed, []
+    props = torch.cuda.get_device_properties(0)
+    # the PCI fields are in torch's device properties, not in its type stubs
+    domain, bus_id, device = (getattr(props, f"pci_{n}_id") for n in ("domain", "bus", "device"))
+    bus = f"{domain:04x}:{bus_id:02x}:{device:02x}.0"
+    local_list = Path(f"/sys/bus/pci/devices/{bus}/local_cpulist")
     local = parse_cpulist(local_list.read_text()) if local_list.exists() else allowed
     local = [c for c in local if c in allowed] or allowed
     others = [c for c in allowed if c not in local]
@@ -288,7 +298,8 @@ def parse_cpulist(text: str) -> list[int]:
 
 
 def spread(values: list[float]) -> float:
-    return max(values) / min(values) - 1
+    """max / min - 1; 0 where every value is 0 (no kernels: the smoke run's CPU)."""
+    return max(values) / min(values) - 1 if min(values) > 0 else 0.0
 
 
 def main() -> None:
@@ -300,13 +311,22 @@ def main() -> None:
     parser.add_argument("--controls", default=",".join(CONTROLS))
     parser.add_argument("--ops", default="", help="comma-separated names of OPS and DATA_OPS")
     parser.add_argument("--references", default="", help="comma-separated REFERENCES to time")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run on the CPU: 2 processes of the nogc control, 5 calls of 2 "
+        "data-dependent ops on CPU tensors, the python and torch references",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.processes, args.calls, args.controls = 2, 5, "nogc"
+        args.ops, args.references = "tolist,bincount", "python,torch"
     only = [n for n in args.ops.split(",") if n]
     references = [n for n in args.references.split(",") if n]
     if args.child:
         child(args.child, args.calls, only, references)
         return
-    local, others = gpu_cpus()
+    local, others = (sorted(os.sched_getaffinity(0)), []) if args.smoke else gpu_cpus()
     remote = others[-1] if others else sorted(os.sched_getaffinity(0))[-1]
     pin = {"local": local[len(local) // 2], "local-nogc": local[len(local) // 2], "remote": remote}
     print(f"GPU-local cores {local}, others {others}; pinned local {pin['local']}, remote {remote}")

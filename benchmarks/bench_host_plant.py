@@ -71,14 +71,17 @@ def timed(work: Callable[[], object]) -> float:
 
 
 def after_idle(
-    reference: Callable[[], object], warm: Callable[[], None]
+    reference: Callable[[], object],
+    warm: Callable[[], None],
+    idle: tuple[float, ...] = IDLE_MS,
+    repeat: int = 40,
 ) -> dict[str, dict[str, float]]:
     """The reference's median time after the GPU sat idle, cold and warmed, per idle time."""
     found = {}
-    for idle_ms in IDLE_MS:
+    for idle_ms in idle:
         for mode, wait in (("busy", busy_wait), ("sleep", time.sleep)):
             cold, warmed = [], []
-            for _ in range(40):
+            for _ in range(repeat):
                 wait(idle_ms / 1e3)
                 cold.append(timed(reference))
                 wait(idle_ms / 1e3)
@@ -98,27 +101,32 @@ def python_loop() -> int:
     return total
 
 
-def child(calls: int, plant: float, only: list[str], variants: list[str]) -> dict[str, Any]:
-    import kornia
+def child(  # noqa: PLR0915 - one measured process, step by step
+    calls: int, plant: float, only: list[str], variants: list[str], smoke: bool = False
+) -> dict[str, Any]:
+    """One process's figures; ``smoke``: on the CPU, with the CPU backend's reference loop for
+    the launch reference, the data-dependent ops on CPU tensors, no kornia."""
     import torch
-    from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
 
+    from pytest_cudaperf.measure.cpu import reference_work
     from pytest_cudaperf.measure.cuda import launch_reference
 
-    device = torch.device("cuda")
-    reference = launch_reference(torch, device)
+    device = torch.device("cpu" if smoke else "cuda")
+    sync: Callable[[], None] = (lambda: None) if smoke else torch.cuda.synchronize
+    reference: Callable[[], object] = reference_work if smoke else launch_reference(torch, device)
     one = torch.ones(4, device=device)
 
     def warm() -> None:
         torch.add(one, one)
-        torch.cuda.synchronize()
+        sync()
 
     tiny = torch.ones(4)
 
-    def cpu_torch() -> None:
+    def cpu_torch() -> object:
         out = tiny
         for _ in range(20):
             out = torch.add(out, tiny)
+        return out
 
     def nothing() -> None:
         pass
@@ -133,28 +141,36 @@ def child(calls: int, plant: float, only: list[str], variants: list[str]) -> dic
         "python": (nothing, python_loop),
     }
 
-    for _ in range(50):
+    for _ in range(5 if smoke else 50):
         reference()
-    out: dict[str, Any] = {"idle": after_idle(reference, warm), "ops": {}}
+    idle = after_idle(reference, warm, (0.0, 0.3), 3) if smoke else after_idle(reference, warm)
+    out: dict[str, Any] = {"idle": idle, "ops": {}}
     images = torch.rand(5, 3, 128, 128, device=device)
     torch.manual_seed(0)
     ops: dict[str, tuple[Callable[..., Any], Any]] = {}
-    for name, text in AUGMENTATIONS.items():
-        made = eval(text, {"K": K, "kornia": kornia})
-        ops[name] = (made.to(device) if hasattr(made, "to") else made, images)
+    if not smoke:
+        import kornia
+        from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
+
+        for name, text in AUGMENTATIONS.items():
+            made = eval(text, {"K": K, "kornia": kornia})
+            ops[name] = (made.to(device) if hasattr(made, "to") else made, images)
     for name, (op_text, data_text) in DATA_OPS.items():
-        ops[name] = (eval(op_text, {"torch": torch}), eval(data_text, {"torch": torch}))
+        if only and name not in only:
+            continue
+        on_device = data_text.replace("'cuda'", repr(device.type))
+        ops[name] = (eval(op_text, {"torch": torch}), eval(on_device, {"torch": torch}))
     for name, (op, data) in ops.items():
         if only and name not in only:
             continue
 
         def call(op: Callable[..., Any] = op, data: Any = data) -> None:
             op(data)
-            torch.cuda.synchronize()
+            sync()
 
-        for _ in range(20):
+        for _ in range(3 if smoke else 20):
             call()
-        median_ms = statistics.median(timed(call) for _ in range(30))
+        median_ms = statistics.median(timed(call) for _ in range(3 if smoke else 30))
         delay_s = plant * median_ms / 1e3
 
         def planted(call: Callable[[], None] = call, delay_s: float = delay_s) -> None:
@@ -226,6 +242,12 @@ def main() -> None:
     parser.add_argument("--out", default="out/host-plant.json")
     parser.add_argument("--variants", default="cold,warm,twice", help=", ".join(VARIANTS))
     parser.add_argument("--child", action="store_true")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run on the CPU: three processes' figures taken in this one (CPU reference "
+        "loop, tolist and topk_then_nonzero on CPU tensors, 24 calls), then the summary",
+    )
     args = parser.parse_args()
     only = [n for n in args.ops.split(",") if n]
     variants = [v for v in args.variants.split(",") if v]
@@ -234,6 +256,10 @@ def main() -> None:
         parser.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     if args.child:
         print(json.dumps(child(args.calls, args.plant, only, variants)))
+        return
+    if args.smoke:
+        only = only or ["tolist", "topk_then_nonzero"]
+        summarize([child(24, args.plant, only, variants, smoke=True) for _ in range(3)], args.plant)
         return
     runs: list[dict[str, Any]] = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,8 @@ from bench_host_causes import DATA_OPS, OPS, child_json
 from bench_host_plant import busy_wait, timed
 
 SYNC_OPS = ("mixup", "color_jiggle", "gaussian_blur", "tolist", "nonzero_4m", "unique_64k")
+#: the smoke run's ops, on CPU tensors
+SMOKE_OPS = ("tolist", "bincount")
 
 
 def sync_op(  # noqa: PLR0913 - the call, how often, the plant and the three timings
@@ -48,9 +50,9 @@ def sync_op(  # noqa: PLR0913 - the call, how often, the plant and the three tim
 ) -> dict[str, Any]:  # fmt: skip
     """One synchronising call timed as the plugin does (wake, reference, call), without and
     with a planted busy-wait; then the host probe again (did the plant reach it?)."""
-    for _ in range(20):
+    for _ in range(min(20, calls)):
         call()
-    delay_s = plant * statistics.median(timed(call) for _ in range(20)) / 1e3
+    delay_s = plant * statistics.median(timed(call) for _ in range(min(20, calls))) / 1e3
 
     def planted() -> None:
         call()
@@ -72,44 +74,53 @@ def sync_op(  # noqa: PLR0913 - the call, how often, the plant and the three tim
     return found
 
 
-def child(calls: int, plant: float) -> dict[str, Any]:
+def child(calls: int, plant: float, smoke: bool = False) -> dict[str, Any]:
+    """One process's probes and calls; ``smoke``: on the CPU, the CPU backend's reference loop
+    for the launch reference, no gap probe (0), the data-dependent ops on CPU tensors."""
     import torch
-    from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
 
     from pytest_cudaperf.measure import cuda
+    from pytest_cudaperf.measure.cpu import reference_work
 
-    device = torch.device("cuda")
-    reference, wake = cuda.launch_reference(torch, device), cuda.launch_wake(torch, device)
-    cycles_per_ms = cuda.sleep_cycles_per_ms(torch)
+    device = torch.device("cpu" if smoke else "cuda")
+    sync: Callable[[], None] = (lambda: None) if smoke else torch.cuda.synchronize
+    if smoke:
+        reference: Callable[[], object] = reference_work
+        wake: Callable[[], object] = lambda: None  # noqa: E731
+        cycles_per_ms = 0.0
+    else:
+        reference, wake = cuda.launch_reference(torch, device), cuda.launch_wake(torch, device)
+        cycles_per_ms = cuda.sleep_cycles_per_ms(torch)
+
+    def gap_us() -> float:
+        return 0.0 if smoke else cuda.probe_launch_gap(torch, device, cycles_per_ms)
 
     def host_probe() -> float:
         wake()
-        return statistics.median(timed(reference) for _ in range(30))
+        return statistics.median(timed(reference) for _ in range(5 if smoke else 30))
 
-    for _ in range(50):
+    for _ in range(5 if smoke else 50):
         reference()
-    out: dict[str, Any] = {
-        "host_probe_ms": host_probe(),
-        "gap_us": cuda.probe_launch_gap(torch, device, cycles_per_ms),
-        "ops": {},
-    }
+    out: dict[str, Any] = {"host_probe_ms": host_probe(), "gap_us": gap_us(), "ops": {}}
     images = torch.rand(5, 3, 128, 128, device=device)
     torch.manual_seed(0)
-    for name in SYNC_OPS:
+    for name in SMOKE_OPS if smoke else SYNC_OPS:
         if name in OPS:
+            from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
+
             op: Callable[..., Any] = eval(f"K.{OPS[name]}", {"K": K}).to(device)
             data: Any = images
         else:
             op = eval(DATA_OPS[name][0], {"torch": torch})
-            data = eval(DATA_OPS[name][1], {"torch": torch})
+            data = eval(DATA_OPS[name][1].replace("'cuda'", repr(device.type)), {"torch": torch})
 
         def call(op: Callable[..., Any] = op, data: Any = data) -> None:
             op(data)
-            torch.cuda.synchronize()
+            sync()
 
         out["ops"][name] = sync_op(call, calls, plant, reference, wake, host_probe)
     out["host_probe_end_ms"] = host_probe()
-    out["gap_end_us"] = cuda.probe_launch_gap(torch, device, cycles_per_ms)
+    out["gap_end_us"] = gap_us()
     return out
 
 
@@ -121,7 +132,7 @@ def slope(xs: list[float], ys: list[float]) -> float:
         return 0.0
 
 
-def summarize(runs: list[dict[str, Any]]) -> None:
+def summarize(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> None:
     probes = [r["host_probe_ms"] for r in runs]
     print("process  host probe  end      gap µs  end")
     for i, r in enumerate(runs):
@@ -133,7 +144,7 @@ def summarize(runs: list[dict[str, Any]]) -> None:
         f"{'op':<14} {'loops~probe':>11} {'loops~ref':>9} {'ms~probe':>9} {'plant':>7} "
         f"{'probe moved by plant':>20} {'loops spread':>12}"
     )
-    for name in SYNC_OPS:
+    for name in names:
         ops = [r["ops"][name] for r in runs]
         loops = [o["plain"]["loops"] for o in ops]
         refs = [o["plain"]["ref_ms"] for o in ops]
@@ -156,9 +167,18 @@ def main() -> None:
     parser.add_argument("--plant", type=float, default=0.25)
     parser.add_argument("--out", default="out/host-probe.json")
     parser.add_argument("--child", action="store_true")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run on the CPU: three processes' figures taken in this one (CPU reference "
+        "loop, no gap probe, tolist and bincount on CPU tensors, 5 calls), then the summary",
+    )
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.calls, args.plant)))
+        return
+    if args.smoke:
+        summarize([child(5, args.plant, smoke=True) for _ in range(3)], SMOKE_OPS)
         return
     runs: list[dict[str, Any]] = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -26,14 +26,14 @@ from pathlib import Path
 from _table import publish
 
 SUITES = {
-    "imports torch": "import torch\nimport pytest\n\n@pytest.mark.parametrize('i', range(2000))\n"
+    "imports torch": "import torch\nimport pytest\n\n@pytest.mark.parametrize('i', range({n}))\n"
     "def test_trivial(i):\n    assert torch.__version__\n",
-    "pure Python": "import pytest\n\n@pytest.mark.parametrize('i', range(2000))\n"
+    "pure Python": "import pytest\n\n@pytest.mark.parametrize('i', range({n}))\n"
     "def test_trivial(i):\n    assert i >= 0\n",
 }
 
 
-def run(folder: Path, plugin: bool) -> tuple[float, float]:
+def run(folder: Path, plugin: bool, tests: int = 2000) -> tuple[float, float]:
     """Wall time and CPU time (user + system) of one pytest run."""
     env = dict(os.environ)
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(folder)]
@@ -47,7 +47,7 @@ def run(folder: Path, plugin: bool) -> tuple[float, float]:
     proc = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if "2000 passed" not in proc.stdout:
+    if f"{tests} passed" not in proc.stdout:
         raise SystemExit(proc.stdout[-2000:] + proc.stderr[-2000:])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return elapsed, cpu
@@ -57,23 +57,32 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="out")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: the pure-Python suite of 20 tests, one pair, no warm-up runs",
+    )
     args = parser.parse_args()
+    tests, suites = 2000, SUITES
+    if args.smoke:
+        args.repeat, tests, suites = 1, 20, {"pure Python": SUITES["pure Python"]}
     lines = [
-        f"| suite (2,000 trivial tests) | clock | without plugin (median / best of "
+        f"| suite ({tests:,} trivial tests) | clock | without plugin (median / best of "
         f"{args.repeat}) | with plugin (median / best) | overhead (median / best) |",
         "|---|---|---|---|---|",
     ]
-    for name, source in SUITES.items():
+    for name, source in suites.items():
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
-            (folder / "test_trivial.py").write_text(source)
-            run(folder, True)  # warm the file system caches
-            run(folder, False)
+            (folder / "test_trivial.py").write_text(source.replace("{n}", str(tests)))
+            if not args.smoke:
+                run(folder, True)  # warm the file system caches
+                run(folder, False)
             without: list[tuple[float, float]] = []
             with_plugin: list[tuple[float, float]] = []
             for _ in range(args.repeat):
-                without.append(run(folder, False))
-                with_plugin.append(run(folder, True))
+                without.append(run(folder, False, tests))
+                with_plugin.append(run(folder, True, tests))
         for column, clock in enumerate(("wall", "CPU")):
             off = [r[column] for r in without]
             on = [r[column] for r in with_plugin]

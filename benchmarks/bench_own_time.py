@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 SUITES = {
-    "torch": "import torch\nimport pytest\n\n@pytest.mark.parametrize('i', range(2000))\n"
+    "torch": "import torch\nimport pytest\n\n@pytest.mark.parametrize('i', range({n}))\n"
     "def test_trivial(i):\n    assert torch.__version__\n",
-    "python": "import pytest\n\n@pytest.mark.parametrize('i', range(2000))\n"
+    "python": "import pytest\n\n@pytest.mark.parametrize('i', range({n}))\n"
     "def test_trivial(i):\n    assert i >= 0\n",
 }
 
@@ -92,7 +92,13 @@ def stopwatch_cost(calls: int = 200_000) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--suite", choices=sorted(SUITES), default="torch")
+    parser.add_argument("--tests", type=int, default=2000)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a smoke run: the pure-Python suite of 20 tests"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.suite, args.tests = "python", 20
     import pytest
 
     began = time.perf_counter()
@@ -100,7 +106,7 @@ def main() -> None:
 
     SPENT["import"] = time.perf_counter() - began
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "test_trivial.py").write_text(SUITES[args.suite])
+        Path(tmp, "test_trivial.py").write_text(SUITES[args.suite].replace("{n}", str(args.tests)))
         began = time.perf_counter()
         code = pytest.main(
             [tmp, "-p", "no:cacheprovider", "-p", "no:randomly"], plugins=[Stopwatch()]
@@ -111,6 +117,8 @@ def main() -> None:
     total = sum(own.values())
     if not CALLS:
         raise SystemExit("the plugin was not loaded (install it, or set PYTEST_PLUGINS)")
+    if code != 0:
+        raise SystemExit(f"the session failed: pytest exit {code}")
     print(
         f"exit {code}; session wall {wall:.3f} s; plugin's own time {total * 1e3:.1f} ms "
         f"= {total / wall:.2%} of the session (stopwatch cost {per_call * 1e6:.2f} µs per "

@@ -10,6 +10,10 @@
 4. with ``--xdist X[,Y...]``: steps 2 and 3 again under ``pytest -n X`` (and ``-n Y``), against
    the same baselines (recorded serially).
 
+``--smoke`` (CPU suites): two tests, one recording (``pytest --cudaperf-update``), one unchanged
+and one planted (3x) run, a short measurement budget: the whole pipeline in seconds, its folder
+one that ``rejudge.py`` and ``fresh_tally.py`` can read.
+
 Failures are counted from the JUnit XML; verdict kinds and medians come from the JSON report
 through ``read_report`` (which knows the report's layout) and ``series_kinds`` (through the
 plugin's own reader). The
@@ -40,6 +44,9 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_cudaperf.cli.process import Terminated, run_in_session, sigterm_raises  # noqa: E402
 from pytest_cudaperf.report.document import read_report as read_document  # noqa: E402
+
+#: the tests a --smoke run selects (-k), per suite
+SMOKE_TESTS = {"cpu": "test_json_dumps and (10] or 100])", "ops": "test_add or test_sort"}
 
 #: realised-change bins of the catch-rate table: (label, low, high) as ratios - 1
 BINS = [
@@ -360,7 +367,7 @@ class Table:
             red = sum(1 for r in runs if r["failed"] or r["rc"] not in (0,))
             fails = sum(1 for r in rows if r["failed"])
             inc = sum(1 for r in rows if r["kind"] == "inconclusive")
-            kinds = defaultdict(int)
+            kinds: defaultdict[str | None, int] = defaultdict(int)
             for r in rows:
                 kinds[r["kind"]] += 1
             n = max(len(rows), 1)
@@ -480,7 +487,20 @@ def main() -> None:
         "split over several commands with --max-seconds)",
     )
     parser.add_argument("--out", required=True)
-    driver = Driver(parser.parse_args())
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run of a CPU suite: 2 tests, 1 recording (--record-with-updates), 1 "
+        "unchanged and 1 planted (3x) run, --cudaperf-max-time=0.05",
+    )
+    args = parser.parse_args()
+    if args.smoke:
+        if args.suite not in SMOKE_TESTS:
+            parser.error(f"--smoke: a CPU suite ({', '.join(SMOKE_TESTS)}), not {args.suite}")
+        args.record_runs, args.runs, args.plant, args.plant_runs = 1, 1, "3x", 1
+        args.record_with_updates = True  # one process; cudaperf record takes two
+        args.pytest_arg += ["-k", SMOKE_TESTS[args.suite], "--cudaperf-max-time=0.05"]
+    driver = Driver(args)
     try:
         with sigterm_raises():  # a `timeout` leaves no pytest behind on the GPU
             driver.main()

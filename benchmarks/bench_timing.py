@@ -4,6 +4,7 @@ regressions, planted-slowdown detection) plus the raw rows.
 
     python benchmarks/bench_timing.py --processes 16 --out out/
     python benchmarks/bench_timing.py --from-raw raw.jsonl --out out/   # table from raw rows
+    python benchmarks/bench_timing.py --smoke --out out/smoke   # bench_worker.py --smoke twice
 
 The published run's raw rows are no longer in the tree; git keeps them:
 ``git show 2c3608c:benchmarks/data/timing-raw-discard.jsonl > raw.jsonl``.
@@ -19,6 +20,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _table import publish
@@ -31,15 +33,15 @@ from pytest_cudaperf.series import Recording, entry_of
 from pytest_cudaperf.verdict import Kind, Observation, judge
 
 
-def regression(tool: str, base: dict, cur: dict, tol: float) -> bool:
+def regression(tool: str, base: dict[str, Any], cur: dict[str, Any], tol: float) -> bool:
     """Our tool: the plugin's verdict rule today, the baseline one process's recording (as one
     ``--cudaperf-update`` stores it). Others: a threshold on their median."""
     if tool.startswith("cudaperf"):
         recording = Recording("2026-01-01", base["median_ms"], base["halfwidth"], 1)
         entry = entry_of([recording], "ms", {}, "device")
         observed = Observation(cur["median_ms"], cur["halfwidth"])
-        return judge(observed, entry, tol, "x").kind is Kind.REGRESSION
-    return cur["median_ms"] / base["median_ms"] > 1 + tol
+        return bool(judge(observed, entry, tol, "x").kind is Kind.REGRESSION)
+    return bool(cur["median_ms"] / base["median_ms"] > 1 + tol)
 
 
 def main() -> None:
@@ -52,24 +54,30 @@ def main() -> None:
         help="build the table from the raw rows of an earlier run (the published run's rows: "
         "benchmarks/data/timing-raw-discard.jsonl in git history at commit 2c3608c)",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: 2 worker processes on the CPU (bench_worker.py --smoke)",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.from_raw:
         rows = [json.loads(line) for line in Path(args.from_raw).read_text().splitlines()]
     else:
-        rows = collect(args.processes, out)
+        rows = collect(2 if args.smoke else args.processes, out, args.smoke)
     write_table(rows, out)
 
 
-def collect(processes: int, out: Path) -> list[dict]:
-    """Run the worker in ``processes`` separate processes; keep the raw rows."""
+def collect(processes: int, out: Path, smoke: bool = False) -> list[dict[str, Any]]:
+    """Run the worker in ``processes`` separate processes (``smoke``: on the CPU, tiny); keep
+    the raw rows."""
     worker = Path(__file__).with_name("bench_worker.py")
     rows = []
     with open(out / "timing-raw.jsonl", "w") as raw:
         for seed in range(processes):
             proc = subprocess.run(
-                [sys.executable, str(worker), "--seed", str(seed)],
+                [sys.executable, str(worker), "--seed", str(seed), *(["--smoke"] if smoke else [])],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -85,7 +93,7 @@ def collect(processes: int, out: Path) -> list[dict]:
     return rows
 
 
-def write_table(rows: list[dict], out: Path) -> None:
+def write_table(rows: list[dict[str, Any]], out: Path) -> None:
     by = defaultdict(list)
     for row in rows:
         by[(row["kernel"], row["tool"], row["scale"])].append(row)

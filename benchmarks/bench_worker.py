@@ -3,6 +3,9 @@ slowdown, with pytest-cudaperf's CUDA backend (cold and hot L2), triton's do_ben
 torch.utils.benchmark.Timer, and prints one JSON object per measurement.
 
 Run by bench_timing.py; on its own: python benchmarks/bench_worker.py --seed 0
+
+``--smoke`` runs the same loop on the CPU: every workload 64 times smaller, timed by the
+plugin's measurement with its CPU backend (a short budget, one round) and torch's Timer.
 """
 
 from __future__ import annotations
@@ -19,31 +22,36 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from pytest_cudaperf.measure.cpu import CpuBackend
 from pytest_cudaperf.measure.cuda import CudaBackend, L2Flush
 from pytest_cudaperf.measure.timing import Budget, measure
 
 DEV = torch.device("cuda:0")
 
 
-def kernels(scale: float) -> dict[str, Callable[[], object]]:
-    """The five benchmark workloads; ``scale`` grows the work to plant a slowdown."""
-    n_add = int((1 << 21) * scale)  # 2 x 8 MiB read + 8 MiB written: ~7 µs
-    a1, b1, o1 = (torch.randn(n_add, device=DEV) for _ in range(3))
-    m_mm = int(512 * scale)
-    a2, b2 = torch.randn(m_mm, 512, device=DEV), torch.randn(512, 512, device=DEV)
-    n_stream = int((64 << 20) * scale)  # 256 MB read + 256 MB written
-    x3, y3 = torch.randn(n_stream, device=DEV), torch.empty(n_stream, device=DEV)
-    m_gemm = int(4096 * scale)
-    a4 = torch.randn(m_gemm, 4096, device=DEV, dtype=torch.bfloat16)
-    b4 = torch.randn(4096, 4096, device=DEV, dtype=torch.bfloat16)
+def kernels(
+    scale: float, dev: torch.device = DEV, shrink: int = 1
+) -> dict[str, Callable[[], object]]:
+    """The five benchmark workloads; ``scale`` grows the work to plant a slowdown, ``shrink``
+    divides every size (the smoke run's CPU workloads)."""
+    n_add = int((1 << 21) * scale / shrink)  # 2 x 8 MiB read + 8 MiB written: ~7 µs
+    a1, b1, o1 = (torch.randn(n_add, device=dev) for _ in range(3))
+    m_mm, k_mm = int(512 * scale / shrink), 512 // shrink
+    a2, b2 = torch.randn(m_mm, k_mm, device=dev), torch.randn(k_mm, k_mm, device=dev)
+    n_stream = int((64 << 20) * scale / shrink)  # 256 MB read + 256 MB written
+    x3, y3 = torch.randn(n_stream, device=dev), torch.empty(n_stream, device=dev)
+    m_gemm, k_gemm = int(4096 * scale / shrink), 4096 // shrink
+    a4 = torch.randn(m_gemm, k_gemm, device=dev, dtype=torch.bfloat16)
+    b4 = torch.randn(k_gemm, k_gemm, device=dev, dtype=torch.bfloat16)
+    width = 1024 // shrink
     mlp = torch.nn.Sequential(
-        torch.nn.Linear(1024, 1024),
+        torch.nn.Linear(width, width),
         torch.nn.GELU(),
-        torch.nn.Linear(1024, 1024),
+        torch.nn.Linear(width, width),
         torch.nn.GELU(),
-        torch.nn.Linear(1024, 1024),
-    ).to(DEV)
-    x5 = torch.randn(64, 1024, device=DEV)
+        torch.nn.Linear(width, width),
+    ).to(dev)
+    x5 = torch.randn(64, width, device=dev)
 
     def mlp_forward() -> object:
         with torch.no_grad():
@@ -97,6 +105,24 @@ def ours(
     }
 
 
+def ours_on_cpu(fn: Callable[[], object], tolerance: float) -> dict[str, object]:
+    """The smoke run's measurement: the plugin's, with its CPU backend and a short budget."""
+    began = time.perf_counter()
+    backend = CpuBackend()
+    budget = Budget.for_tolerance(tolerance, warmup=0.002, max_time=0.02, min_samples=5, rounds=1)
+    try:
+        m = measure(backend, fn, budget)
+    finally:
+        backend.close()
+    return {
+        **summary(list(m.samples_ms)),
+        "median_ms": m.median_ms,
+        "halfwidth": m.rel_halfwidth,
+        "cost_s": time.perf_counter() - began,
+        "warnings": list(m.warnings),
+    }
+
+
 def do_bench(fn: Callable[[], object]) -> dict[str, object]:
     import triton.testing
 
@@ -105,11 +131,12 @@ def do_bench(fn: Callable[[], object]) -> dict[str, object]:
     return {**summary(list(samples)), "cost_s": time.perf_counter() - began}
 
 
-def torch_timer(fn: Callable[[], object]) -> dict[str, object]:
+def torch_timer(fn: Callable[[], object], min_run_time: float = 0.2) -> dict[str, object]:
     from torch.utils import benchmark
 
     began = time.perf_counter()
-    result = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.2)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn})
+    result = timer.blocked_autorange(min_run_time=min_run_time)
     times_ms = [t * 1e3 for t in result.times]
     return {
         **summary(times_ms),
@@ -128,9 +155,21 @@ SLOWDOWNS = {
 TOLERANCE = {"stream 256 MB": 0.01, "GEMM 4096² bf16": 0.01}
 
 
-def tools(kernel: str) -> dict[str, Callable[[Callable[[], object]], dict[str, object]]]:
+Tool = Callable[[Callable[[], object]], dict[str, object]]
+
+
+def smoke_tools(kernel: str) -> dict[str, Tool]:
+    """The smoke run's tools on the CPU: the plugin's measurement and torch's Timer."""
     tol = TOLERANCE.get(kernel, 0.05)
-    found: dict[str, Callable[[Callable[[], object]], dict[str, object]]] = {
+    return {
+        "cudaperf cold": lambda fn: ours_on_cpu(fn, tol),
+        "torch Timer": lambda fn: torch_timer(fn, min_run_time=0.01),
+    }
+
+
+def tools(kernel: str) -> dict[str, Tool]:
+    tol = TOLERANCE.get(kernel, 0.05)
+    found: dict[str, Tool] = {
         "cudaperf cold": lambda fn: ours(fn, "cold", tol),
         "cudaperf hot": lambda fn: ours(fn, "hot", tol),
     }
@@ -164,26 +203,32 @@ READ_ONLY_CONTROL = {"add 8 MiB (~7 µs)", "matmul 512² fp32", "MLP forward (3 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a smoke run: on the CPU, workloads 64x smaller"
+    )
     args = parser.parse_args()
     torch.manual_seed(args.seed)
-    variants = {1.0: kernels(1.0)}
+    dev, shrink = (torch.device("cpu"), 64) if args.smoke else (DEV, 1)
+    sync: Callable[[], None] = (lambda: None) if args.smoke else torch.cuda.synchronize
+    idle_s, chosen = (0.0, smoke_tools) if args.smoke else (IDLE_S, tools)
+    variants = {1.0: kernels(1.0, dev, shrink)}
     for scale in sorted(set(SLOWDOWNS.values())):
-        variants[scale] = kernels(scale)
+        variants[scale] = kernels(scale, dev, shrink)
     for name in variants[1.0]:
         scales = [1.0] + ([SLOWDOWNS[name]] if name in SLOWDOWNS else [])
         for scale in scales:
             fn = variants[scale][name]
             for _ in range(3):
                 fn()
-            torch.cuda.synchronize()
+            sync()
             # each process starts the tools at a different one, so that no tool always comes
             # right after sustained load (the bf16 GEMM reaches the power cap: the first tool
             # after it measured the MLP 2-9% slower in some processes); a short idle gap each
-            found = list(tools(name).items())
+            found = list(chosen(name).items())
             turn = args.seed % len(found)
             for position, (tool, run) in enumerate(found[turn:] + found[:turn]):
-                torch.cuda.synchronize()
-                time.sleep(IDLE_S)
+                sync()
+                time.sleep(idle_s)
                 row = {
                     "process": args.seed,
                     "kernel": name,

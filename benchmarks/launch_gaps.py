@@ -15,23 +15,27 @@ difference from the recordings' times the launches is taken off.
 
     python benchmarks/launch_gaps.py OUT_DIR [--extremes 4]
     python benchmarks/launch_gaps.py OUT_DIR --probe
+    python benchmarks/launch_gaps.py --smoke OUT_DIR   # both tables over a made-up GPU folder
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_cudaperf.breakdown.model import Breakdown
+from pytest_cudaperf.breakdown.model import Breakdown, Entry
 from pytest_cudaperf.cli.sources import report_records
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.report.document import read_report
-from pytest_cudaperf.series import Record
+from pytest_cudaperf.report.document import Report, dumps, read_report
+from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
+from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.store.baselines import BaselineStore
+from pytest_cudaperf.verdict import Kind, Verdict
 
 #: a device-time series of the folder: (device class, key, series name)
 Found = tuple[str, SeriesKey, str]
@@ -107,12 +111,56 @@ def probe_table(folder: Path) -> list[str]:
     return rows
 
 
+def smoke_folder(folder: Path) -> Path:
+    """A ``bench_suite.py`` folder of a GPU suite, made up for the smoke run through the
+    package's own writers: two tests' device-time series recorded with a breakdown and the
+    launch-gap probe (2 µs), and four unchanged runs whose times follow each process's probe."""
+    device, date = "GPU smoke", "2026-11-27"
+    tests = {"test_gpu.py::test_add": (12.0, 8.0), "test_gpu.py::test_sort": (40.0, 20.0)}
+
+    def record(nodeid: str, gap_us: float) -> Record:
+        kernels_us, launches = tests[nodeid]
+        entry = Entry("k", "kernel", launches, kernels_us)
+        breakdown = Breakdown("cuda", 5, kernels_us, kernels_us + 10, (entry,))
+        device_us = kernels_us + launches * gap_us
+        recording = Recording(date, device_us / 1e3, 0.01, 50, launch_gap_us=gap_us)
+        key = SeriesKey(nodeid)
+        env = {"torch": "smoke"}
+        return Record(key, "time:device/cold", device, "ms", recording, env, breakdown.to_json())
+
+    store = BaselineStore.load(folder / "baselines")
+    store.replace(device, [record(nodeid, gap) for nodeid in tests for gap in (1.9, 2.0, 2.1)])
+    runs = []
+    for index, gap in enumerate((1.8, 2.0, 2.2, 2.6)):
+        runs.append({"mode": "serial", "phase": "unchanged", "plant": "", "index": index})
+        outcomes = tuple(
+            TestOutcome(nodeid, records=(JudgedRecord(record(nodeid, gap), Verdict(Kind.PASS)),))
+            for nodeid in tests
+        )
+        report = folder / f"serial-unchanged-0-{index}.json"
+        report.write_text(dumps(Report(tests=outcomes)))
+    (folder / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--extremes", type=int, default=4)
     parser.add_argument("--probe", action="store_true", help="how device time followed the probe")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: both tables over a GPU folder made up in FOLDER/gpu-suite",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        folder = smoke_folder(args.folder / "gpu-suite")
+        for rows in (launch_table(folder, 1), probe_table(folder)):
+            print("\n".join(rows))
+            if len(rows) < 4:
+                sys.exit("launch_gaps: a test of the smoke folder is missing from the table")
+        return
     if args.probe:
         print("\n".join(probe_table(args.folder)))
     else:

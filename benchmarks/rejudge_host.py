@@ -38,9 +38,10 @@ import contextlib
 import itertools
 import json
 import math
+import random
 import statistics
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_cudaperf import verdict
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
-from pytest_cudaperf.series import LOOPS, Recording, entry_of
+from pytest_cudaperf.series import LOOPS, Record, Recording, entry_of
 from pytest_cudaperf.settings import Settings
+from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.store.schema import read_file
 
 
@@ -99,13 +101,13 @@ def observation(run: dict[str, Any], plant: float = 1.0, weigh: bool = True) -> 
 
 def judged(
     runs: list[dict[str, Any]], recordings: int, plant: float, weigh: bool, tolerance: float
-) -> Counter[str]:
+) -> defaultdict[str, float]:
     """Verdict kinds over every choice of ``recordings`` runs as the baseline. A slowdown left
     undecided with the host in another state than at recording (``Verdict.awaits_host``) is
     measured again in a live run once the host is back: here it counts as the verdicts of the
     other judged runs of the test whose host was in the recordings' state, in equal shares
     (INCONCLUSIVE where there is none); those shares are also counted under ``other state``."""
-    kinds: Counter[str] = Counter()
+    kinds: defaultdict[str, float] = defaultdict(float)
     for chosen in itertools.combinations(range(len(runs)), recordings):
         entry = entry_of(
             [
@@ -200,7 +202,15 @@ def main() -> None:
     parser.add_argument("--slopes", action="store_true")
     parser.add_argument("--state-slope", type=float, default=None, metavar="S")
     parser.add_argument("--baseline", type=Path, default=None, metavar="FILE")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: every mode over a host folder made up in FOLDER/host-suite",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        smoke(args.folder[0], args.tolerance)
+        return
     if args.state_slope is not None:
         with_state_slope(args.state_slope)
     if args.baseline is None and len(args.folder) > 1:
@@ -217,21 +227,111 @@ def main() -> None:
             print(f"{slope:+.2f}  {nodeid}")
         print(f"median {statistics.median(found.values()):+.2f} over {len(found)} tests")
         return
+    print("\n".join(table(tests, args.recordings, args.plant, args.tolerance)))
+
+
+def table(
+    tests: dict[str, list[dict[str, Any]]], recordings: int, plant: float, tolerance: float
+) -> list[str]:
+    """Verdicts over every test's runs, by the ratio alone and by this checkout's rules."""
     runs = {len(r) for r in tests.values()}
-    print(f"{len(tests)} host-bound tests, {sorted(runs)} unchanged runs each")
-    print("| rule | verdicts | REGRESSION | INCONCLUSIVE | IMPROVED | PASS | other state |")
-    print("|---|---|---|---|---|---|---|")
+    lines = [
+        f"{len(tests)} host-bound tests, {sorted(runs)} unchanged runs each",
+        "| rule | verdicts | REGRESSION | INCONCLUSIVE | IMPROVED | PASS | other state |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for weigh, name in ((False, "the ratio alone"), (True, "this checkout")):
-        total: Counter[str] = Counter()
+        total: defaultdict[str, float] = defaultdict(float)
         for test_runs in tests.values():
-            if len(test_runs) > args.recordings:
-                total += judged(test_runs, args.recordings, args.plant, weigh, args.tolerance)
+            if len(test_runs) > recordings:
+                found = judged(test_runs, recordings, plant, weigh, tolerance)
+                for kind, count in found.items():
+                    total[kind] += count
         n = round(sum(v for k, v in total.items() if k != "other state"))
         cells = [f"{total[k]:.0f} ({total[k] / n:.1%})" for k in ("regression", "inconclusive")]
-        print(
+        lines.append(
             f"| {name} | {n} | {' | '.join(cells)} | {total['improved']:.0f} | "
             f"{total['pass']:.0f} | {total['other state']} |"
         )
+    return lines
+
+
+#: the smoke run's tests and their loops at a launch reference of 0.05 ms
+SMOKE_TESTS = {"test_host.py::test_affine": 40.0, "test_host.py::test_mixup": 90.0}
+
+
+def smoke_folder(folder: Path) -> tuple[Path, Path]:
+    """A ``bench_suite.py --suite host`` folder made up for the smoke run: five unchanged runs of
+    two host-bound tests (``time:host`` in loops with its launch reference, ``time:kernels``),
+    the launch reference 0.05 ms +-20% between runs and the loops following it by half; and a
+    baseline file of the first three runs, written by the package's store."""
+    rng = random.Random(5)
+    runs: list[dict[str, tuple[float, float, float]]] = []
+    for index in range(5):
+        reference = 0.05 * (1 + rng.uniform(-0.2, 0.2))
+        figures = {}
+        for nodeid, loops in SMOKE_TESTS.items():
+            moved = loops * (reference / 0.05) ** 0.5 * (1 + rng.gauss(0, 0.01))
+            figures[nodeid] = (moved, reference, 0.2)
+        runs.append(figures)
+        tests = [
+            {
+                "nodeid": nodeid,
+                "records": [
+                    {
+                        "series": "time:host",
+                        "measurement": {
+                            "in_loops": loops,
+                            "in_loops_ci": [loops * 0.98, loops * 1.02],
+                            "n": 60,
+                            "reference_ms": reference_ms,
+                        },
+                    },
+                    {"series": "time:kernels", "measurement": {"median_ms": kernels_ms}},
+                ],
+            }
+            for nodeid, (loops, reference_ms, kernels_ms) in figures.items()
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"serial-unchanged-0-{index}.json").write_text(json.dumps({"tests": tests}))
+    store = BaselineStore.load(folder / "baselines")
+    records = [
+        Record(
+            SeriesKey(nodeid),
+            "time:host",
+            "GPU smoke",
+            LOOPS,
+            Recording(
+                "2026-11-27",
+                loops,
+                0.02,
+                60,
+                ci=(loops * 0.98, loops * 1.02),
+                reference_ms=reference_ms,
+                fixed_ms=kernels_ms,
+            ),
+            {"torch": "smoke"},
+        )
+        for figures in runs[:3]
+        for nodeid, (loops, reference_ms, kernels_ms) in figures.items()
+    ]
+    store.replace("GPU smoke", records)
+    return folder, store.path_for("GPU smoke")
+
+
+def smoke(folder: Path, tolerance: float) -> None:
+    """Every mode over a made-up folder; exits non-zero where a mode judged nothing."""
+    folder, baseline = smoke_folder(folder / "host-suite")
+    tests = host_runs(folder)
+    print("\n".join(table(tests, 3, 1.25, tolerance)))
+    found = slopes(tests)
+    print(", ".join(f"{nodeid}: slope {slope:+.2f}" for nodeid, slope in sorted(found.items())))
+    kinds = against(baseline, folder / "serial-unchanged-0-4.json", tolerance)
+    print(f"against the baseline: {dict(sorted(kinds.items()))}")
+    with_state_slope(0.3)
+    print("\n".join(table(tests, 3, 1.25, tolerance)[-2:]))
+    if len(found) != len(tests) or not sum(kinds.values()):
+        sys.exit("rejudge_host: a mode of the smoke run judged nothing")
 
 
 if __name__ == "__main__":

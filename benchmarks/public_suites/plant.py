@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
     raw = benchmark.BenchmarkFixture._raw
 
     def with_plant(self: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = functools.partial(fn, *args, **kwargs)
+        call: Callable[[], Any] = functools.partial(fn, *args, **kwargs)
         ref = reference_ms(config, self.fullname, None)
         if ref is not None or factor > 1:
             call = planted(call, fraction * (ref or 0.0), factor, cuda=True)

@@ -1,0 +1,59 @@
+"""benchmarks/smoke.py's own rules: every script of benchmarks/ is in a smoke, a step's command
+line. The smoke run itself is CI's (``python benchmarks/smoke.py``), not this suite's."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def smoke() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("benchmarks_smoke", BENCHMARKS / "smoke.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    path = list(sys.path)  # the script and bench_suite.py put their folders on it
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+    sys.path[:] = path
+
+
+def test_every_script_of_benchmarks_is_in_a_smoke(smoke: ModuleType) -> None:
+    assert "bench_suite.py" in smoke.scripts()
+    assert "public_suites/run-on-device.sh" in smoke.scripts()
+    assert not [s for s in smoke.scripts() if s.startswith("_") or s == "smoke.py"]
+    assert smoke.uncovered() == []
+
+
+def test_a_script_in_no_smoke_is_named(smoke: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    smokes = {k: v for k, v in smoke.SMOKES.items() if k != "bench_drift.py"}
+    monkeypatch.setattr(smoke, "SMOKES", smokes)
+    assert smoke.uncovered() == ["bench_drift.py"]
+
+
+def test_a_step_runs_a_script_a_shell_script_or_a_suite(smoke: ModuleType, tmp_path: Path) -> None:
+    cmd, cwd = smoke.command(["bench_drift.py", "--smoke", "--out", "{out}/d"], tmp_path)
+    assert cmd == [
+        sys.executable,
+        str(BENCHMARKS / "bench_drift.py"),
+        "--smoke",
+        "--out",
+        f"{tmp_path}/d",
+    ]
+    assert cwd == BENCHMARKS.parent
+    cmd, _ = smoke.command(["public_suites/smoke.sh", "{out}"], tmp_path)
+    assert cmd == ["bash", str(BENCHMARKS / "public_suites/smoke.sh"), str(tmp_path)]
+    cmd, cwd = smoke.command(["suite_gpu", "-k", "add"], tmp_path)
+    assert cmd[:3] == [sys.executable, "-m", "pytest"]
+    assert cmd[-2:] == ["-k", "add"]
+    assert cwd == BENCHMARKS / "suite_gpu"
