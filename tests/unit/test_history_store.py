@@ -444,7 +444,9 @@ def test_a_confirmation_marks_its_step_with_the_commit_found(tmp_path: Path) -> 
         assert found.confirmed == confirmed
 
 
-def test_a_schema_2_history_gains_the_confirmations_and_speed_of_light_in_place(tmp_path: Path) -> None:
+def test_a_schema_2_history_gains_the_confirmations_and_speed_of_light_in_place(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "h.sqlite"
     schema_1(db)
     with open_store(db):
