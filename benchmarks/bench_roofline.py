@@ -133,13 +133,14 @@ def kernels_table(work: Path, out: Path) -> None:
         work_ = roof["work"]
         counted = work_["read_bytes"] + work_["written_bytes"]
         energy = found.get((test, "energy:call"))
-        joules = f"{energy['value']:.4g}" if energy else "—"
+        joules = f"{energy['recording']['median']:.4g}" if energy else "—"
         rate = roof["byte_rate"] if roof["bound"] == "memory" else roof["flop_rate"]
         unit = "TB/s" if roof["bound"] == "memory" else "TFLOP/s"
         lines.append(
             f"| {test.removeprefix('test_')} | {work_['flops']:.4g} / {flops:.4g} | "
             f"{counted:.4g} / {nbytes:.4g} ({what}, {counted / nbytes - 1:+.2%}) | "
-            f"{time_record['value']:.4g} ms | {rate / 1e12:.3g} {unit} | {roof['bound']} | "
+            f"{time_record['recording']['median']:.4g} ms | {rate / 1e12:.3g} {unit} | "
+            f"{roof['bound']} | "
             f"{pct(roof['fraction_measured'])} | {pct(roof['fraction_datasheet'])} | {joules} |"
         )
     publish(lines, out, "roofline.md")
