@@ -293,7 +293,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "energy",
         "measure each CUDA measurement's joules per call and mean power with NVML's energy "
-        "counter (a window of 0.1-2 s of back-to-back calls; tests with max_joules always)",
+        "counter (a window of 0.1-3 s of back-to-back calls; tests with max_joules always)",
         parse_bool,
         False,
         flag=True,

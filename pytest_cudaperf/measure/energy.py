@@ -26,7 +26,7 @@ from typing import Any, Protocol
 #: the largest share of a window the counter's last update period may be
 MAX_ERROR = 0.05
 #: the longest energy window of one measurement (seconds)
-MAX_WINDOW_S = 2.0
+MAX_WINDOW_S = 3.0
 #: the shortest: even a fast-updating counter is read over this long
 MIN_WINDOW_S = 0.1
 #: how long to poll for the counter's updates before calling it stuck (seconds)
@@ -35,8 +35,9 @@ PROBE_LIMIT_S = 1.0
 POLL_S = 0.0005
 #: updates seen to estimate the update period
 PROBE_UPDATES = 4
-#: a window's energy must span at least this many counter steps
-MIN_STEPS = 100
+#: a window's energy must span at least this many of the counter's smallest steps (what it moved
+#: by in one update period, at the least): one step is then at most MAX_ERROR of the window's
+MIN_STEPS = round(1 / MAX_ERROR)
 
 
 class EnergyCounter(Protocol):
