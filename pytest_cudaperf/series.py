@@ -449,7 +449,7 @@ def is_change_point(entry: Entry, new_recordings: Sequence[Recording], tolerance
 
 
 @dataclass(frozen=True)
-class Drift:
+class BaselineDrift:
     """Recordings that climbed (or fell) step by step: each step under the tolerance, the total
     from the first to the last recording over it."""
 
@@ -463,9 +463,10 @@ class Drift:
         return f"drifting {sign}{abs(self.change):.1%} since {self.first_date}"
 
 
-def drift(entry: Entry, tolerance: float) -> Drift | None:
-    """A :class:`Drift` when ``entry``'s recordings (3 or more) moved one way in steps each under
-    ``tolerance`` (a step back of at most a quarter of it is allowed) and by more than it in all."""
+def baseline_drift(entry: Entry, tolerance: float) -> BaselineDrift | None:
+    """A :class:`BaselineDrift` when ``entry``'s recordings (3 or more) moved one way in steps
+    each under ``tolerance`` (a step back of at most a quarter of it is allowed) and by more than
+    it in all."""
     recs = [r for r in entry.recordings if _finite_positive(r.median)]
     if len(recs) < MIN_PROCESSES or entry.unit == "bytes":
         return None
@@ -477,7 +478,7 @@ def drift(entry: Entry, tolerance: float) -> Drift | None:
         step = (after.median / before.median - 1) * direction
         if step >= tolerance or step < -tolerance / 4:
             return None
-    return Drift(total, recs[0].date, recs[-1].date, len(recs))
+    return BaselineDrift(total, recs[0].date, recs[-1].date, len(recs))
 
 
 def entry_of(  # noqa: PLR0913 - an entry's parts, each optional but the recordings

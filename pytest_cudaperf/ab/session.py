@@ -42,7 +42,7 @@ Runner = Callable[[Side, Sequence[str]], tuple[int, str]]
 
 
 @dataclass(frozen=True)
-class Budget:
+class AbBudget:
     """How many pairs at most, and how long in all (seconds)."""
 
     pairs: int = 6
@@ -62,7 +62,7 @@ def _records(report: Report) -> tuple[dict[Ident, Record], list[str]]:
     return found, failed
 
 
-class Comparison:
+class AbSession:
     """The state of one comparison as its processes run."""
 
     def __init__(  # noqa: PLR0913 - the comparison's parts, each given by the command
@@ -117,7 +117,7 @@ class Comparison:
             )
         return document
 
-    def measure(self, budget: Budget) -> None:
+    def measure(self, budget: AbBudget) -> None:
         """Pairs in ABBA order until every time series is decided, or the budget is spent."""
         order = abba(budget.pairs)
         for pair in range(1, budget.pairs + 1):
@@ -144,7 +144,7 @@ class Comparison:
         if self.result.calls(Call.UNDECIDED):
             self.result.stopped = f"stopped after {budget.pairs} pairs (--pairs)"
 
-    def _progress(self, side: str, pair: int, budget: Budget) -> None:
+    def _progress(self, side: str, pair: int, budget: AbBudget) -> None:
         done = self.result.processes[-1]
         elapsed = self.clock() - self.began
         left = (

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pytest_cudaperf.ab.paired import MIN_PAIRS, Call
 from pytest_cudaperf.ab.result import AbResult, SideInfo, github_summary, lines
-from pytest_cudaperf.ab.session import Budget, Comparison
+from pytest_cudaperf.ab.session import AbBudget, AbSession
 from pytest_cudaperf.ab.sides import (
     Side,
     SideError,
@@ -173,8 +173,8 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
         if same:
             say("cudaperf ab: both sides are the same code: an A/A")
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaperf-ab-runs-")))
-        comparison = Comparison(result, sides, request.pytest_args, scratch, runner, say)
-        comparison.measure(Budget(request.pairs, request.max_time))
+        comparison = AbSession(result, sides, request.pytest_args, scratch, runner, say)
+        comparison.measure(AbBudget(request.pairs, request.max_time))
         if result.failed_side is None:
             comparison.confirm()
         if request.kernels and result.failed_side is None and result.compared:

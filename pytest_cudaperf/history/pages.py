@@ -19,9 +19,9 @@ from typing import Any
 
 from pytest_cudaperf.history.store import Ack
 from pytest_cudaperf.history.timelines import (
-    BreakdownDiff,
-    Change,
+    LevelChange,
     Line,
+    RenderedDiff,
     Run,
     TestHistory,
     Timeline,
@@ -89,7 +89,7 @@ def _page(title: str, body: str, root: str) -> str:
     )
 
 
-def _change_text(change: Change) -> str:
+def _change_text(change: LevelChange) -> str:
     return (
         f"{_short(change.last_good.commit)} → {_short(change.first_bad.commit)} "
         f"{format_pct(change.point.change)}"
@@ -317,7 +317,7 @@ class _Listed:
     after: float
     p: float
     ack: Ack | None
-    breakdown: BreakdownDiff
+    breakdown: RenderedDiff
 
 
 def _listed(plot: int, timeline: Timeline) -> list[_Listed]:

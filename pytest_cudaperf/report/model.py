@@ -88,7 +88,7 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Other:
+class OtherDevice:
     """The same series measured on another device class: shown, never enforced."""
 
     device_class: str
@@ -193,7 +193,7 @@ class JudgedRecord:
     measurement: Measurement | None = None
     #: the peak reading of a peak-memory series
     peak: PeakResult | None = None
-    others: tuple[Other, ...] = ()
+    others: tuple[OtherDevice, ...] = ()
     #: what the kernel (or op) breakdown says changed, one line each (non-pass verdicts)
     explanation: tuple[str, ...] = ()
     #: the stored (or reference) and the current breakdown the explanation diffs, when both exist
@@ -327,9 +327,9 @@ def _peak_from_json(d: Mapping[str, Json]) -> PeakResult:
     )
 
 
-def _other_from_json(data: Json, where: str) -> Other:
+def _other_from_json(data: Json, where: str) -> OtherDevice:
     d = to_object(data, where)
-    return Other(get(d, "device_class", str, where), number(d, "value", where))
+    return OtherDevice(get(d, "device_class", str, where), number(d, "value", where))
 
 
 def _compared_from_json(data: Json, where: str) -> tuple[Breakdown, Breakdown]:

@@ -22,7 +22,7 @@ from pytest_cudaperf.report.model import (
     FailureKind,
     JudgedRecord,
     LeakOutcome,
-    Other,
+    OtherDevice,
 )
 from pytest_cudaperf.run.context import TestContext
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
@@ -90,7 +90,7 @@ def _judge(test: TestContext, record: Record, obs: Observation, allowed: float) 
     klass, key, series = record.device_class, record.key, record.series
     entry = store.lookup(klass, key, series)
     verdict = judge(obs, entry, allowed, klass)
-    others = tuple(Other(c, float(e.value)) for c, e in store.others(klass, key, series))
+    others = tuple(OtherDevice(c, float(e.value)) for c, e in store.others(klass, key, series))
     return JudgedRecord(record, verdict, others=others)
 
 

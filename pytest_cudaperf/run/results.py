@@ -18,7 +18,7 @@ from pytest_cudaperf.report.github import append_github_summary, github_annotati
 from pytest_cudaperf.report.html import write_html
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.context import RunContext
-from pytest_cudaperf.series import Record, drift
+from pytest_cudaperf.series import Record, baseline_drift
 from pytest_cudaperf.store.baselines import BaselineStore, UpdateSummary
 
 
@@ -128,7 +128,7 @@ class Results:
             entry = store.lookup(record.device_class, record.key, record.series)
             own = record.record.tolerance
             allowed = own if own is not None else tolerance
-            found = drift(entry, allowed) if entry is not None else None
+            found = baseline_drift(entry, allowed) if entry is not None else None
             if found is not None:
                 self.drifting.append(
                     f"{record.key} {{{record.series}}}: {found.text()} "

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf.breakdown.model import Breakdown, Entry
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.cli.dashboard import progress_printer
 from pytest_cudaperf.history import dashboard
@@ -37,7 +37,10 @@ def breakdown(gemm: str, gemm_us: float) -> dict[str, Any]:
         calls=10,
         total_us=gemm_us + 40.0,
         host_us=12.0,
-        entries=(Entry(gemm, gemm, 1.0, gemm_us), Entry("softmax_kernel", "softmax_kernel", 1, 40)),
+        entries=(
+            Kernel(gemm, gemm, 1.0, gemm_us),
+            Kernel("softmax_kernel", "softmax_kernel", 1, 40),
+        ),
     ).to_json()
 
 

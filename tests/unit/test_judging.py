@@ -280,10 +280,10 @@ def test_html_report_shows_the_breakdown_side_by_side(tmp_path: Path) -> None:
     of the run (the test process sends the breakdowns, not HTML)."""
     import dataclasses
 
-    from pytest_cudaperf.breakdown.model import Breakdown, Entry
+    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 
     def kernels(*found: tuple[str, float]) -> Breakdown:
-        entries = tuple(Entry(name, name, 1.0, us) for name, us in found)
+        entries = tuple(Kernel(name, name, 1.0, us) for name, us in found)
         return Breakdown("cuda", 5, sum(us for _, us in found), 1.0, entries)
 
     test = new_test(run_context(tmp_path))

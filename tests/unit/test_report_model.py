@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.breakdown.model import Breakdown
-from pytest_cudaperf.breakdown.model import Entry as Kernel
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
@@ -20,7 +19,7 @@ from pytest_cudaperf.report.model import (
     FailureKind,
     JudgedRecord,
     LeakOutcome,
-    Other,
+    OtherDevice,
     TestOutcome,
     record_from_json,
     record_to_json,
@@ -50,7 +49,7 @@ def full_outcome() -> TestOutcome:
         record=_record(),
         verdict=Verdict(Kind.REGRESSION, 1.25, (1.2, 1.3), 0.05, "slower", 0.05, ("ecc on → off",)),
         measurement=measured,
-        others=(Other("GPU Y", 2.0),),
+        others=(OtherDevice("GPU Y", 2.0),),
         explanation=("+1.0 µs  gemm: a -> b",),
         compared=(_breakdown(("gemm", 9.0)), _breakdown(("gemm", 10.0))),
         rank=1,

@@ -247,12 +247,12 @@ def test_change_point_ignores_nan_recordings() -> None:
 
 def test_drift_step_by_step() -> None:
     climbing = entry(1.0, 1.03, 1.06, 1.09)
-    found = evidence.drift(climbing, 0.05)
+    found = evidence.baseline_drift(climbing, 0.05)
     assert found is not None
     assert found.change == pytest.approx(0.09)
     assert found.first_date == "2026-11-01"
     assert found.text() == "drifting +9.0% since 2026-11-01"
-    falling = evidence.drift(entry(1.0, 0.97, 0.94, 0.91), 0.05)
+    falling = evidence.baseline_drift(entry(1.0, 0.97, 0.94, 0.91), 0.05)
     assert falling is not None
     assert falling.text().startswith("drifting −9.0%")
 
@@ -267,7 +267,7 @@ def test_drift_step_by_step() -> None:
     ],
 )
 def test_no_drift(medians: tuple[float, ...]) -> None:
-    assert evidence.drift(entry(*medians), 0.05) is None
+    assert evidence.baseline_drift(entry(*medians), 0.05) is None
 
 
 def test_a_series_too_noisy_to_fail_says_why_and_what_it_hides() -> None:

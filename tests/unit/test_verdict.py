@@ -720,8 +720,7 @@ def launch_series(
 ) -> Entry:
     """Device time of 217 µs per call (kornia's RandomAffine), recorded with a breakdown of
     ``launches`` kernels per call (and, given, the recordings' launch gap)."""
-    from pytest_cudaperf.breakdown.model import Breakdown
-    from pytest_cudaperf.breakdown.model import Entry as Kernel
+    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 
     breakdown = Breakdown(
         backend="cuda",
