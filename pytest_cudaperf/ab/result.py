@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.ab.paired import CONFIRM_PAIRS, Call, Paired
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.terminal import render_table
@@ -157,8 +158,7 @@ class AbResult:
         }
 
     def write_json(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+        atomic.write_text(path, json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
 
 
 HEADER = ["test", "base", "head", "change", "95% CI", "pairs", "verdict", "kernels"]

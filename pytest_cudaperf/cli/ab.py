@@ -18,6 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.ab.paired import MIN_PAIRS, Call
 from pytest_cudaperf.ab.result import AbResult, SideInfo, github_summary, lines
 from pytest_cudaperf.ab.session import AbBudget, AbSession
@@ -189,8 +190,7 @@ def _finish(result: AbResult, request: Request, say: Callable[[str], None]) -> i
         result.write_json(request.json)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary and os.environ.get("GITHUB_ACTIONS") == "true":
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(github_summary(result))
+        atomic.append_text(Path(summary), github_summary(result))
     if any(p.rc == 5 for p in result.processes):
         say("cudaperf ab: no tests selected: check the pytest arguments after --")
         return USAGE_EXIT

@@ -11,9 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.series import Entry, Record, absorb, blindness
-from pytest_cudaperf.store.files import locked, remove_stale_tmp, write_atomic, write_error
+from pytest_cudaperf.store.files import locked, remove_stale_tmp, write_error
 from pytest_cudaperf.store.format import BaselineError, Entries, dumps_baseline, to_document
 from pytest_cudaperf.store.schema import parse_document, read_file
 
@@ -174,7 +175,7 @@ class BaselineStore:
             total = sum(len(s) for s in entries.values())
             summary.unchanged = total - len(summary.added) - len(summary.changed)
             try:
-                write_atomic(path, dumps_baseline(to_document(device_class, entries)))
+                atomic.write_text(path, dumps_baseline(to_document(device_class, entries)))
             except OSError as exc:
                 raise write_error(path, exc) from None
         self.entries[device_class] = parse_document(path, json.loads(path.read_text("utf-8")))[1]

@@ -257,7 +257,7 @@ def test_a_build_stopped_half_way_leaves_a_folder_the_next_build_takes(
     history_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "site"
-    real = dashboard._write
+    real = dashboard.atomic.write_text
     written: list[Path] = []
 
     def full_disk_at_the_third(path: Path, text: str) -> None:
@@ -266,7 +266,7 @@ def test_a_build_stopped_half_way_leaves_a_folder_the_next_build_takes(
         written.append(path)
         real(path, text)
 
-    monkeypatch.setattr(dashboard, "_write", full_disk_at_the_third)
+    monkeypatch.setattr(dashboard.atomic, "write_text", full_disk_at_the_third)
     with open_store(history_db) as store, pytest.raises(DashboardError) as raised:
         build(store, out, "h.sqlite")
     assert str(raised.value) == (

@@ -1,8 +1,10 @@
-"""The package's shape holds: one name per concept (no class name defined in two modules)."""
+"""The package's shape holds: one name per concept (no class name defined in two modules), one
+writer of files (:mod:`pytest_cudaperf.atomic`)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -31,3 +33,42 @@ def test_no_class_name_is_defined_twice() -> None:
             where[name].append(_name(path))
     twice = {name: places for name, places in where.items() if len(places) > 1}
     assert not twice, f"class names defined more than once: {twice}"
+
+
+#: a write of a file outside the atomic helper: text and bytes writes, opens for writing or
+#: appending, renames (a hand-made atomic write)
+PLAIN_WRITE = re.compile(
+    r"(?<!atomic)\.write_(?:text|bytes)\(|\bopen\([^)]*[\"'][wax]b?\+?[\"']|os\.replace\(|os\.rename\("
+)
+#: writes that cannot be whole-file replacements, and why
+STREAMS = {
+    # a rank's stdout/stderr and faulthandler's stack dumps: streams as long as the process lives
+    "pytest_cudaperf/distributed/rank.py": 2,
+    # the console command's stdout silenced at exit, not a file
+    "pytest_cudaperf/cli/__init__.py": 1,
+}
+
+
+def test_every_file_write_goes_through_the_atomic_helper() -> None:
+    found: dict[str, int] = {}
+    for path in MODULES:
+        if path == PACKAGE / "atomic.py":
+            continue
+        hits = len(PLAIN_WRITE.findall(path.read_text(encoding="utf-8")))
+        if hits:
+            found[_name(path)] = hits
+    assert found == STREAMS, "write files through pytest_cudaperf.atomic"
+
+
+def test_the_plain_write_pattern_catches_each_kind_of_write() -> None:
+    for line in (
+        'path.write_text("x")',
+        "p.write_bytes(b)",
+        'open(p, "w")',
+        'open(p, "ab")',
+        'open(p, mode="w+")',
+        "os.replace(tmp, p)",
+    ):
+        assert PLAIN_WRITE.search(line), line
+    assert not PLAIN_WRITE.search('open(p, encoding="utf-8")')
+    assert not PLAIN_WRITE.search("atomic.write_text(path, text)")

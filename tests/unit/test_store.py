@@ -501,7 +501,7 @@ def test_a_failing_write_is_one_baseline_error(
     def refuse(path: Path, text: str) -> None:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(baselines, "write_atomic", refuse)
+    monkeypatch.setattr(baselines.atomic, "write_text", refuse)
     with pytest.raises(BaselineError) as excinfo:
         store.update("CPU X", [record("t.py::a", 2.0)])
     assert str(excinfo.value) == (
