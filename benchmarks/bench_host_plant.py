@@ -103,7 +103,7 @@ def child(calls: int, plant: float, only: list[str], variants: list[str]) -> dic
     import torch
     from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
 
-    from pytest_cudaperf.measure.cuda import launch_reference
+    from pytest_cudaperf.measure.hostbound import launch_reference
 
     device = torch.device("cuda")
     reference = launch_reference(torch, device)

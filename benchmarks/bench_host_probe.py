@@ -76,10 +76,13 @@ def child(calls: int, plant: float) -> dict[str, Any]:
     import torch
     from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
 
-    from pytest_cudaperf.measure import cuda
+    from pytest_cudaperf.measure import cuda, hostbound
 
     device = torch.device("cuda")
-    reference, wake = cuda.launch_reference(torch, device), cuda.launch_wake(torch, device)
+    reference, wake = (
+        hostbound.launch_reference(torch, device),
+        hostbound.launch_wake(torch, device),
+    )
     cycles_per_ms = cuda.sleep_cycles_per_ms(torch)
 
     def host_probe() -> float:
@@ -90,7 +93,7 @@ def child(calls: int, plant: float) -> dict[str, Any]:
         reference()
     out: dict[str, Any] = {
         "host_probe_ms": host_probe(),
-        "gap_us": cuda.probe_launch_gap(torch, device, cycles_per_ms),
+        "gap_us": hostbound.probe_launch_gap(torch, device, cycles_per_ms),
         "ops": {},
     }
     images = torch.rand(5, 3, 128, 128, device=device)
@@ -109,7 +112,7 @@ def child(calls: int, plant: float) -> dict[str, Any]:
 
         out["ops"][name] = sync_op(call, calls, plant, reference, wake, host_probe)
     out["host_probe_end_ms"] = host_probe()
-    out["gap_end_us"] = cuda.probe_launch_gap(torch, device, cycles_per_ms)
+    out["gap_end_us"] = hostbound.probe_launch_gap(torch, device, cycles_per_ms)
     return out
 
 

@@ -26,8 +26,8 @@ from pytest_cudaperf.history.timelines import (
     TestHistory,
     Timeline,
 )
+from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.units import format_pct
-from pytest_cudaperf.verdict import format_value
 
 #: device classes' colours, in the order of the classes' names (Okabe and Ito's palette, then
 #: grey and black: told apart with every common colour-vision deficiency)

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pytest_cudaperf.measure import instability
-from pytest_cudaperf.measure.timing import Measurement, Sampled
+from pytest_cudaperf.measure.measurement import Measurement
+from pytest_cudaperf.measure.timing import Sampled
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
 PROC_STAT = "/proc/stat"

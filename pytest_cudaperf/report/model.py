@@ -15,7 +15,8 @@ from enum import Enum
 
 from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.measure.timing import Comparison, Measurement
+from pytest_cudaperf.measure.comparison import Comparison
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
 from pytest_cudaperf.report.fields import (
     Json,

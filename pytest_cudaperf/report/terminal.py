@@ -8,10 +8,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.units import format_ms, format_pct, format_size
-from pytest_cudaperf.verdict import Kind, ci_text, format_value
+from pytest_cudaperf.verdict import Kind, ci_text
 
 
 class TerminalWriter(Protocol):

@@ -27,7 +27,7 @@ from pytest_cudaperf.report.document import Report, read_report
 from pytest_cudaperf.report.fields import ReportError
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.measure.measurement import Measurement
     from pytest_cudaperf.settings import Settings
 
 #: set in a fresh process to a private lock folder: it takes its device locks there (the parent

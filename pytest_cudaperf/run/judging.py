@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
+from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.report.model import (
     ComparisonOutcome,
     FailureKind,
@@ -27,10 +28,11 @@ from pytest_cudaperf.report.model import (
 from pytest_cudaperf.run.context import TestContext
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.series import LOOPS, Record, Recording, metric_of
-from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
+from pytest_cudaperf.verdict import Kind, budget_failure, confirm, judge
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Comparison, Measurement
+    from pytest_cudaperf.measure.comparison import Comparison
+    from pytest_cudaperf.measure.measurement import Measurement
     from pytest_cudaperf.memory import LeakResult, PeakResult
     from pytest_cudaperf.settings import Settings
 

@@ -30,7 +30,9 @@ from pytest_cudaperf.run.judging import (
 from pytest_cudaperf.verdict import Kind
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Budget, Comparison, Measurement
+    from pytest_cudaperf.measure.comparison import Comparison
+    from pytest_cudaperf.measure.measurement import Measurement
+    from pytest_cudaperf.measure.timing import Budget
     from pytest_cudaperf.memory.protocol import PeakResult
     from pytest_cudaperf.run.hoststate import HostWait
     from pytest_cudaperf.settings import Settings
@@ -227,7 +229,7 @@ def kernels_judged(
 def kernels_measured(times: list[float], device: str) -> Measurement | None:
     """The kernels' measurement of one pass of profiled calls (``times``, ms); None without
     calls."""
-    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.measure.measurement import Measurement
 
     return Measurement.from_samples(times, metric="kernels", device=device) if times else None
 
@@ -237,7 +239,7 @@ def kernels_of_passes(first: list[float], second: list[float], device: str) -> M
     passes agree (:func:`stats.repeated_median`): calls that draw their work at random differ
     from each other by far more than they differ from themselves."""
     from pytest_cudaperf.measure import stats
-    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.measure.measurement import Measurement
 
     median, ci = stats.repeated_median(first, second)
     pooled = Measurement.from_samples([*first, *second], metric="kernels", device=device)

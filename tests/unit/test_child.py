@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.child import (

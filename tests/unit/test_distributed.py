@@ -29,7 +29,7 @@ from pytest_cudaperf.distributed.result import Collective, PhaseReport, RankResu
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import DistributedOptions, MarkerError, Marks, PerfOptions, parse
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.report.model import (
     Bandwidth,

@@ -10,7 +10,7 @@ import pytest
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks, PerfOptions
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.github import github_annotations, github_summary
 from pytest_cudaperf.report.html import render_html

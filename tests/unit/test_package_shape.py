@@ -1,5 +1,5 @@
 """The package's shape holds: one name per concept (no class name defined in two modules), one
-writer of files (:mod:`pytest_cudaperf.atomic`)."""
+writer of files (:mod:`pytest_cudaperf.atomic`), no module over :data:`MAX_LINES` lines."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _classes(path: Path) -> list[str]:
 
 def test_the_package_has_modules_to_check() -> None:
     assert len(MODULES) > 50
-    assert "Measurement" in _classes(PACKAGE / "measure" / "timing.py")
+    assert "Measurement" in _classes(PACKAGE / "measure" / "measurement.py")
 
 
 def test_no_class_name_is_defined_twice() -> None:
@@ -72,3 +72,16 @@ def test_the_plain_write_pattern_catches_each_kind_of_write() -> None:
         assert PLAIN_WRITE.search(line), line
     assert not PLAIN_WRITE.search('open(p, encoding="utf-8")')
     assert not PLAIN_WRITE.search("atomic.write_text(path, text)")
+
+
+#: the most lines a module of the package may have: past it, it holds more than one concern
+MAX_LINES = 600
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    long = {
+        _name(path): lines
+        for path in MODULES
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these by concern (at most {MAX_LINES} lines each): {long}"

@@ -8,7 +8,8 @@ import pytest
 
 from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.measure.timing import Comparison, Measurement
+from pytest_cudaperf.measure.comparison import Comparison
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
 from pytest_cudaperf.report.document import Report, dumps, merge_reports, read_report
 from pytest_cudaperf.report.fields import ReportError

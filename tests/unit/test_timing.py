@@ -6,15 +6,15 @@ import time
 
 import pytest
 
+from pytest_cudaperf.measure.comparison import compare
 from pytest_cudaperf.measure.cpu import CpuBackend
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.measure.timing import (
     MAX_COMPILE_WARMUP_BATCHES,
     AdaptiveResult,
     Budget,
-    Measurement,
     Sampled,
     budget_spent,
-    compare,
     measure,
     over_references,
     run_adaptive,
@@ -442,19 +442,19 @@ def test_the_launch_reference_and_its_wake_add_tiny_tensors_on_the_device_and_wa
 ) -> None:
     import torch
 
-    from pytest_cudaperf.measure import cuda
+    from pytest_cudaperf.measure import hostbound
 
     waited: list[object] = []
     monkeypatch.setattr(torch.cuda, "synchronize", waited.append)  # no GPU here: the CPU stands in
-    out = getattr(cuda, name)(torch, torch.device("cpu"))()
+    out = getattr(hostbound, name)(torch, torch.device("cpu"))()
     assert torch.equal(out, torch.full((4,), 1.0 + adds))
     assert waited == [torch.device("cpu")]
     if name == "launch_reference":
-        assert adds == cuda.LAUNCH_CALLS
+        assert adds == hostbound.LAUNCH_CALLS
 
 
 def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() -> None:
-    from pytest_cudaperf.measure.cuda import HostSampler
+    from pytest_cudaperf.measure.hostbound import HostSampler
 
     events: list[str] = []
     ticks = iter(range(0, 10**9, 1_000_000))
@@ -476,7 +476,7 @@ def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() 
 
 
 def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
-    from pytest_cudaperf.measure.cuda import HostSampler
+    from pytest_cudaperf.measure.hostbound import HostSampler
 
     calls: list[str] = []
     # per sample three readings: before the loop, between loop and call, after the sync
@@ -494,7 +494,7 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
 
 
 def test_the_host_sampler_sizes_its_first_batch_by_one_calls_time() -> None:
-    from pytest_cudaperf.measure.cuda import HostSampler, host_batch_size
+    from pytest_cudaperf.measure.hostbound import HostSampler, host_batch_size
 
     def sampler(first_ms: float) -> HostSampler:
         return HostSampler(
