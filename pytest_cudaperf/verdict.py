@@ -155,10 +155,24 @@ def _why_and_todo(
     ``slow_host``: the host-speed finding was made, see :func:`with_host_speed`), and no advice
     repeats what the message already says or what cannot help."""
     parts = series.noise_parts(entry.recordings, entry.metric)
-    return (
-        _why(obs, entry, tolerance, parts, contended),
-        _todo(obs, entry, tolerance, parts, slow_host, contended),
-    )
+    # what the user can do about it, most useful first
+    steps = []
+    if contended:
+        steps.append("run it where other processes leave the CPU alone (fewer xdist workers)")
+    if slow_host:
+        steps.append("run again when the machine is as fast as when it was recorded")
+    if entry.processes < series.MIN_PROCESSES:
+        steps.append(f"record {series.MIN_PROCESSES} processes or more: cudaperf record")
+    elif entry.noise > tolerance and parts.floor < entry.noise:
+        steps.append("record it again on a quiet machine: cudaperf record")
+    if obs.instability and entry.metric == "device":
+        steps.append('cache="hot" or graph=True')
+    elif not obs.instability and obs.noise >= entry.noise:
+        steps.append("a longer --cudaperf-max-time")
+    if not contended:  # contention's threshold is the measurement's: no tolerance helps
+        needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
+        steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
+    return _why(obs, entry, tolerance, parts, contended), ", ".join(steps)
 
 
 def _why(
@@ -189,34 +203,6 @@ def _why(
     return "; ".join(reasons) or "the CI straddles the tolerance"
 
 
-def _todo(  # noqa: PLR0913 - what held the threshold, each part of it
-    obs: Observation,
-    entry: Entry,
-    tolerance: float,
-    parts: series.NoiseParts,
-    slow_host: bool,
-    contended: bool,
-) -> str:
-    """What the user can do about it, most useful first."""
-    steps = []
-    if contended:
-        steps.append("run it where other processes leave the CPU alone (fewer xdist workers)")
-    if slow_host:
-        steps.append("run again when the machine is as fast as when it was recorded")
-    if entry.processes < series.MIN_PROCESSES:
-        steps.append(f"record {series.MIN_PROCESSES} processes or more: cudaperf record")
-    elif entry.noise > tolerance and parts.floor < entry.noise:
-        steps.append("record it again on a quiet machine: cudaperf record")
-    if obs.instability and entry.metric == "device":
-        steps.append('cache="hot" or graph=True')
-    elif not obs.instability and obs.noise >= entry.noise:
-        steps.append("a longer --cudaperf-max-time")
-    if not contended:  # contention's threshold is the measurement's: no tolerance helps
-        needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
-        steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
-    return ", ".join(steps)
-
-
 #: why a host-bound change read with the host in another state is not a verdict (see host_state)
 OTHER_STATE = (
     "a host-bound {change} is judged only with the host as {speed} as at recording "
@@ -238,15 +224,20 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
     )
 
 
+def _head(obs: Observation, base: float) -> str:
+    """The message's start: ``median 1.500 ms vs baseline 1.000 ms``."""
+    what = "peak memory" if obs.unit == "bytes" else "median"
+    return f"{what} {format_value(obs.value, obs.unit)} vs baseline {format_value(base, obs.unit)}"
+
+
 def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
     if entry is None:
         return Verdict(Kind.NEW, message="no baseline for this device class", tolerance=tolerance)
     unit = obs.unit
-    what = "peak memory" if unit == "bytes" else "median"
     tolerance = clean(tolerance)
     diffs = fingerprint_differences(entry.env, obs.env)
     base = float(entry.value)
-    head = f"{what} {format_value(obs.value, unit)} vs baseline {format_value(base, unit)}"
+    head = _head(obs, base)
     where = (
         f"{device_class}; baseline since {entry.since} from {entry.processes} "
         f"process{'es' if entry.processes != 1 else ''}"
@@ -261,7 +252,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
             fingerprint=diffs,
         )
     if unit == "bytes":
-        return _exact(obs, base, tolerance, head, where, diffs)
+        return _exact(obs, base, tolerance, where, diffs)
     state = host_state(obs, entry)
     obs, host = with_host_speed(obs, entry)
     obs, gaps = with_launch_gaps(obs, entry)
@@ -346,10 +337,11 @@ def _in_state(  # noqa: PLR0913 - the verdict so far, and the host's state again
     return kind, f"; {host}, counted in the CI", False
 
 
-def _exact(  # noqa: PLR0913 - the parts of a message already worked out by judge()
-    obs: Observation, base: float, tolerance: float, head: str, where: str, diffs: tuple[str, ...]
+def _exact(
+    obs: Observation, base: float, tolerance: float, where: str, diffs: tuple[str, ...]
 ) -> Verdict:
     """Peak memory, or a zero on either side: no noise, the point against the tolerance."""
+    head = _head(obs, base)
     if base > 0 and obs.value > 0:
         ratio: float | None = obs.value / base
         assert ratio is not None
@@ -372,22 +364,19 @@ def _exact(  # noqa: PLR0913 - the parts of a message already worked out by judg
     return Verdict(kind, ratio, ci, tolerance, message, tolerance, diffs)
 
 
-def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measurement was taken
-    first: Verdict,
-    again: Observation,
-    entry: Entry | None,
-    tolerance: float,
-    device_class: str,
-    where: str = "",
+def confirm(
+    first: Verdict, again: Observation, entry: Entry | None, device_class: str, where: str = ""
 ) -> Verdict:
     """A REGRESSION (or an IMPROVED: the same evidence either way) stands only if ``again`` (a
     re-measurement) is one too and, where both the baseline and ``again`` know their SM clock,
     also in cycle space (time x clock): ratio x again.sm_mhz / baseline sm_mhz. Anything else is
     INCONCLUSIVE saying why. Other verdicts are returned as they are. ``where`` says where
     ``again`` was taken when not in this process (" in a fresh process"); a verdict it confirms
-    says so."""
+    says so. ``again`` is judged at the tolerance ``first`` was."""
     if first.kind not in (Kind.REGRESSION, Kind.IMPROVED) or entry is None:
         return first
+    assert first.tolerance is not None, "a regression or an improvement has its tolerance"
+    tolerance = first.tolerance
     second = _confirmed(judge(again, entry, tolerance, device_class), where)
     if second.kind is not first.kind:
         was = format_pct(first.ratio - 1) if first.ratio is not None else "a regression"
@@ -445,13 +434,16 @@ def _confirmed(verdict: Verdict, where: str) -> Verdict:
     return replace(verdict, message=f"{verdict.message}; confirmed{where}")
 
 
-def budget_failure(  # noqa: PLR0913 - value, limit and the words of the message
-    value: float, limit: float | None, unit: str, label: str, describe: str, subject: str = ""
+def budget_failure(
+    value: float, limit: float | None, unit: str, describe: str, subject: str = ""
 ) -> str | None:
-    """``perf: test_attention median 12.3 ms > max_ms 5 ms (device time, 40 samples, cold L2)``."""
+    """``perf: test_attention median 12.3 ms > max_ms 5 ms (device time, 40 samples, cold L2)``:
+    a time (``unit`` ms) over ``max_ms``, a peak (``unit`` bytes) over ``max_peak``."""
     if limit is None or value <= limit:
         return None
     who = f"{subject} " if subject else ""
     if unit == "bytes":
-        return f"memory: {who}peak {format_size(value)} > {label} {format_size(limit)} ({describe})"
-    return f"perf: {who}median {format_ms(value)} > {label} {limit:g} ms ({describe})"
+        return (
+            f"memory: {who}peak {format_size(value)} > max_peak {format_size(limit)} ({describe})"
+        )
+    return f"perf: {who}median {format_ms(value)} > max_ms {limit:g} ms ({describe})"

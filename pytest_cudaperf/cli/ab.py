@@ -107,20 +107,6 @@ def _on_path(program: str) -> bool:
     )
 
 
-def _side(  # noqa: PLR0913 - a side's parts
-    name: str, label: str, root: Path, rel: Path, python: str | None, commit: str | None
-) -> Side:
-    return Side(
-        name=name,
-        label=label,
-        root=root,
-        cwd=root / rel,
-        python=python or sys.executable,
-        paths=own_paths(root),
-        commit=commit,
-    )
-
-
 def cmd_ab(request: Request, runner: Runner = run_side, say: Callable[[str], None] = print) -> int:
     check(request)
     cwd = Path.cwd()
@@ -147,13 +133,21 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
         for name in ("base", "head"):
             rev = revisions.get(name)
             python = request.base_python if name == "base" else request.head_python
+            commit: str | None = None
             if rev is not None:
-                commit = commits[name]
+                commit, root = commits[name], trees[name]
                 label = f"{rev} ({commit[:9]})" if rev != commit else commit[:9]
-                sides[name] = _side(name, label, trees[name], rel, python, commit)
             else:
-                label = "the working tree" + (f" with {python}" if python else "")
-                sides[name] = _side(name, label, repo, rel, python, None)
+                root, label = repo, "the working tree" + (f" with {python}" if python else "")
+            sides[name] = Side(
+                name=name,
+                label=label,
+                root=root,
+                cwd=root / rel,
+                python=python or sys.executable,
+                paths=own_paths(root),
+                commit=commit,
+            )
             if python and rev is not None:
                 sides[name].label += f" with {python}"
         env: Mapping[str, str] = os.environ

@@ -21,28 +21,27 @@ from pytest_cudaperf.measure.timing import (
 )
 from pytest_cudaperf.units import format_ms
 
+#: the two callables of a same-run comparison: (candidate, reference)
+Pair = tuple[Callable[[], object], Callable[[], object]]
 
-def compare(  # noqa: PLR0913 - both callables and the cuda_timer.compare options
+
+def compare(
     backend: Backend,
-    candidate: Callable[[], object],
-    reference: Callable[[], object],
+    pair: Pair,
     budget: Budget,
     graph: bool = False,
     name: str | None = None,
 ) -> Comparison:
-    """Interleaved same-run measurement of both; speedup = reference / candidate."""
+    """Interleaved same-run measurement of both callables of ``pair`` (candidate, reference);
+    speedup = reference / candidate."""
     with held(backend):
-        return _compared(backend, candidate, reference, budget, graph, name)
+        return _compared(backend, pair, budget, graph, name)
 
 
-def _compared(  # noqa: PLR0913 - compare()'s arguments, passed on
-    backend: Backend,
-    candidate: Callable[[], object],
-    reference: Callable[[], object],
-    budget: Budget,
-    graph: bool,
-    name: str | None,
+def _compared(
+    backend: Backend, pair: Pair, budget: Budget, graph: bool, name: str | None
 ) -> Comparison:
+    candidate, reference = pair
     cand_sampler = backend.sampler(candidate, graph)
     ref_sampler = backend.sampler(reference, graph)
     begin = time.perf_counter()

@@ -43,26 +43,26 @@ class HostSampler:
     graph = False
     blocker = None
 
-    def __init__(  # noqa: PLR0913 - the call, its wait, the reference and its wake; test seams
+    def __init__(
         self,
         run: Callable[[], object],
         synchronize: Callable[[], object],
         reference: Callable[[], object],
-        clock: Callable[[], int] = time.perf_counter_ns,
         wake: Callable[[], object] = lambda: None,
         first_ms: float = 0.0,
     ) -> None:
         self.run = run
         self._synchronize = synchronize
         self._reference = reference
-        self._clock = clock
+        #: the host clock (ns) its times are read on
+        self.clock: Callable[[], int] = time.perf_counter_ns
         self._wake = wake
         self._size = host_batch_size(first_ms, FIRST_HOST_BATCH)
         #: the reference loop's time (ms) before each sample taken so far
         self.references: list[float] = []
 
     def batch(self) -> list[float]:
-        run, sync, reference, clock = self.run, self._synchronize, self._reference, self._clock
+        run, sync, reference, clock = self.run, self._synchronize, self._reference, self.clock
         wake = self._wake
         times = []
         for _ in range(self._size):

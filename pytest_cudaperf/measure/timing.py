@@ -288,9 +288,8 @@ def measure(
     (each a fresh sampler, so each warms up and starts from the state the previous left), with
     what the rounds, the warm-up, the pooled samples and torch.compile say about its stability
     added to the backend's own findings."""
-    traced = active_tracer()
     with held(backend):
-        measured, results, rounds, samples = _rounds(backend, fn, budget, graph, name, traced)
+        measured, results, rounds, samples = _rounds(backend, fn, budget, graph, name)
     worst_warmup = max(
         (f for r in results if (f := instability.warmup_unsettled(r.unsettled)) is not None),
         key=lambda f: f.noise,
@@ -314,15 +313,16 @@ def held(backend: Backend) -> AbstractContextManager[object]:
     return hold() if hold is not None else contextlib.nullcontext()
 
 
-def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
+def _rounds(
     backend: Backend,
     fn: Callable[[], object],
     budget: Budget,
     graph: bool,
     name: str | None,
-    traced: str | None,
 ) -> tuple[Measurement, list[AdaptiveResult], list[list[float]], list[float]]:
-    """The rounds of one measurement and the backend's measurement of their pooled samples."""
+    """The rounds of one measurement and the backend's measurement of their pooled samples,
+    labelled with the tracer it ran under (:func:`active_tracer`), if any."""
+    traced = active_tracer()
     per_round = budget.per_round()
     results: list[AdaptiveResult] = []
     compiles = CompileWatch.if_loaded()

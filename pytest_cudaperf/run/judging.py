@@ -133,10 +133,9 @@ def confirm_time(
     record keeps the re-measurement either way: the verdict's ratio and CI are its (the table's
     baseline column is the value over that ratio). ``where``: where the re-measurement was taken,
     when not here."""
-    allowed = tolerance(test.settings, test.perf, metric_of(first.series, first.unit))
     entry = test.run.store.lookup(first.device_class, first.key, first.series)
     verdict = confirm(
-        first.verdict, observation(again, first.env), entry, allowed, first.device_class, where
+        first.verdict, observation(again, first.env), entry, first.device_class, where
     )
     second = judge_time(test, first.key, again, first.device_class)
     return dataclasses.replace(second, verdict=verdict), again
@@ -169,9 +168,7 @@ def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
         )
     perf = test.perf
     subject = record.key.nodeid.rsplit("::", 1)[-1]
-    over = budget_failure(
-        m.median_ms, perf.max_ms if perf else None, "ms", "max_ms", m.how(), subject=subject
-    )
+    over = budget_failure(m.median_ms, perf.max_ms if perf else None, "ms", m.how(), subject)
     if over:
         state.fail(FailureKind.BUDGET, f"{label}{over}")
     if perf is not None and perf.max_recompiles is not None and m.recompiles > perf.max_recompiles:
@@ -218,7 +215,7 @@ def check_peak(
     if peak is None:
         return
     where = f"requested bytes on {peak.device}"
-    over = budget_failure(peak.peak_bytes, limit, "bytes", "max_peak", where)
+    over = budget_failure(peak.peak_bytes, limit, "bytes", where)
     if over:
         test.state.fail(FailureKind.MEMORY, f"{key.label()}{over}")
 

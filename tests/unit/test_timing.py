@@ -186,8 +186,7 @@ def test_instability_sm_clock_and_recompiles_round_trip() -> None:
 def test_compare_finds_the_faster_callable() -> None:
     comparison = compare(
         CpuBackend(),
-        lambda: time.sleep(0.001),
-        lambda: time.sleep(0.003),
+        (lambda: time.sleep(0.001), lambda: time.sleep(0.003)),
         Budget(warmup=0.0, max_time=0.3, precision=0.02),
     )
     assert 2.0 < comparison.speedup < 3.5
@@ -467,9 +466,9 @@ def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() 
         lambda: events.append("call"),
         lambda: events.append("sync"),
         reference=lambda: events.append("reference"),
-        clock=clock,
         wake=lambda: events.append("wake"),
     )
+    sampler.clock = clock
     sampler.batch()
     assert events[:7] == ["wake", "clock", "reference", "clock", "call", "sync", "clock"]
     assert events.count("wake") == events.count("reference") == 4
@@ -485,8 +484,8 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
         lambda: calls.append("call"),
         lambda: calls.append("sync"),
         reference=lambda: calls.append("loop"),
-        clock=clock,
     )
+    sampler.clock = clock
     assert sampler.batch() == pytest.approx([2.0] * 4)
     assert calls[:3] == ["loop", "call", "sync"]
     assert sampler.references == pytest.approx([0.5] * 4)
@@ -497,13 +496,9 @@ def test_the_host_sampler_sizes_its_first_batch_by_one_calls_time() -> None:
     from pytest_cudaperf.measure.hostbound import HostSampler, host_batch_size
 
     def sampler(first_ms: float) -> HostSampler:
-        return HostSampler(
-            lambda: None,
-            lambda: None,
-            reference=lambda: None,
-            clock=Ticks([0, 0, 1_000_000]),
-            first_ms=first_ms,
-        )
+        made = HostSampler(lambda: None, lambda: None, reference=lambda: None, first_ms=first_ms)
+        made.clock = Ticks([0, 0, 1_000_000])
+        return made
 
     assert len(sampler(0.0).batch()) == 4  # not known: four calls
     assert len(sampler(3.0).batch()) == 4  # short calls: four, not the 6 that fill 20 ms
