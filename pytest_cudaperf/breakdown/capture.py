@@ -99,12 +99,11 @@ def _totals(events: Iterable[RawEvent], kind: str, calls: int) -> dict[str, tupl
     return totals
 
 
-def aggregate(  # noqa: PLR0913 - the profile's events and how to cut them
+def aggregate(
     events: Sequence[RawEvent],
     backend: str,
     calls: int,
     host_us: float,
-    notes: Sequence[str] = (),
     coverage: float = COVERAGE,
 ) -> Breakdown:
     """A Breakdown from the events of ``calls`` profiled calls."""
@@ -123,7 +122,7 @@ def aggregate(  # noqa: PLR0913 - the profile's events and how to cut them
             )[:MAX_HOST_OPS]
         )
     graph = sum(1 for ev in events if ev.kind == "graph_launch") / calls
-    all_notes = list(notes)
+    all_notes: list[str] = []
     if graph:
         all_notes.append(GRAPH_VISIBLE if entries else GRAPH_NOT_VISIBLE)
     elif backend == "cuda" and not entries:

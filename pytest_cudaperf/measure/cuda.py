@@ -203,29 +203,23 @@ class L2Flush:
 
 
 class CudaEventSampler:
-    """Batches of event-timed samples queued behind a blocker."""
+    """Batches of event-timed samples queued behind a blocker: ``run`` (``calls_per_sample``
+    calls, or one replay of the CUDA graph they were captured in: ``graph``) on ``backend``'s
+    blocker, L2 flush, clock watch and timing events."""
 
-    def __init__(  # noqa: PLR0913 - a sampler is its callable, blocker, flush and events
-        self,
-        torch_mod: Any,
-        run: Callable[[], object],
-        calls_per_sample: int,
-        blocker: SpinBlocker | SleepBlocker | None,
-        flush: L2Flush | None,
-        clocks: ClockWatch,
-        graph: bool = False,
-        events: list[tuple[Any, Any]] | None = None,
+    def __init__(
+        self, backend: CudaBackend, run: Callable[[], object], calls_per_sample: int, graph: bool
     ) -> None:
-        self._torch = torch_mod
+        self._torch = backend.torch
         self.graph = graph
         self.run = run
         self.calls = calls_per_sample
-        self.blocker = blocker
-        self._flush = flush
-        self._clocks = clocks
+        self.blocker: SpinBlocker | SleepBlocker | None = backend.blocker
+        self._flush = backend.flush
+        self._clocks = backend.clocks
         self._size = 8
         self._enqueue_s = 1e-3
-        self._events = events if events is not None else event_pairs(torch_mod)
+        self._events = backend.events
 
     def batch(self) -> list[float]:
         size, run, flush, blocker = self._size, self.run, self._flush, self.blocker
@@ -336,7 +330,7 @@ class CudaBackend:
     def __init__(self, device: torch.device, cache: str, l2_bytes: int, uuid: str) -> None:
         import torch
 
-        self._torch = torch
+        self.torch = torch
         self.device = device
         self.cache = cache
         #: what holds for every measurement of this backend (the blocker's fallback)
@@ -353,7 +347,7 @@ class CudaBackend:
         #: docs/decisions.md, "What does the plugin do with a round that runs high?"). Samplers
         #: never interleave
         #: within a batch, so sharing is safe.
-        self._events = event_pairs(torch)
+        self.events = event_pairs(torch)
         #: the dry run's answer per callable during one measurement (each round asks again);
         #: emptied by :meth:`finish`, so no callable outlives its measurement here
         self._synchronizing: list[tuple[Callable[[], object], bool]] = []
@@ -364,12 +358,12 @@ class CudaBackend:
         for known, answer in reversed(self._synchronizing):
             if known is fn:
                 return answer
-        answer = _synchronizes(self._torch, fn, self.cycles_per_ms)
+        answer = _synchronizes(self.torch, fn, self.cycles_per_ms)
         self._synchronizing.append((fn, answer))
         return answer
 
     def sampler(self, fn: Callable[[], object], graph: bool) -> CudaEventSampler | HostSampler:
-        torch = self._torch
+        torch = self.torch
         began = time.perf_counter()
         fn()  # first call outside the blocker: JIT, handles, allocator growth
         torch.cuda.synchronize()
@@ -400,10 +394,7 @@ class CudaBackend:
                 wake=launch_wake(torch, self.device),
                 first_ms=first_ms,
             )
-        blocker: SpinBlocker | SleepBlocker | None = self.blocker
-        return CudaEventSampler(
-            torch, run, calls, blocker, self.flush, self.clocks, captured, self._events
-        )
+        return CudaEventSampler(self, run, calls, captured)
 
     def recover(self, sampler: CudaEventSampler, restart: bool = False) -> None:
         """After :class:`SynchronizesInside`: sample without the blocker from now on, or, with
@@ -430,7 +421,7 @@ class CudaBackend:
             return self._finish_host(sampled)
         samples = sampled.samples
         device_ms = float(sorted(samples)[len(samples) // 2])
-        host = host_ms_per_call(self._torch, fn, device_ms)
+        host = host_ms_per_call(self.torch, fn, device_ms)
         notes = self.lasting + self.warnings
         if host > HOST_BOUND_RATIO * device_ms:
             notes.append(
@@ -441,7 +432,7 @@ class CudaBackend:
         if clock_warning:
             notes.append(clock_warning)
         graph = sampler.graph
-        gap = None if graph else launch_gap_us(self._torch, self.device, self.cycles_per_ms)
+        gap = None if graph else launch_gap_us(self.torch, self.device, self.cycles_per_ms)
         clocks = self.clocks.summary()
         spin = clocks.get("spin_sm_mhz")
         return Measurement.from_samples(
@@ -495,8 +486,8 @@ class CudaBackend:
         """Release flush buffers and graph pools."""
         self.flush = None
         self._graphs.clear()
-        self._torch.cuda.synchronize()
-        self._torch.cuda.empty_cache()
+        self.torch.cuda.synchronize()
+        self.torch.cuda.empty_cache()
 
 
 def _estimate_ms(torch_mod: Any, fn: Callable[[], object]) -> float:

@@ -19,7 +19,7 @@ from pytest_cudaperf.report.html import write_html
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.context import RunContext
 from pytest_cudaperf.series import Record, baseline_drift
-from pytest_cudaperf.store.baselines import BaselineStore, UpdateSummary
+from pytest_cudaperf.store.baselines import BaselineStore, Seen, UpdateSummary
 
 
 @dataclass
@@ -109,9 +109,9 @@ class Results:
             self.updates.append(store.update(device_class, records, removable, tolerance))
 
     def _obsolete(self, store: BaselineStore, device_class: str, root: Path) -> list[SeriesKey]:
-        produced = {r.key for r in self.updatable().get(device_class, [])}
-        seen, files = self.seen, self.seen_files
-        return store.obsolete(device_class, seen, files, self.complete, root, produced)
+        produced = frozenset(r.key for r in self.updatable().get(device_class, []))
+        seen = Seen(self.seen, self.seen_files, self.complete, produced)
+        return store.obsolete(device_class, seen, root)
 
     def find_obsolete(self, store: BaselineStore, root: Path) -> None:
         classes = {r.device_class for r in self.records()}

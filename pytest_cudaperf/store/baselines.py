@@ -57,6 +57,18 @@ def _label(key: SeriesKey, series: str) -> str:
     return f"{key} {{{series}}}"
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What a run saw, for :meth:`BaselineStore.obsolete`: the test ids that ran, their files,
+    whether the run was complete (no ``-k``, no crashed worker), and the keys its passing tests
+    measured on the device class asked about."""
+
+    tests: set[str]
+    files: set[str]
+    complete: bool
+    produced: frozenset[SeriesKey] = frozenset()
+
+
 class BaselineStore:
     """Every baseline file of a folder, read strictly at start-up."""
 
@@ -98,27 +110,19 @@ class BaselineStore:
     def keys(self, device_class: str) -> list[SeriesKey]:
         return sorted(self.entries.get(device_class, {}))
 
-    def obsolete(  # noqa: PLR0913 - what the run saw, and the root test files are under
-        self,
-        device_class: str,
-        seen: set[str],
-        seen_files: set[str],
-        complete: bool,
-        root: Path,
-        produced: set[SeriesKey] = frozenset(),  # type: ignore[assignment]
-    ) -> list[SeriesKey]:
-        """Keys whose series no longer exist: their test's file is gone; a complete run of their
-        file did not see their test id (``seen``: test ids); or their test ran, was measured and
-        passed in this run (``produced``: the keys it measured here) without measuring this one
-        (a measurement it dropped or renamed, or the extra series an earlier version stored for
-        a re-run test). A partial run never calls an entry of an unseen test obsolete."""
-        tests = {key.nodeid for key in produced}
+    def obsolete(self, device_class: str, seen: Seen, root: Path) -> list[SeriesKey]:
+        """Keys whose series no longer exist: their test's file (under ``root``) is gone; a
+        complete run of their file did not see their test id; or their test ran, was measured
+        and passed in this run (``seen.produced``) without measuring this one (a measurement it
+        dropped or renamed, or the extra series an earlier version stored for a re-run test). A
+        partial run never calls an entry of an unseen test obsolete."""
+        tests = {key.nodeid for key in seen.produced}
         return [
             key
             for key in self.keys(device_class)
             if not (root / key.file).exists()
-            or (complete and key.file in seen_files and key.nodeid not in seen)
-            or (key.nodeid in tests and key not in produced)
+            or (seen.complete and key.file in seen.files and key.nodeid not in seen.tests)
+            or (key.nodeid in tests and key not in seen.produced)
         ]
 
     def update(

@@ -333,7 +333,7 @@ def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(cuda_timing, "_synchronizes", dry_run)
     backend = cuda_timing.CudaBackend.__new__(cuda_timing.CudaBackend)  # no CUDA here
-    backend._torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []  # type: ignore[assignment]
+    backend.torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []  # type: ignore[assignment]
     backend.warnings = []
 
     def first() -> None:
