@@ -166,7 +166,7 @@ def fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]
     per_ms = 1 / now - 1 / then
     if abs(high * per_ms) < FIXED_PART_MIN * float(base):
         return obs, None
-    value = series.at_reference(obs.value, float(base), fixed, now, then, unmoved)
+    value = series.at_reference(obs.value, float(base), fixed, (now, then), unmoved)
     reason = (
         f"{_unmoved_text(low, high, fixed, unmoved is not None)} (launch reference "
         f"{format_ms(now)}, {format_ms(then)} at recording): "
@@ -211,3 +211,26 @@ def host_state(obs: Observation, entry: Entry) -> float | None:
     if obs.unit != LOOPS:
         return None
     return instability.host_ratio(obs.reference_ms, entry.reference_ms)
+
+
+@dataclass(frozen=True)
+class Adjusted:
+    """An observation as the verdict judges it (:func:`adjusted`): ``obs`` with the host's speed
+    among its noise and what it sets aside moved; ``state`` the host's state it was read in
+    (:func:`host_state`), ``host`` the host-speed finding's reason, ``set_aside`` what was set
+    aside (the launch gaps, or the part of a host-bound call the host's speed does not move),
+    each None where there is none."""
+
+    obs: Observation
+    state: float | None
+    host: str | None
+    set_aside: str | None
+
+
+def adjusted(obs: Observation, entry: Entry) -> Adjusted:
+    """What the host says of ``obs`` against ``entry``, before it is judged."""
+    state = host_state(obs, entry)
+    obs, host = with_host_speed(obs, entry)
+    obs, gaps = with_launch_gaps(obs, entry)
+    obs, fixed = fixed_part(obs, entry)
+    return Adjusted(obs, state, host, gaps or fixed)  # one of the two at most

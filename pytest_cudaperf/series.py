@@ -198,26 +198,26 @@ def medians_of(recordings: Sequence[Recording], metric: str) -> list[float]:
     center = float(statistics.median(medians))
     unmoved = unmoved_range(recordings)
     return [
-        at_reference(r.median, center, r.fixed_ms, r.reference_ms, usual, unmoved)
+        at_reference(r.median, center, r.fixed_ms, (r.reference_ms, usual), unmoved)
         for r in recordings
     ]
 
 
-def at_reference(  # noqa: PLR0913 - a value, where it goes, and what the kernels allow
+def at_reference(
     value: float,
     base: float,
     fixed_ms: float | None,
-    now_ms: float | None,
-    then_ms: float,
+    references: tuple[float | None, float],
     unmoved: tuple[float, float] | None,
 ) -> float:
     """A host-bound ``value`` (loops, taken with the launch reference at ``now_ms``) as the call
-    would read at ``then_ms``: its kernels (``fixed_ms``) do not follow the host, so it reads
-    ``k * (1 / now_ms - 1 / then_ms)`` loops more for the ``k`` ms of them that the call waits
-    for. ``unmoved`` (:func:`unmoved_range`) bounds ``k``: its low end is taken off in any
-    case, the rest up to its high end only as far as ``base`` and no further (:func:`toward`);
-    without it ``k`` is anything from none to all of the kernels. ``value`` as it is without the
-    kernels' time or a reference."""
+    would read at ``then_ms`` (``references``: ``(now_ms, then_ms)``): its kernels
+    (``fixed_ms``) do not follow the host, so it reads ``k * (1 / now_ms - 1 / then_ms)`` loops
+    more for the ``k`` ms of them that the call waits for. ``unmoved`` (:func:`unmoved_range`)
+    bounds ``k``: its low end is taken off in any case, the rest up to its high end only as far
+    as ``base`` and no further (:func:`toward`); without it ``k`` is anything from none to all
+    of the kernels. ``value`` as it is without the kernels' time or a reference."""
+    now_ms, then_ms = references
     if not (fixed_ms and now_ms and _finite_positive(fixed_ms) and _finite_positive(now_ms)):
         return value
     low, high = unmoved_part(fixed_ms, unmoved)

@@ -39,14 +39,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_cudaperf import series
 from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.observation import (
+    Adjusted,
     Observation,
+    adjusted,
     clean,
-    fixed_part,
     format_value,
-    host_state,
     usable,
-    with_host_speed,
-    with_launch_gaps,
 )
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
@@ -253,11 +251,8 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         )
     if unit == "bytes":
         return _exact(obs, base, tolerance, where, diffs)
-    state = host_state(obs, entry)
-    obs, host = with_host_speed(obs, entry)
-    obs, gaps = with_launch_gaps(obs, entry)
-    obs, fixed = fixed_part(obs, entry)
-    set_aside = gaps or fixed  # one of the two at most: device time, or a time in loops
+    seen = adjusted(obs, entry)
+    obs, state, host, set_aside = seen.obs, seen.state, seen.host, seen.set_aside
     t = max(tolerance, clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))
@@ -291,7 +286,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         kind = Kind.INCONCLUSIVE
         why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; {why}: {todo}"
-    kind, tail, other_state = _in_state(kind, (low, high), t, state, entry, host)
+    kind, tail, other_state = _in_state(kind, (low, high), t, seen, entry)
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
     message = prefix.get(kind, "") + body + tail
     return Verdict(
@@ -307,18 +302,14 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
     )
 
 
-def _in_state(  # noqa: PLR0913 - the verdict so far, and the host's state against the entry's
-    kind: Kind,
-    ci: tuple[float, float],
-    t: float,
-    state: float | None,
-    entry: Entry,
-    host: str | None,
+def _in_state(
+    kind: Kind, ci: tuple[float, float], t: float, seen: Adjusted, entry: Entry
 ) -> tuple[Kind, str, bool]:
-    """A REGRESSION or IMPROVED as the host's state lets it stand (``state``: :func:`host_state`,
-    None where the host ran as at recording; held back within its power ``entry.state_reach``):
-    the kind, the message's tail (the host's speed, where it was found) and whether the state
-    held it back (INCONCLUSIVE)."""
+    """A REGRESSION or IMPROVED as the host's state lets it stand (``seen.state``:
+    :func:`host_state`, None where the host ran as at recording; held back within its power
+    ``entry.state_reach``): the kind, the message's tail (the host's speed, where it was found)
+    and whether the state held it back (INCONCLUSIVE)."""
+    state, host = seen.state, seen.host
     if kind not in (Kind.REGRESSION, Kind.IMPROVED) or host is None:
         return kind, "", False
     if state is not None:

@@ -62,24 +62,33 @@ def _records(report: Report) -> tuple[dict[Ident, Record], list[str]]:
     return found, failed
 
 
+@dataclass(frozen=True)
+class SideRuns:
+    """How the pytest processes of a comparison run: each side's checkout (``sides``), the
+    arguments every process gets, the folder their reports and baselines go to, and what runs
+    one (``runner``)."""
+
+    sides: Mapping[str, Side]
+    pytest_args: Sequence[str]
+    scratch: Path
+    runner: Runner
+
+
 class AbSession:
     """The state of one comparison as its processes run."""
 
-    def __init__(  # noqa: PLR0913 - the comparison's parts, each given by the command
+    def __init__(
         self,
         result: AbResult,
-        sides: Mapping[str, Side],
-        pytest_args: Sequence[str],
-        scratch: Path,
-        runner: Runner,
+        runs: SideRuns,
         say: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.result = result
-        self.sides = sides
-        self.args = list(pytest_args)
-        self.scratch = scratch
-        self.runner = runner
+        self.sides = runs.sides
+        self.args = list(runs.pytest_args)
+        self.scratch = runs.scratch
+        self.runner = runs.runner
         self.say = say
         self.clock = clock
         self.began = clock()

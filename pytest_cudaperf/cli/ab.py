@@ -21,7 +21,7 @@ from pathlib import Path
 from pytest_cudaperf import atomic
 from pytest_cudaperf.ab.paired import MIN_PAIRS, Call
 from pytest_cudaperf.ab.result import AbResult, SideInfo, github_summary, lines
-from pytest_cudaperf.ab.session import AbBudget, AbSession
+from pytest_cudaperf.ab.session import AbBudget, AbSession, SideRuns
 from pytest_cudaperf.ab.sides import (
     Side,
     SideError,
@@ -168,7 +168,8 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
         if same:
             say("cudaperf ab: both sides are the same code: an A/A")
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaperf-ab-runs-")))
-        comparison = AbSession(result, sides, request.pytest_args, scratch, runner, say)
+        runs = SideRuns(sides, request.pytest_args, scratch, runner)
+        comparison = AbSession(result, runs, say)
         comparison.measure(AbBudget(request.pairs, request.max_time))
         if result.failed_side is None:
             comparison.confirm()

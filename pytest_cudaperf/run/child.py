@@ -63,16 +63,17 @@ def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
     return env
 
 
-def item_args(  # noqa: PLR0913 - the parts of the item and config, so tests need none
+def item_args(
     nodeid: str,
     item_path: Path,
-    rootdir: Path,
-    inifile: Path | None,
+    config: tuple[Path, Path | None],
     basetemp: Path,
     tbstyle: str = "auto",
 ) -> list[str]:
-    """``pytest`` arguments that run exactly this item in a child process. ``-n0`` (xdist is a
-    dependency) rather than disabling xdist: a suite's ``addopts = -n auto`` still parses."""
+    """``pytest`` arguments that run exactly this item in a child process, under the parent's
+    ``config`` (its rootdir and inifile). ``-n0`` (xdist is a dependency) rather than disabling
+    xdist: a suite's ``addopts = -n auto`` still parses."""
+    rootdir, inifile = config
     rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
     target = f"{item_path}::{rest}" if rest else str(item_path)
     args = [target, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
@@ -194,7 +195,9 @@ class FreshProcess:
             report = Path(tmp, "fresh.json")
             path = self.root / nodeid.split("::", 1)[0]
             args = [sys.executable, "-m", "pytest"]
-            args += item_args(nodeid, path, self.root, self.inifile, Path(tmp, "basetemp"), "line")
+            args += item_args(
+                nodeid, path, (self.root, self.inifile), Path(tmp, "basetemp"), "line"
+            )
             args += [*self.options, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
             env = {k: v for k, v in os.environ.items() if not k.startswith(CHILD_DROPS)}
             env.update(self.env)

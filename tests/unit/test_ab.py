@@ -22,7 +22,7 @@ from pytest_cudaperf.ab.paired import (
     t95,
 )
 from pytest_cudaperf.ab.result import AbResult, SideInfo, lines
-from pytest_cudaperf.ab.session import AbBudget, AbSession
+from pytest_cudaperf.ab.session import AbBudget, AbSession, SideRuns
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.cli.ab import Request, check
 from pytest_cudaperf.cli.sources import CliError
@@ -191,7 +191,7 @@ def _comparison(tmp_path: Path, runner: ScriptedSides) -> AbSession:
     sides = {name: Side(name, name, tmp_path, tmp_path) for name in ("base", "head")}
     result = AbResult(SideInfo("base", "base", None, "python"),
                       SideInfo("head", "head", None, "python"), 0.02)  # fmt: skip
-    return AbSession(result, sides, ["tests"], tmp_path, runner, say=lambda _: None)
+    return AbSession(result, SideRuns(sides, ["tests"], tmp_path, runner), say=lambda _: None)
 
 
 def test_a_slower_that_fresh_pairs_do_not_repeat_is_withdrawn(tmp_path: Path) -> None:

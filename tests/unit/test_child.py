@@ -42,8 +42,7 @@ def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
     args = item_args(
         "tests/test_x.py::TestA::test_b[1-x]",
         tmp_path / "tests/test_x.py",
-        tmp_path,
-        tmp_path / "pytest.ini",
+        (tmp_path, tmp_path / "pytest.ini"),
         tmp_path / "tmp",
     )
     assert args[0] == f"{tmp_path}/tests/test_x.py::TestA::test_b[1-x]"
@@ -52,7 +51,9 @@ def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
     assert args[args.index("-c") + 1] == str(tmp_path / "pytest.ini")
     assert args[args.index("--basetemp") + 1] == str(tmp_path / "tmp")
     assert f"--junitxml={tmp_path}/tmp-junit.xml" in args  # not the suite's addopts' file
-    assert "--tb=line" in item_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path, "line")
+    assert "--tb=line" in item_args(
+        "t.py::f", tmp_path / "t.py", (tmp_path, None), tmp_path, "line"
+    )
 
 
 def test_passed_args_keep_the_parents_options_but_paths_and_its_own_outputs() -> None:

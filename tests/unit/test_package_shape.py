@@ -85,3 +85,18 @@ def test_no_module_is_over_the_line_limit() -> None:
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"split these by concern (at most {MAX_LINES} lines each): {long}"
+
+
+#: functions allowed more than five parameters: public signatures and marker specs, whose
+#: parameters are the user's arguments, and a few constructors of many parts
+MAX_LONG_SIGNATURES = 10
+
+
+def test_few_functions_take_more_than_five_parameters() -> None:
+    long = [
+        f"{_name(path)}:{number}"
+        for path in MODULES
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "noqa: PLR0913" in line
+    ]
+    assert len(long) <= MAX_LONG_SIGNATURES, f"a parameter object is missing: {long}"
