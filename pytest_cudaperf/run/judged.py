@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -158,15 +159,18 @@ class JudgedMeasurement:
         self.key = key
         self.target = target
         self.device_class = device_class
-        #: the host's state wait: None without a probe, with ``--cudaperf-state-wait=off`` and
-        #: on an update (nothing is judged)
-        self.wait: HostWait | None = None
-        settings = test.settings
-        if target.probe is not None and settings.state_wait > 0 and not settings.update:
-            self.wait = HostWait(self._locked_probe, settings.state_wait)
         #: a host-bound call's kernels, judged as a series of their own (once)
         self._kernels: tuple[JudgedRecord, Measurement] | None = None
         self._timed_apart = False
+
+    @functools.cached_property
+    def wait(self) -> HostWait | None:
+        """The host's state wait: None without a probe, with ``--cudaperf-state-wait=off`` and
+        on an update (nothing is judged)."""
+        settings = self.test.settings
+        if self.target.probe is None or settings.state_wait <= 0 or settings.update:
+            return None
+        return HostWait(self._locked_probe, settings.state_wait)
 
     def _locked_probe(self) -> float:
         assert self.target.probe is not None
