@@ -29,6 +29,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -171,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        first = measure_once(args.device, folder, None)
+        try:
+            first = measure_once(args.device, folder, None)
+        except pytest.skip.Exception as exc:  # the device asked for is not here
+            print(f"walk.py: --device {args.device}: {exc.msg}", file=sys.stderr)
+            return 2
         (record,) = first.state.records
         first.run.store.update(record.device_class, [record.record])
         walk = Walk()
