@@ -942,3 +942,32 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     assert found is not None
     assert found[0].verdict.kind is Kind.REGRESSION
     assert fresh.asked == []
+
+
+def test_a_target_measures_on_its_backend_under_its_lock(tmp_path: Path) -> None:
+    """The fixture's target: its backend reset and its lock held for each measurement; the
+    path records what it measured, NEW without a baseline."""
+    import contextlib
+
+    from pytest_cudaperf.measure.cpu import CpuBackend
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run.judged import Backends
+
+    held: list[str] = []
+
+    @contextlib.contextmanager
+    def lock() -> Any:
+        held.append("locked")
+        yield
+
+    backend = CpuBackend(environ={})
+    backends = Backends(None, backend)
+    assert backends.get("cold") is backends.get("hot") is backend  # off CUDA: the one given
+    target = Target(lambda: sum(range(100)), "cpu", lock, backends, profiled=False)
+    test = new_test(run_context(tmp_path))
+    m = JudgedMeasurement(test, A, target, "CPU X").run(Budget(warmup=0.0, max_time=0.02))
+    assert held == ["locked"]
+    assert m.metric == "wall"
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.NEW
+    assert record.measurement == m
