@@ -108,7 +108,7 @@ def _cuda_launches() -> object:
 def _launch_reference() -> Any:
     import torch
 
-    from pytest_cudaperf.measure.cuda import launch_reference
+    from pytest_cudaperf.measure.hostbound import launch_reference
 
     return launch_reference(torch, torch.device("cuda"))
 

@@ -109,7 +109,7 @@ def child(  # noqa: PLR0915 - one measured process, step by step
     import torch
 
     from pytest_cudaperf.measure.cpu import reference_work
-    from pytest_cudaperf.measure.cuda import launch_reference
+    from pytest_cudaperf.measure.hostbound import launch_reference
 
     device = torch.device("cpu" if smoke else "cuda")
     sync: Callable[[], None] = (lambda: None) if smoke else torch.cuda.synchronize

@@ -79,7 +79,7 @@ def child(calls: int, plant: float, smoke: bool = False) -> dict[str, Any]:
     for the launch reference, no gap probe (0), the data-dependent ops on CPU tensors."""
     import torch
 
-    from pytest_cudaperf.measure import cuda
+    from pytest_cudaperf.measure import cuda, hostbound
     from pytest_cudaperf.measure.cpu import reference_work
 
     device = torch.device("cpu" if smoke else "cuda")
@@ -89,11 +89,14 @@ def child(calls: int, plant: float, smoke: bool = False) -> dict[str, Any]:
         wake: Callable[[], object] = lambda: None  # noqa: E731
         cycles_per_ms = 0.0
     else:
-        reference, wake = cuda.launch_reference(torch, device), cuda.launch_wake(torch, device)
+        reference, wake = (
+            hostbound.launch_reference(torch, device),
+            hostbound.launch_wake(torch, device),
+        )
         cycles_per_ms = cuda.sleep_cycles_per_ms(torch)
 
     def gap_us() -> float:
-        return 0.0 if smoke else cuda.probe_launch_gap(torch, device, cycles_per_ms)
+        return 0.0 if smoke else hostbound.probe_launch_gap(torch, device, cycles_per_ms)
 
     def host_probe() -> float:
         wake()

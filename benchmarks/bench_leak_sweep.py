@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from _table import publish  # noqa: E402
 
-from pytest_cudaperf.store.files import write_atomic  # noqa: E402
+from pytest_cudaperf.atomic import write_text as write_atomic  # noqa: E402
 
 #: the line planted first in each planted test's body: a module-level list keeps one new CUDA
 #: tensor (1 KiB) per call

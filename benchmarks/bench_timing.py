@@ -29,8 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_worker import SLOWDOWNS, TOLERANCE
 
+from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.series import Recording, entry_of
-from pytest_cudaperf.verdict import Kind, Observation, judge
+from pytest_cudaperf.verdict import Kind, judge
 
 
 def regression(tool: str, base: dict[str, Any], cur: dict[str, Any], tol: float) -> bool:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_cudaperf.breakdown.model import Breakdown, Entry
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.cli.sources import report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, dumps, read_report
@@ -120,7 +120,7 @@ def smoke_folder(folder: Path) -> Path:
 
     def record(nodeid: str, gap_us: float) -> Record:
         kernels_us, launches = tests[nodeid]
-        entry = Entry("k", "kernel", launches, kernels_us)
+        entry = Kernel("k", "kernel", launches, kernels_us)
         breakdown = Breakdown("cuda", 5, kernels_us, kernels_us + 10, (entry,))
         device_us = kernels_us + launches * gap_us
         recording = Recording(date, device_us / 1e3, 0.01, 50, launch_gap_us=gap_us)

@@ -32,10 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_cudaperf import series
 from pytest_cudaperf.cli.sources import report_records
 from pytest_cudaperf.measure import instability
+from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.report.document import read_report
 from pytest_cudaperf.series import Entry, entry_of
 from pytest_cudaperf.store.baselines import BaselineStore
-from pytest_cudaperf.verdict import Kind, Observation, judge
+from pytest_cudaperf.verdict import Kind, judge
 
 
 def rebuilt(entry: Entry) -> Entry:

@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_cudaperf import verdict
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
+from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.series import LOOPS, Record, Recording, entry_of
 from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.store.baselines import BaselineStore
@@ -87,10 +88,10 @@ def host_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
     return tests
 
 
-def observation(run: dict[str, Any], plant: float = 1.0, weigh: bool = True) -> verdict.Observation:
+def observation(run: dict[str, Any], plant: float = 1.0, weigh: bool = True) -> Observation:
     """One run's host-bound time as the verdict takes it (``weigh``: with its launch reference
     and kernels' time), ``plant`` times slower."""
-    return verdict.Observation(
+    return Observation(
         run["loops"] * plant,
         run["halfwidth"],
         unit=LOOPS,

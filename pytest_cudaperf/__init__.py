@@ -10,15 +10,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Comparison, Measurement
+    from pytest_cudaperf.measure.comparison import Comparison
+    from pytest_cudaperf.measure.measurement import Measurement
 
 __version__ = "0.1.0"
 __all__ = ["Comparison", "Measurement", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Comparison", "Measurement"):
-        from pytest_cudaperf.measure import timing
+    if name == "Comparison":
+        from pytest_cudaperf.measure.comparison import Comparison
 
-        return getattr(timing, name)
+        return Comparison
+    if name == "Measurement":
+        from pytest_cudaperf.measure.measurement import Measurement
+
+        return Measurement
     raise AttributeError(f"module 'pytest_cudaperf' has no attribute {name!r}")

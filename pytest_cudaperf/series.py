@@ -198,26 +198,26 @@ def medians_of(recordings: Sequence[Recording], metric: str) -> list[float]:
     center = float(statistics.median(medians))
     unmoved = unmoved_range(recordings)
     return [
-        at_reference(r.median, center, r.fixed_ms, r.reference_ms, usual, unmoved)
+        at_reference(r.median, center, r.fixed_ms, (r.reference_ms, usual), unmoved)
         for r in recordings
     ]
 
 
-def at_reference(  # noqa: PLR0913 - a value, where it goes, and what the kernels allow
+def at_reference(
     value: float,
     base: float,
     fixed_ms: float | None,
-    now_ms: float | None,
-    then_ms: float,
+    references: tuple[float | None, float],
     unmoved: tuple[float, float] | None,
 ) -> float:
     """A host-bound ``value`` (loops, taken with the launch reference at ``now_ms``) as the call
-    would read at ``then_ms``: its kernels (``fixed_ms``) do not follow the host, so it reads
-    ``k * (1 / now_ms - 1 / then_ms)`` loops more for the ``k`` ms of them that the call waits
-    for. ``unmoved`` (:func:`unmoved_range`) bounds ``k``: its low end is taken off in any
-    case, the rest up to its high end only as far as ``base`` and no further (:func:`toward`);
-    without it ``k`` is anything from none to all of the kernels. ``value`` as it is without the
-    kernels' time or a reference."""
+    would read at ``then_ms`` (``references``: ``(now_ms, then_ms)``): its kernels
+    (``fixed_ms``) do not follow the host, so it reads ``k * (1 / now_ms - 1 / then_ms)`` loops
+    more for the ``k`` ms of them that the call waits for. ``unmoved`` (:func:`unmoved_range`)
+    bounds ``k``: its low end is taken off in any case, the rest up to its high end only as far
+    as ``base`` and no further (:func:`toward`); without it ``k`` is anything from none to all
+    of the kernels. ``value`` as it is without the kernels' time or a reference."""
+    now_ms, then_ms = references
     if not (fixed_ms and now_ms and _finite_positive(fixed_ms) and _finite_positive(now_ms)):
         return value
     low, high = unmoved_part(fixed_ms, unmoved)
@@ -449,7 +449,7 @@ def is_change_point(entry: Entry, new_recordings: Sequence[Recording], tolerance
 
 
 @dataclass(frozen=True)
-class Drift:
+class BaselineDrift:
     """Recordings that climbed (or fell) step by step: each step under the tolerance, the total
     from the first to the last recording over it."""
 
@@ -463,9 +463,10 @@ class Drift:
         return f"drifting {sign}{abs(self.change):.1%} since {self.first_date}"
 
 
-def drift(entry: Entry, tolerance: float) -> Drift | None:
-    """A :class:`Drift` when ``entry``'s recordings (3 or more) moved one way in steps each under
-    ``tolerance`` (a step back of at most a quarter of it is allowed) and by more than it in all."""
+def baseline_drift(entry: Entry, tolerance: float) -> BaselineDrift | None:
+    """A :class:`BaselineDrift` when ``entry``'s recordings (3 or more) moved one way in steps
+    each under ``tolerance`` (a step back of at most a quarter of it is allowed) and by more than
+    it in all."""
     recs = [r for r in entry.recordings if _finite_positive(r.median)]
     if len(recs) < MIN_PROCESSES or entry.unit == "bytes":
         return None
@@ -477,7 +478,7 @@ def drift(entry: Entry, tolerance: float) -> Drift | None:
         step = (after.median / before.median - 1) * direction
         if step >= tolerance or step < -tolerance / 4:
             return None
-    return Drift(total, recs[0].date, recs[-1].date, len(recs))
+    return BaselineDrift(total, recs[0].date, recs[-1].date, len(recs))
 
 
 def entry_of(  # noqa: PLR0913 - an entry's parts, each optional but the recordings

@@ -32,14 +32,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf import series
-from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.measure import instability, stats
-from pytest_cudaperf.series import LOOPS
+from pytest_cudaperf.observation import (
+    Adjusted,
+    Observation,
+    adjusted,
+    clean,
+    format_value,
+    usable,
+)
 from pytest_cudaperf.units import format_ms, format_pct, format_size
 
 if TYPE_CHECKING:
@@ -65,9 +71,6 @@ FINGERPRINT_KEYS = (
 #: docs/decisions.md, "Why does a CPU wall time under contention fail only beyond twice its
 #: baseline?")
 CONTENDED_WALL_THRESHOLD = 1.0
-#: a host-speed shift of a host-bound ratio under this (relative to the baseline) is not set
-#: aside (:func:`_fixed_part`): within any measurement's noise
-FIXED_PART_MIN = 0.005
 
 
 class Kind(str, Enum):
@@ -76,46 +79,6 @@ class Kind(str, Enum):
     IMPROVED = "improved"
     NEW = "new"
     INCONCLUSIVE = "inconclusive"
-
-
-@dataclass(frozen=True)
-class Observation:
-    """The current side of a comparison, built by the judging layer from a Measurement (or a
-    peak): ``value`` in ``unit``; ``halfwidth`` the relative CI half-width (``rel_halfwidth``);
-    ``instability_noise`` and ``instability`` what the measurement's instability implies and why;
-    ``sm_mhz`` the SM clock while sampling (CUDA); ``env`` this run's environment/fingerprint;
-    ``reference_ms`` the host's reference time while sampling (the CPU backend's loop; for
-    ``unit == "loops"`` the launch reference); ``traced`` the tracer or profiler it ran under (its
-    verdict is then never a regression or an improvement); ``fixed_ms`` (``unit == "loops"``) the
-    part of each call that does not follow the host's speed: its kernels; ``launch_gap_us``
-    (device time on CUDA) the GPU's time per launch of back-to-back tiny kernels in this
-    process."""
-
-    value: float
-    halfwidth: float = 0.0
-    instability_noise: float = 0.0
-    instability: tuple[str, ...] = ()
-    sm_mhz: float | None = None
-    env: Mapping[str, Any] = field(default_factory=dict)
-    unit: str = "ms"
-    reference_ms: float | None = None
-    traced: str | None = None
-    fixed_ms: float | None = None
-    launch_gap_us: float | None = None
-
-    @property
-    def noise(self) -> float:
-        """The relative half-width the verdict uses for this side (NaN/negative count as 0): the
-        larger of the CI's and the instability's (see ``Measurement.noise``)."""
-        return max(_clean(self.halfwidth), _clean(self.instability_noise))
-
-
-def _clean(x: float) -> float:
-    return x if isinstance(x, (int, float)) and math.isfinite(x) and x > 0 else 0.0
-
-
-def _usable(x: float | None) -> bool:
-    return x is not None and math.isfinite(x) and x > 0
 
 
 @dataclass(frozen=True)
@@ -152,16 +115,6 @@ class Verdict:
         return undecided and self.ratio is not None and self.ratio > 1
 
 
-def format_value(value: float, unit: str) -> str:
-    if unit == "bytes":
-        return format_size(value)
-    if unit == "ms":
-        return format_ms(value)
-    if unit == series.LOOPS:  # a host-bound time: per call, in reference loops timed beside it
-        return f"{value:.3g} loops"
-    return f"{value:.4g} {unit}"
-
-
 def ci_text(ci: tuple[float, float] | list[float]) -> str:
     """A ratio's CI as changes: ``+10.1%…+14.0%``."""
     return f"{format_pct(ci[0] - 1)}…{format_pct(ci[1] - 1)}"
@@ -189,7 +142,7 @@ def fingerprint_differences(
 def value_uncertainty(entry: Entry) -> float:
     """The relative half-width of the series value: its noise over the square root of the
     processes behind it (a one-process series keeps its whole, floored, noise)."""
-    return _clean(entry.noise) / math.sqrt(max(1, entry.processes))
+    return clean(entry.noise) / math.sqrt(max(1, entry.processes))
 
 
 def _why_and_todo(
@@ -197,13 +150,27 @@ def _why_and_todo(
 ) -> tuple[str, str]:
     """Why an INCONCLUSIVE verdict could not decide, and what the user can do about it: each
     follows from what held the threshold (``contended``: this run's CPU contention raised it;
-    ``slow_host``: the host-speed finding was made, see :func:`_with_host_speed`), and no advice
+    ``slow_host``: the host-speed finding was made, see :func:`with_host_speed`), and no advice
     repeats what the message already says or what cannot help."""
     parts = series.noise_parts(entry.recordings, entry.metric)
-    return (
-        _why(obs, entry, tolerance, parts, contended),
-        _todo(obs, entry, tolerance, parts, slow_host, contended),
-    )
+    # what the user can do about it, most useful first
+    steps = []
+    if contended:
+        steps.append("run it where other processes leave the CPU alone (fewer xdist workers)")
+    if slow_host:
+        steps.append("run again when the machine is as fast as when it was recorded")
+    if entry.processes < series.MIN_PROCESSES:
+        steps.append(f"record {series.MIN_PROCESSES} processes or more: cudaperf record")
+    elif entry.noise > tolerance and parts.floor < entry.noise:
+        steps.append("record it again on a quiet machine: cudaperf record")
+    if obs.instability and entry.metric == "device":
+        steps.append('cache="hot" or graph=True')
+    elif not obs.instability and obs.noise >= entry.noise:
+        steps.append("a longer --cudaperf-max-time")
+    if not contended:  # contention's threshold is the measurement's: no tolerance helps
+        needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
+        steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
+    return _why(obs, entry, tolerance, parts, contended), ", ".join(steps)
 
 
 def _why(
@@ -234,171 +201,6 @@ def _why(
     return "; ".join(reasons) or "the CI straddles the tolerance"
 
 
-def _todo(  # noqa: PLR0913 - what held the threshold, each part of it
-    obs: Observation,
-    entry: Entry,
-    tolerance: float,
-    parts: series.NoiseParts,
-    slow_host: bool,
-    contended: bool,
-) -> str:
-    """What the user can do about it, most useful first."""
-    steps = []
-    if contended:
-        steps.append("run it where other processes leave the CPU alone (fewer xdist workers)")
-    if slow_host:
-        steps.append("run again when the machine is as fast as when it was recorded")
-    if entry.processes < series.MIN_PROCESSES:
-        steps.append(f"record {series.MIN_PROCESSES} processes or more: cudaperf record")
-    elif entry.noise > tolerance and parts.floor < entry.noise:
-        steps.append("record it again on a quiet machine: cudaperf record")
-    if obs.instability and entry.metric == "device":
-        steps.append('cache="hot" or graph=True')
-    elif not obs.instability and obs.noise >= entry.noise:
-        steps.append("a longer --cudaperf-max-time")
-    if not contended:  # contention's threshold is the measurement's: no tolerance helps
-        needed = math.ceil(100 * max(tolerance, entry.noise, obs.noise))
-        steps.append(f"{'or ' if steps else ''}a tolerance above {needed}%")
-    return ", ".join(steps)
-
-
-def _with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
-    """``obs`` with what the host's speed says (:func:`instability.host_speed`: this run's
-    reference loop against the recordings'), first among its reasons: it is the one a reader
-    needs when the machine itself was slower; and that reason, or None."""
-    if obs.unit == LOOPS:  # most of the host's speed is in the ratio already
-        found = instability.host_speed(
-            obs.reference_ms,
-            entry.reference_ms,
-            instability.LAUNCH_STRETCH,
-            "the launch reference",
-        )
-    else:
-        found = instability.host_speed(obs.reference_ms, entry.reference_ms)
-    if found is None:
-        return obs, None
-    return _widened(obs, found, first=True), found.reason
-
-
-def _widened(obs: Observation, found: instability.Finding, first: bool = False) -> Observation:
-    """``obs`` with ``found`` among its reasons (``first``: before the others) and its noise in
-    the instability noise's."""
-    reasons = (found.reason, *obs.instability) if first else (*obs.instability, found.reason)
-    return replace(
-        obs,
-        instability=reasons,
-        instability_noise=max(_clean(obs.instability_noise), found.noise),
-    )
-
-
-def _with_launch_gaps(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
-    """Device time (``entry.metric == "device"``) of a call whose recorded breakdown launches
-    many kernels: the GPU's time between two queued kernels moves between processes. Where
-    both sides probed it (``launch_gap_us``: this process's, the recordings' median), the
-    difference times the launches is set aside (moved toward the baseline, never past it) and
-    returned as the message's reason, and what the probe leaves unexplained
-    (:data:`instability.LAUNCH_GAP_RESIDUAL_US` per launch) joins this side's noise; without a
-    probe on either side the whole move (:data:`instability.LAUNCH_GAP_US` per launch) does
-    (:func:`instability.launch_gaps`). ``obs`` as it is, and None, for any other series or
-    without a CUDA breakdown."""
-    if entry.metric != "device" or obs.unit != "ms" or entry.breakdown is None:
-        return obs, None
-    try:
-        breakdown = Breakdown.from_json(entry.breakdown)
-    except ValueError:
-        return obs, None
-    if breakdown.backend != "cuda":
-        return obs, None
-    launches, now, then = breakdown.launches, obs.launch_gap_us, entry.launch_gap_us
-    if launches < instability.LAUNCH_GAP_MIN_LAUNCHES:
-        return obs, None
-    probed = now is not None and then is not None and _usable(now) and _usable(then)
-    found = instability.launch_gaps(launches, obs.value, probed)
-    obs = obs if found is None else _widened(obs, found)
-    if not probed or now is None or then is None:  # (None: never, once probed)
-        return obs, None
-    shift = launches * (now - then) / 1e3
-    base = float(entry.value)
-    if abs(shift) < FIXED_PART_MIN * base:
-        return obs, None
-    value = series.toward(obs.value, base, shift)
-    reason = (
-        f"the GPU took {now:.3f} µs per launch between queued kernels in this process, "
-        f"{then:.3f} µs at recording: {format_pct(shift / base)} over {launches:.0f} launches "
-        f"set aside, judged as {format_value(value, obs.unit)}"
-    )
-    return replace(obs, value=value), reason
-
-
-def _fixed_part(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
-    """GPU code that synchronizes inside, judged in reference loops (call / launch reference):
-    the reference follows the host's speed, the call's kernels (``obs.fixed_ms``) do not. Where
-    the host ran the reference faster than when the series was recorded, the unchanged call
-    reads up to ``fixed_ms * (1 / now - 1 / then)`` loops more (fewer where it ran slower): how
-    much of the kernels the call waits for is anything from none to all of them, or what its
-    recordings show where they saw the host in two states (``Entry.unmoved_ms``). The
-    observation is moved by the part they show for certain and toward the baseline by as much
-    of the rest as it needs (never past it: :func:`series.at_reference`), and the reason is
-    returned for the message; ``obs`` as it is and None where a side lacks its reference or the
-    kernels' time, or the move could be under 0.5% (why: docs/decisions.md, "How much of a
-    host-bound call's kernels does the host's speed not move?")."""
-    now, then, fixed, base = obs.reference_ms, entry.reference_ms, obs.fixed_ms, entry.value
-    if obs.unit != LOOPS or now is None or then is None or fixed is None:
-        return obs, None
-    if not (_usable(now) and _usable(then) and _usable(fixed) and _usable(base)):
-        return obs, None
-    unmoved = entry.unmoved_ms
-    low, high = series.unmoved_part(fixed, unmoved)
-    per_ms = 1 / now - 1 / then
-    if abs(high * per_ms) < FIXED_PART_MIN * float(base):
-        return obs, None
-    value = series.at_reference(obs.value, float(base), fixed, now, then, unmoved)
-    reason = (
-        f"{_unmoved_text(low, high, fixed, unmoved is not None)} (launch reference "
-        f"{format_ms(now)}, {format_ms(then)} at recording): "
-        f"{_range_text(low * per_ms / base, high * per_ms / base)} set aside, judged as "
-        f"{format_value(value, LOOPS)}"
-    )
-    return replace(obs, value=value), reason
-
-
-def _unmoved_text(low: float, high: float, fixed: float, shown: bool) -> str:
-    """Which of a host-bound call's ``fixed`` ms of kernels the host's speed does not move:
-    ``low``–``high`` ms, ``shown`` by its recordings (else anything up to all of them)."""
-    least, most, whole = format_ms(low), format_ms(high), format_ms(fixed)
-    kernels = f"its kernels ({whole} per call) do not follow the host's speed"
-    if not shown or (low == 0 and most == whole):
-        return kernels
-    said = "as its recordings show"
-    if least == whole:
-        return f"{kernels}, all of them {said}"
-    part = f"up to {most}" if low == 0 else least if least == most else f"{least}–{most}"
-    return f"{part} of its kernels' {whole} per call do not follow the host's speed, {said}"
-
-
-def _range_text(low: float, high: float) -> str:
-    """A relative move known to lie between ``low`` and ``high``: ``up to +5.0%`` from none."""
-    least, most = format_pct(low), format_pct(high)
-    if low == 0:
-        return f"up to {most}"
-    return most if least == most else f"{least}…{most}"
-
-
-def host_state(obs: Observation, entry: Entry) -> float | None:
-    """For a host-bound time (in reference loops): how many times slower (above 1) or faster
-    (below 1) this process ran the launch reference than the recordings' median, where that is
-    beyond ``instability.HOST_MIN`` either way; None otherwise or where a side has no
-    reference. The host has states that last seconds to minutes, and in its slow one
-    Python-heavy code slows more than the reference, so a slowdown in loops within that factor
-    to the power of the series' reach (``Entry.state_reach``: its own slope of loops on the
-    reference where its recordings saw two states, else ``series.STATE_REACH``) beyond the band,
-    read in a slow state (a speed-up in a fast one), is not judged (why: docs/decisions.md,
-    "Why is a host-bound change judged only in the recordings' state?")."""
-    if obs.unit != LOOPS:
-        return None
-    return instability.host_ratio(obs.reference_ms, entry.reference_ms)
-
-
 #: why a host-bound change read with the host in another state is not a verdict (see host_state)
 OTHER_STATE = (
     "a host-bound {change} is judged only with the host as {speed} as at recording "
@@ -420,22 +222,27 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
     )
 
 
+def _head(obs: Observation, base: float) -> str:
+    """The message's start: ``median 1.500 ms vs baseline 1.000 ms``."""
+    what = "peak memory" if obs.unit == "bytes" else "median"
+    return f"{what} {format_value(obs.value, obs.unit)} vs baseline {format_value(base, obs.unit)}"
+
+
 def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class: str) -> Verdict:
     if entry is None:
         return Verdict(Kind.NEW, message="no baseline for this device class", tolerance=tolerance)
     unit = obs.unit
-    what = "peak memory" if unit == "bytes" else "median"
-    tolerance = _clean(tolerance)
+    tolerance = clean(tolerance)
     diffs = fingerprint_differences(entry.env, obs.env)
     base = float(entry.value)
-    head = f"{what} {format_value(obs.value, unit)} vs baseline {format_value(base, unit)}"
+    head = _head(obs, base)
     where = (
         f"{device_class}; baseline since {entry.since} from {entry.processes} "
         f"process{'es' if entry.processes != 1 else ''}"
         + (f"; now {', '.join(diffs)}" if diffs else "")
     )
     finite = isinstance(obs.value, (int, float)) and math.isfinite(obs.value)
-    if not finite or (unit != "bytes" and (obs.value <= 0 or not _usable(base))):
+    if not finite or (unit != "bytes" and (obs.value <= 0 or not usable(base))):
         return Verdict(
             Kind.INCONCLUSIVE,
             message=f"inconclusive: {head} — not two finite positive values to compare",
@@ -443,13 +250,10 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
             fingerprint=diffs,
         )
     if unit == "bytes":
-        return _exact(obs, base, tolerance, head, where, diffs)
-    state = host_state(obs, entry)
-    obs, host = _with_host_speed(obs, entry)
-    obs, gaps = _with_launch_gaps(obs, entry)
-    obs, fixed = _fixed_part(obs, entry)
-    set_aside = gaps or fixed  # one of the two at most: device time, or a time in loops
-    t = max(tolerance, _clean(entry.noise))
+        return _exact(obs, base, tolerance, where, diffs)
+    seen = adjusted(obs, entry)
+    obs, state, host, set_aside = seen.obs, seen.state, seen.host, seen.set_aside
+    t = max(tolerance, clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))
     if contended and t < CONTENDED_WALL_THRESHOLD:
@@ -482,7 +286,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         kind = Kind.INCONCLUSIVE
         why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; {why}: {todo}"
-    kind, tail, other_state = _in_state(kind, (low, high), t, state, entry, host)
+    kind, tail, other_state = _in_state(kind, (low, high), t, seen, entry)
     prefix = {Kind.REGRESSION: "perf regression: ", Kind.INCONCLUSIVE: "inconclusive: "}
     message = prefix.get(kind, "") + body + tail
     return Verdict(
@@ -498,18 +302,14 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
     )
 
 
-def _in_state(  # noqa: PLR0913 - the verdict so far, and the host's state against the entry's
-    kind: Kind,
-    ci: tuple[float, float],
-    t: float,
-    state: float | None,
-    entry: Entry,
-    host: str | None,
+def _in_state(
+    kind: Kind, ci: tuple[float, float], t: float, seen: Adjusted, entry: Entry
 ) -> tuple[Kind, str, bool]:
-    """A REGRESSION or IMPROVED as the host's state lets it stand (``state``: :func:`host_state`,
-    None where the host ran as at recording; held back within its power ``entry.state_reach``):
-    the kind, the message's tail (the host's speed, where it was found) and whether the state
-    held it back (INCONCLUSIVE)."""
+    """A REGRESSION or IMPROVED as the host's state lets it stand (``seen.state``:
+    :func:`host_state`, None where the host ran as at recording; held back within its power
+    ``entry.state_reach``): the kind, the message's tail (the host's speed, where it was found)
+    and whether the state held it back (INCONCLUSIVE)."""
+    state, host = seen.state, seen.host
     if kind not in (Kind.REGRESSION, Kind.IMPROVED) or host is None:
         return kind, "", False
     if state is not None:
@@ -528,10 +328,11 @@ def _in_state(  # noqa: PLR0913 - the verdict so far, and the host's state again
     return kind, f"; {host}, counted in the CI", False
 
 
-def _exact(  # noqa: PLR0913 - the parts of a message already worked out by judge()
-    obs: Observation, base: float, tolerance: float, head: str, where: str, diffs: tuple[str, ...]
+def _exact(
+    obs: Observation, base: float, tolerance: float, where: str, diffs: tuple[str, ...]
 ) -> Verdict:
     """Peak memory, or a zero on either side: no noise, the point against the tolerance."""
+    head = _head(obs, base)
     if base > 0 and obs.value > 0:
         ratio: float | None = obs.value / base
         assert ratio is not None
@@ -554,22 +355,19 @@ def _exact(  # noqa: PLR0913 - the parts of a message already worked out by judg
     return Verdict(kind, ratio, ci, tolerance, message, tolerance, diffs)
 
 
-def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measurement was taken
-    first: Verdict,
-    again: Observation,
-    entry: Entry | None,
-    tolerance: float,
-    device_class: str,
-    where: str = "",
+def confirm(
+    first: Verdict, again: Observation, entry: Entry | None, device_class: str, where: str = ""
 ) -> Verdict:
     """A REGRESSION (or an IMPROVED: the same evidence either way) stands only if ``again`` (a
     re-measurement) is one too and, where both the baseline and ``again`` know their SM clock,
     also in cycle space (time x clock): ratio x again.sm_mhz / baseline sm_mhz. Anything else is
     INCONCLUSIVE saying why. Other verdicts are returned as they are. ``where`` says where
     ``again`` was taken when not in this process (" in a fresh process"); a verdict it confirms
-    says so."""
+    says so. ``again`` is judged at the tolerance ``first`` was."""
     if first.kind not in (Kind.REGRESSION, Kind.IMPROVED) or entry is None:
         return first
+    assert first.tolerance is not None, "a regression or an improvement has its tolerance"
+    tolerance = first.tolerance
     second = _confirmed(judge(again, entry, tolerance, device_class), where)
     if second.kind is not first.kind:
         was = format_pct(first.ratio - 1) if first.ratio is not None else "a regression"
@@ -587,7 +385,7 @@ def confirm(  # noqa: PLR0913 - the verdict's inputs, and where the re-measureme
             host_state=second.host_state,
         )
     base_mhz, cur_mhz = entry.sm_mhz, again.sm_mhz
-    if not (_usable(base_mhz) and _usable(cur_mhz) and second.ci and second.ratio):
+    if not (usable(base_mhz) and usable(cur_mhz) and second.ci and second.ratio):
         return second
     assert base_mhz is not None
     assert cur_mhz is not None
@@ -627,13 +425,16 @@ def _confirmed(verdict: Verdict, where: str) -> Verdict:
     return replace(verdict, message=f"{verdict.message}; confirmed{where}")
 
 
-def budget_failure(  # noqa: PLR0913 - value, limit and the words of the message
-    value: float, limit: float | None, unit: str, label: str, describe: str, subject: str = ""
+def budget_failure(
+    value: float, limit: float | None, unit: str, describe: str, subject: str = ""
 ) -> str | None:
-    """``perf: test_attention median 12.3 ms > max_ms 5 ms (device time, 40 samples, cold L2)``."""
+    """``perf: test_attention median 12.3 ms > max_ms 5 ms (device time, 40 samples, cold L2)``:
+    a time (``unit`` ms) over ``max_ms``, a peak (``unit`` bytes) over ``max_peak``."""
     if limit is None or value <= limit:
         return None
     who = f"{subject} " if subject else ""
     if unit == "bytes":
-        return f"memory: {who}peak {format_size(value)} > {label} {format_size(limit)} ({describe})"
-    return f"perf: {who}median {format_ms(value)} > {label} {limit:g} ms ({describe})"
+        return (
+            f"memory: {who}peak {format_size(value)} > max_peak {format_size(limit)} ({describe})"
+        )
+    return f"perf: {who}median {format_ms(value)} > max_ms {limit:g} ms ({describe})"

@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_cudaperf.breakdown.model import Breakdown, Entry  # noqa: E402
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel  # noqa: E402
 from pytest_cudaperf.keys import SeriesKey  # noqa: E402
 from pytest_cudaperf.report.document import Report, write_report  # noqa: E402
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome  # noqa: E402
@@ -50,7 +50,7 @@ def kernels(entries: list[tuple[str, float]]) -> dict[str, Any]:
         calls=20,
         total_us=round(sum(us for _, us in entries), 1),
         host_us=35.0,
-        entries=tuple(Entry(name, name, 1.0, round(us, 1)) for name, us in entries),
+        entries=tuple(Kernel(name, name, 1.0, round(us, 1)) for name, us in entries),
     ).to_json()
 
 

@@ -52,7 +52,7 @@ def host_work(loops: float) -> Callable[[], None]:
     call and every :data:`RETIME_EVERY` calls after, outside the wait)."""
     import torch
 
-    from pytest_cudaperf.measure.cuda import launch_reference, launch_wake
+    from pytest_cudaperf.measure.hostbound import launch_reference, launch_wake
 
     reference = launch_reference(torch, torch.device("cuda"))
     wake = launch_wake(torch, torch.device("cuda"))

@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.ab.paired import CONFIRM_PAIRS, Call, Paired
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.terminal import render_table
 from pytest_cudaperf.series import Recording
 from pytest_cudaperf.store.format import recording_to_json
 from pytest_cudaperf.units import format_pct
-from pytest_cudaperf.verdict import ci_text, format_value
+from pytest_cudaperf.verdict import ci_text
 
 SCHEMA = 1
 
@@ -157,8 +159,7 @@ class AbResult:
         }
 
     def write_json(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+        atomic.write_text(path, json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
 
 
 HEADER = ["test", "base", "head", "change", "95% CI", "pairs", "verdict", "kernels"]

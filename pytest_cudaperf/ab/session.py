@@ -43,14 +43,14 @@ Runner = Callable[[Side, Sequence[str]], tuple[int, str]]
 
 
 @dataclass(frozen=True)
-class Budget:
+class AbBudget:
     """How many pairs at most, and how long in all (seconds)."""
 
     pairs: int = 6
     seconds: float = 1800.0
 
 
-def progress(elapsed: float, processes: int, budget: Budget) -> str:
+def progress(elapsed: float, processes: int, budget: AbBudget) -> str:
     """What a progress line says of the time: spent, what the pairs left take at this pace, and
     the ``--max-time`` budget, named as a budget (``30 min``), where it ends the run first."""
     pace = elapsed / max(processes, 1) * max(2 * budget.pairs - processes, 0)
@@ -76,24 +76,33 @@ def _records(report: Report) -> tuple[dict[Ident, Record], list[str]]:
     return found, failed
 
 
-class Comparison:
+@dataclass(frozen=True)
+class SideRuns:
+    """How the pytest processes of a comparison run: each side's checkout (``sides``), the
+    arguments every process gets, the folder their reports and baselines go to, and what runs
+    one (``runner``)."""
+
+    sides: Mapping[str, Side]
+    pytest_args: Sequence[str]
+    scratch: Path
+    runner: Runner
+
+
+class AbSession:
     """The state of one comparison as its processes run."""
 
-    def __init__(  # noqa: PLR0913 - the comparison's parts, each given by the command
+    def __init__(
         self,
         result: AbResult,
-        sides: Mapping[str, Side],
-        pytest_args: Sequence[str],
-        scratch: Path,
-        runner: Runner,
+        runs: SideRuns,
         say: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.result = result
-        self.sides = sides
-        self.args = list(pytest_args)
-        self.scratch = scratch
-        self.runner = runner
+        self.sides = runs.sides
+        self.args = list(runs.pytest_args)
+        self.scratch = runs.scratch
+        self.runner = runs.runner
         self.say = say
         self.clock = clock
         self.began = clock()
@@ -131,7 +140,7 @@ class Comparison:
             )
         return document
 
-    def measure(self, budget: Budget) -> None:
+    def measure(self, budget: AbBudget) -> None:
         """Pairs in ABBA order until every time series is decided, or the budget is spent."""
         order = abba(budget.pairs)
         for pair in range(1, budget.pairs + 1):
@@ -158,7 +167,7 @@ class Comparison:
         if self.result.calls(Call.UNDECIDED):
             self.result.stopped = f"stopped after {budget.pairs} pairs (--pairs)"
 
-    def _progress(self, side: str, pair: int, budget: Budget) -> None:
+    def _progress(self, side: str, pair: int, budget: AbBudget) -> None:
         done = self.result.processes[-1]
         spent = progress(self.clock() - self.began, len(self.result.processes), budget)
         self.say(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.devices.probe import cpu_model
 from pytest_cudaperf.history.source import describe
 from pytest_cudaperf.paths import unwritable
@@ -100,8 +101,7 @@ def write(target: Any, doc: Mapping[str, Any]) -> str:
             target.write(data)
         return str(getattr(target, "name", target))
     path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    atomic.write_bytes(path, data)
     return str(path)
 
 

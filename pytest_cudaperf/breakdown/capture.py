@@ -20,7 +20,7 @@ from pytest_cudaperf.breakdown.model import (
     GRAPH_VISIBLE,
     Breakdown,
     BreakdownUnavailable,
-    Entry,
+    Kernel,
     Other,
     sig,
 )
@@ -50,17 +50,17 @@ class RawEvent:
 
 def _ranked(
     totals: Mapping[str, tuple[str, int, float]], calls: int, coverage: float, limit: int
-) -> tuple[tuple[Entry, ...], Other, float]:
+) -> tuple[tuple[Kernel, ...], Other, float]:
     """Per-call entries sorted by time (then key), cut at ``coverage`` of the total."""
     entries = sorted(
         (
-            Entry(key, short, sig(n / calls), sig(t / calls))
+            Kernel(key, short, sig(n / calls), sig(t / calls))
             for key, (short, n, t) in totals.items()
         ),
         key=lambda e: (-e.time_us, e.key),
     )
     total = sum(t for _, _, t in totals.values()) / calls
-    kept: list[Entry] = []
+    kept: list[Kernel] = []
     covered = 0.0
     for e in entries:
         if len(kept) >= limit or (kept and covered >= coverage * total):
@@ -99,12 +99,11 @@ def _totals(events: Iterable[RawEvent], kind: str, calls: int) -> dict[str, tupl
     return totals
 
 
-def aggregate(  # noqa: PLR0913 - the profile's events and how to cut them
+def aggregate(
     events: Sequence[RawEvent],
     backend: str,
     calls: int,
     host_us: float,
-    notes: Sequence[str] = (),
     coverage: float = COVERAGE,
 ) -> Breakdown:
     """A Breakdown from the events of ``calls`` profiled calls."""
@@ -113,17 +112,17 @@ def aggregate(  # noqa: PLR0913 - the profile's events and how to cut them
     main_kind = "kernel" if backend == "cuda" else "op"
     totals = _totals(events, main_kind, calls)
     entries, other, total = _ranked(totals, calls, coverage, MAX_ENTRIES)
-    host_ops: tuple[Entry, ...] = ()
+    host_ops: tuple[Kernel, ...] = ()
     if backend == "cuda":
         ops = _totals(events, "op", calls)
         host_ops = tuple(
             sorted(
-                (Entry(k, s, sig(n / calls), sig(t / calls)) for k, (s, n, t) in ops.items()),
+                (Kernel(k, s, sig(n / calls), sig(t / calls)) for k, (s, n, t) in ops.items()),
                 key=lambda e: (-e.time_us, e.key),
             )[:MAX_HOST_OPS]
         )
     graph = sum(1 for ev in events if ev.kind == "graph_launch") / calls
-    all_notes = list(notes)
+    all_notes: list[str] = []
     if graph:
         all_notes.append(GRAPH_VISIBLE if entries else GRAPH_NOT_VISIBLE)
     elif backend == "cuda" and not entries:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_cudaperf.breakdown.model import Breakdown, Entry, Other, sig
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel, Other, sig
 from pytest_cudaperf.breakdown.naming import short_name
 
 #: host time per call must grow by this fraction before the diff names host ops
@@ -168,7 +168,7 @@ def _cut(base: Breakdown, current: Breakdown, noise: float) -> float:
     return noise * max(base.total_us, current.total_us)
 
 
-def _absent(key: str, entry: Entry, other: Other) -> bool:
+def _absent(key: str, entry: Kernel, other: Other) -> bool:
     """Whether ``key`` is surely not in ``other`` (its keys list is complete and lacks it, or
     the bucket is too small to hold the entry)."""
     if key in other.keys:
@@ -196,8 +196,8 @@ def diff(  # noqa: PLR0912, PLR0915 - one pass classifying each kind of change
     b = {e.key: e for e in base.entries}
     c = {e.key: e for e in current.entries}
     changes: list[Change] = []
-    appeared: list[Entry] = []
-    vanished: list[Entry] = []
+    appeared: list[Kernel] = []
+    vanished: list[Kernel] = []
     for key in sorted(b.keys() | c.keys()):
         eb, ec = b.get(key), c.get(key)
         if eb and ec:

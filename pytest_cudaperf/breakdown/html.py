@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from pytest_cudaperf.breakdown.diff import launches_text, signed_us, us
-from pytest_cudaperf.breakdown.model import Breakdown, Entry
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 
 
 def side_by_side_html(base: Breakdown, current: Breakdown) -> str:
@@ -14,7 +14,7 @@ def side_by_side_html(base: Breakdown, current: Breakdown) -> str:
     |time delta|, then the other bucket and the totals."""
     b = {e.key: e for e in base.entries}
     c = {e.key: e for e in current.entries}
-    rows: list[tuple[str, str, Entry | None, Entry | None]] = []
+    rows: list[tuple[str, str, Kernel | None, Kernel | None]] = []
     for key in b.keys() | c.keys():
         eb, ec = b.get(key), c.get(key)
         either = ec or eb
@@ -27,7 +27,7 @@ def side_by_side_html(base: Breakdown, current: Breakdown) -> str:
         )
     )
 
-    def cells(e: Entry | None) -> str:
+    def cells(e: Kernel | None) -> str:
         if e is None:
             return "<td>–</td><td>–</td>"
         return f"<td>{launches_text(e.launches)}</td><td>{html.escape(us(e.time_us))}</td>"

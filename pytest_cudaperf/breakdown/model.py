@@ -31,7 +31,7 @@ def sig(x: float) -> float:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Kernel:
     """One kernel (CUDA) or top-level op (CPU), per call."""
 
     key: str  #: identity across breakdowns: the full name, or short name + hash when long
@@ -61,9 +61,9 @@ class Breakdown:
     calls: int  #: calls profiled
     total_us: float  #: sum of all entries' time per call (device time on CUDA)
     host_us: float  #: host wall time per call until fn returns (warm calls, not profiled)
-    entries: tuple[Entry, ...]
+    entries: tuple[Kernel, ...]
     other: Other = field(default_factory=Other)
-    host_ops: tuple[Entry, ...] = ()  #: CUDA only: top-level aten ops by host time
+    host_ops: tuple[Kernel, ...] = ()  #: CUDA only: top-level aten ops by host time
     graph_launches: float = 0.0  #: CUDA graph launches per call
     notes: tuple[str, ...] = ()
 
@@ -148,7 +148,7 @@ def _sorted_keys(value: dict[str, Any]) -> dict[str, Any]:
     return {k: walk(value[k]) for k in sorted(value)}
 
 
-def _entry_json(e: Entry) -> dict[str, Any]:
+def _entry_json(e: Kernel) -> dict[str, Any]:
     return {"key": e.key, "name": e.name, "launches": e.launches, "time_us": e.time_us}
 
 
@@ -194,9 +194,9 @@ def _strings(d: Mapping[str, Any], key: str, where: str) -> list[str]:
     return items
 
 
-def _entry_from(data: object, where: str) -> Entry:
+def _entry_from(data: object, where: str) -> Kernel:
     d = _mapping(data, where)
-    return Entry(
+    return Kernel(
         key=_str(d, "key", where),
         name=_str(d, "name", where),
         launches=_num(d, "launches", where),

@@ -18,9 +18,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.ab.paired import MIN_PAIRS, Call
 from pytest_cudaperf.ab.result import AbResult, SideInfo, github_summary, lines
-from pytest_cudaperf.ab.session import Budget, Comparison
+from pytest_cudaperf.ab.session import AbBudget, AbSession, SideRuns
 from pytest_cudaperf.ab.sides import (
     Side,
     SideError,
@@ -109,20 +110,6 @@ def _on_path(program: str) -> bool:
     )
 
 
-def _side(  # noqa: PLR0913 - a side's parts
-    name: str, label: str, root: Path, rel: Path, python: str | None, commit: str | None
-) -> Side:
-    return Side(
-        name=name,
-        label=label,
-        root=root,
-        cwd=root / rel,
-        python=python or sys.executable,
-        paths=own_paths(root),
-        commit=commit,
-    )
-
-
 def cmd_ab(request: Request, runner: Runner = run_side, say: Callable[[str], None] = print) -> int:
     check(request)
     cwd = Path.cwd()
@@ -156,13 +143,21 @@ def measure(request: Request, cwd: Path, runner: Runner, say: Callable[[str], No
         for name in ("base", "head"):
             rev = revisions.get(name)
             python = request.base_python if name == "base" else request.head_python
+            commit: str | None = None
             if rev is not None:
-                commit = commits[name]
+                commit, root = commits[name], trees[name]
                 label = f"{rev} ({commit[:9]})" if rev != commit else commit[:9]
-                sides[name] = _side(name, label, trees[name], rel, python, commit)
             else:
-                label = "the working tree" + (f" with {python}" if python else "")
-                sides[name] = _side(name, label, repo, rel, python, None)
+                root, label = repo, "the working tree" + (f" with {python}" if python else "")
+            sides[name] = Side(
+                name=name,
+                label=label,
+                root=root,
+                cwd=root / rel,
+                python=python or sys.executable,
+                paths=own_paths(root),
+                commit=commit,
+            )
             if python and rev is not None:
                 sides[name].label += f" with {python}"
         env: Mapping[str, str] = os.environ
@@ -183,8 +178,9 @@ def measure(request: Request, cwd: Path, runner: Runner, say: Callable[[str], No
         if same:
             say("cudaperf ab: both sides are the same code: an A/A")
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaperf-ab-runs-")))
-        comparison = Comparison(result, sides, request.pytest_args, scratch, runner, say)
-        comparison.measure(Budget(request.pairs, request.max_time))
+        runs = SideRuns(sides, request.pytest_args, scratch, runner)
+        comparison = AbSession(result, runs, say)
+        comparison.measure(AbBudget(request.pairs, request.max_time))
         if result.failed_side is None:
             comparison.confirm()
         wanted = not request.kernels_when_slower or bool(result.calls(Call.SLOWER))
@@ -200,8 +196,7 @@ def _finish(result: AbResult, request: Request, say: Callable[[str], None]) -> i
         result.write_json(request.json)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary and os.environ.get("GITHUB_ACTIONS") == "true":
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(github_summary(result))
+        atomic.append_text(Path(summary), github_summary(result))
     if any(p.rc == 5 for p in result.processes):
         say("cudaperf ab: no tests selected: check the pytest arguments after --")
         return USAGE_EXIT

@@ -8,9 +8,10 @@ from pathlib import Path
 from pytest_cudaperf.breakdown.explain import explain_stored
 from pytest_cudaperf.cli.sources import load, rows
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.observation import Observation, format_value
 from pytest_cudaperf.report.terminal import render_table
 from pytest_cudaperf.units import format_pct
-from pytest_cudaperf.verdict import Kind, Observation, ci_text, format_value, judge
+from pytest_cudaperf.verdict import Kind, ci_text, judge
 
 
 def cmd_compare(base_path: Path, current_path: Path, tolerance: float) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_cudaperf.cli.sources import load, rows
+from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.terminal import render_table
-from pytest_cudaperf.series import blindness, drift
-from pytest_cudaperf.verdict import format_value
+from pytest_cudaperf.series import baseline_drift, blindness
 
 HEADER = ["test", "name", "series", "value", "noise", "processes", "since", "drift", "class"]
 
@@ -15,7 +15,7 @@ HEADER = ["test", "name", "series", "value", "noise", "processes", "since", "dri
 def cmd_show(path: Path, tolerance: float) -> int:
     table = []
     for device_class, key, series, entry in rows(load(path)):
-        moving = drift(entry, tolerance)
+        moving = baseline_drift(entry, tolerance)
         table.append(
             [
                 key.nodeid,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.fields import ReportError
@@ -89,8 +90,7 @@ def rows(source: Baseline | Report) -> list[Row]:
 
 def write_text(path: Path, text: str) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        atomic.write_text(path, text)
     except OSError as exc:
         raise CliError(f"{path}: cannot write ({exc.strerror or exc})") from None
 

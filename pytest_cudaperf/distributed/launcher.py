@@ -199,9 +199,8 @@ def run_test(item: pytest.Item, opts: DistributedOptions, run: RunContext) -> Me
     try:
         config = item.config
         tbstyle = str(config.getoption("tbstyle", "auto"))
-        args = item_args(
-            item.nodeid, item.path, config.rootpath, config.inipath, workdir / "tmp", tbstyle
-        )
+        where = (config.rootpath, config.inipath)
+        args = item_args(item.nodeid, item.path, where, workdir / "tmp", tbstyle)
         env = settings_env(run.settings, run.baseline_dir)
         with _exclusive(run.locks, keys):
             outcomes = launch(

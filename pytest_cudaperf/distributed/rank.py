@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.distributed.result import Collective, PhaseReport, RankResult
 from pytest_cudaperf.rank_env import (
     BACKEND_ENV,
@@ -117,7 +118,7 @@ def rank_main(index: int, spec: dict[str, Any]) -> None:
     faulthandler.register(signal.SIGUSR1, file=stack, all_threads=True)
     faulthandler.dump_traceback_later(float(spec["timeout"]) + 30, exit=True, file=stack)
     threading.Thread(target=_watch_parent, args=(int(spec["parent"]),), daemon=True).start()
-    (workdir / f"rank{rank}.pid").write_text(str(os.getpid()))
+    atomic.write_text(workdir / f"rank{rank}.pid", str(os.getpid()))
     gpus: list[int] | None = spec["gpus"]
     os.environ.update(spec["env"])
     os.environ.update(

@@ -8,12 +8,12 @@ Reading is strict: a missing or mistyped field is a ``ValueError`` (a
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.report.fields import get, number, optional_string, to_object
 from pytest_cudaperf.report.model import TestOutcome
 
@@ -161,9 +161,7 @@ class RankResult:
 
     def write(self, path: Path) -> None:
         """Write atomically: the launcher takes the rank as done once ``path`` exists."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), default=str))
-        os.replace(tmp, path)
+        atomic.write_text(path, json.dumps(self.to_json(), default=str))
 
     @classmethod
     def read(cls, path: Path) -> RankResult:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_cudaperf.distributed.rank import control_group
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Measurement, Sampled
+    from pytest_cudaperf.measure.measurement import Measurement
+    from pytest_cudaperf.measure.timing import Sampled
 
 
 def _all_max(values: list[float]) -> list[float]:
@@ -93,7 +94,7 @@ class RankBackend:
         raise AssertionError("the distributed backend never blocks")
 
     def finish(self, sampler: Any, fn: Callable[[], object], sampled: Sampled) -> Measurement:
-        from pytest_cudaperf.measure.timing import Measurement
+        from pytest_cudaperf.measure.measurement import Measurement
 
         return Measurement.from_samples(
             sampled.samples,

@@ -114,7 +114,7 @@ def first_line(exc: BaseException) -> str:
     return "; ".join(dict.fromkeys(lines)) or type(exc).__name__
 
 
-class Backend(ABC):
+class Database(ABC):
     """One open connection to a history database."""
 
     #: what error lines name: the file, or the URL without its password
@@ -164,7 +164,7 @@ class Backend(ABC):
             raise HistoryError(f"{self.where}: {doing} ({first_line(exc)})") from None
 
 
-class SqliteBackend(Backend):
+class SqliteBackend(Database):
     """An SQLite file in write-ahead-log mode, writers waiting up to :data:`BUSY_TIMEOUT_S`."""
 
     serial = "INTEGER PRIMARY KEY"
@@ -204,7 +204,7 @@ class SqliteBackend(Backend):
         self._db.close()
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(Database):
     """A PostgreSQL database named by a ``postgresql://`` URL (libpq's form: user, password,
     host or ``?host=/socket/folder``, port, database)."""
 
@@ -248,7 +248,7 @@ class PostgresBackend(Backend):
         self._db.close()
 
 
-def connect(target: str | Path) -> Backend:
+def connect(target: str | Path) -> Database:
     """The backend of ``target``: a ``postgresql://`` URL, else an SQLite file path."""
     if isinstance(target, str) and is_url(target):
         return PostgresBackend(target)

@@ -13,13 +13,13 @@ after, so a build stopped half way leaves a folder the next build takes.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.history.pages import ASSETS, Site, page_name, render_index, render_test_page
 from pytest_cudaperf.history.store import HistoryStore
 from pytest_cudaperf.history.timelines import read_history
@@ -78,16 +78,9 @@ def _inside(relative: str) -> bool:
     return bool(relative) and not path.is_absolute() and ".." not in path.parts
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-
-
 def _write_manifest(out_dir: Path, files: set[str]) -> None:
     manifest = {"format": FORMAT, "files": sorted(files)}
-    _write(out_dir / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    atomic.write_text(out_dir / MANIFEST, json.dumps(manifest, indent=1) + "\n")
 
 
 def asset(name: str) -> str:
@@ -127,7 +120,7 @@ def build(
         # first the files of both builds: a build stopped half way leaves a folder a rebuild takes
         _write_manifest(out_dir, set(previous) | set(pages))
         for done, (relative, render) in enumerate(pages.items(), 1):
-            _write(out_dir / relative, render())
+            atomic.write_text(out_dir / relative, render())
             if progress is not None:
                 progress("write", done, len(pages))
         stale = sorted(set(previous) - set(pages))

@@ -35,7 +35,7 @@ MIN_SIDE = 3
 
 
 @dataclass(frozen=True)
-class Drift:
+class DriftFit:
     """The level moved steadily over ``values[start:stop]``."""
 
     start: int
@@ -59,7 +59,7 @@ def drift(
     window: int = WINDOW,
     p_max: float = P_MAX,
     min_effect: float = MIN_EFFECT,
-) -> Drift | None:
+) -> DriftFit | None:
     """The drift of the last ``window`` of ``values`` (positive numbers in commit order), up or
     down, or None. A drift found there is followed back in steps of :data:`EXTEND` runs while it
     still holds, the same way, at :data:`SAME_PACE` of its slope or more: it is reported over the
@@ -77,7 +77,7 @@ def drift(
     return found
 
 
-def _fit(logs: np.ndarray, start: int, p_max: float, min_effect: float) -> Drift | None:
+def _fit(logs: np.ndarray, start: int, p_max: float, min_effect: float) -> DriftFit | None:
     """The drift of ``logs[start:]``, or None."""
     x = logs[start:]
     n = len(x)
@@ -90,7 +90,7 @@ def _fit(logs: np.ndarray, start: int, p_max: float, min_effect: float) -> Drift
         return None
     if line_sse(x) > best_step_sse(x) * n ** (1 / n):  # BIC: the step's place is a parameter
         return None
-    return Drift(start, len(logs), math.expm1(slope), before, after, p)
+    return DriftFit(start, len(logs), math.expm1(slope), before, after, p)
 
 
 def mann_kendall_p(x: np.ndarray) -> float:

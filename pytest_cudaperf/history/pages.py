@@ -20,16 +20,16 @@ from typing import Any
 from pytest_cudaperf.history.changepoints import MIN_SIZE, NEEDED
 from pytest_cudaperf.history.store import Ack, Point
 from pytest_cudaperf.history.timelines import (
-    BreakdownDiff,
-    Change,
+    LevelChange,
     Line,
+    RenderedDiff,
     Run,
     TestHistory,
     Timeline,
 )
 from pytest_cudaperf.measure.roofline import format_count
+from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.units import format_pct
-from pytest_cudaperf.verdict import format_value
 
 #: device classes' colours, in the order of the classes' names (Okabe and Ito's palette, then
 #: grey and black: told apart with every common colour-vision deficiency)
@@ -91,7 +91,7 @@ def _page(title: str, body: str, root: str) -> str:
     )
 
 
-def _change_text(change: Change) -> str:
+def _change_text(change: LevelChange) -> str:
     return (
         f"{_short(change.last_good.commit)} → {_short(change.first_bad.commit)} "
         f"{format_pct(change.point.change)}"
@@ -99,7 +99,7 @@ def _change_text(change: Change) -> str:
     )
 
 
-def _confirmed_text(change: Change) -> str:
+def _confirmed_text(change: LevelChange) -> str:
     """``confirmed at <commit>``: the commit ``cudaperf bisect`` found inside the step."""
     return f"confirmed at {_short(change.confirmed.commit)}" if change.confirmed else ""
 
@@ -356,7 +356,7 @@ class _Listed:
     after: float
     p: float
     ack: Ack | None
-    breakdown: BreakdownDiff
+    breakdown: RenderedDiff
     #: a step's ``confirmed at <commit>``, where ``cudaperf bisect`` confirmed it
     confirmed: str = ""
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.history.backends import (
     BUSY_TIMEOUT_S,
-    Backend,
+    Database,
     HistoryError,
     connect,
 )
@@ -278,7 +278,7 @@ def _breakdown(text: object) -> dict[str, Any] | None:
 class HistoryStore:
     """An open run history (use as a context manager, or :meth:`close`)."""
 
-    def __init__(self, db: Backend) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self.where = db.where
         try:

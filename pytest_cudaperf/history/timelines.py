@@ -85,7 +85,7 @@ class Run:
 
 
 @dataclass(frozen=True)
-class BreakdownDiff:
+class RenderedDiff:
     """The kernel breakdown diff of a change point's last good and first bad runs: the diff's
     lines and its side-by-side table (escaped HTML), or ``missing``, one line saying why there is
     none."""
@@ -96,13 +96,13 @@ class BreakdownDiff:
 
 
 @dataclass(frozen=True)
-class Change:
+class LevelChange:
     """A change point of one line: the level moved between ``last_good`` and ``first_bad``."""
 
     last_good: Run
     first_bad: Run
     point: ChangePoint
-    breakdown: BreakdownDiff
+    breakdown: RenderedDiff
     #: where the two runs are in their line's runs
     good_index: int
     bad_index: int
@@ -127,7 +127,7 @@ class Drift:
     first: int
     last: int
     regression: Regression
-    breakdown: BreakdownDiff
+    breakdown: RenderedDiff
     #: its straight line (on a log scale) in the line's own values, at its first and last run:
     #: the listed change, centred on the runs' geometric mean
     start: float = 0.0
@@ -142,11 +142,11 @@ class Drift:
 class Line:
     device_class: str
     runs: tuple[Run, ...]
-    changes: tuple[Change, ...]
+    changes: tuple[LevelChange, ...]
     drift: Drift | None = None
 
     @property
-    def latest_change(self) -> Change | None:
+    def latest_change(self) -> LevelChange | None:
         return self.changes[-1] if self.changes else None
 
     @property
@@ -206,7 +206,7 @@ def _parse(stored: Mapping[str, Any]) -> Breakdown:
 
 def breakdown_diff(
     before: Run, after: Run, names: tuple[str, str] = ("last good", "first bad")
-) -> BreakdownDiff:
+) -> RenderedDiff:
     """What the kernels did between the two runs (``names``: what they are, for the line that
     says a breakdown is missing), or why that cannot be said."""
     good, bad = before.breakdown, after.breakdown
@@ -216,16 +216,16 @@ def breakdown_diff(
             for side, run in zip(names, (before, after), strict=True)
             if run.breakdown is None
         ]
-        return BreakdownDiff(missing="no breakdown recorded for " + " nor ".join(absent))
+        return RenderedDiff(missing="no breakdown recorded for " + " nor ".join(absent))
     try:
         base, current = _parse(good), _parse(bad)
     except ValueError as exc:
-        return BreakdownDiff(missing=f"breakdown unreadable: {exc}")
+        return RenderedDiff(missing=f"breakdown unreadable: {exc}")
     if base.backend != current.backend:
-        return BreakdownDiff(
+        return RenderedDiff(
             missing=f"breakdowns not compared: {base.backend} before, {current.backend} after"
         )
-    return BreakdownDiff(
+    return RenderedDiff(
         lines=tuple(diff(base, current).lines(DIFF_LINES)),
         table_html=side_by_side_html(base, current),
     )
@@ -280,7 +280,7 @@ def _line(
     for cp in change_points(values):
         good, bad = searched[cp.index - 1], searched[cp.index]
         changes.append(
-            Change(
+            LevelChange(
                 runs[good],
                 runs[bad],
                 cp,

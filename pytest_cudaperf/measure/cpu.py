@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pytest_cudaperf.measure import instability
-from pytest_cudaperf.measure.timing import Measurement, Sampled
+from pytest_cudaperf.measure.measurement import Measurement
+from pytest_cudaperf.measure.timing import Sampled
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
 PROC_STAT = "/proc/stat"
@@ -411,27 +412,24 @@ class CpuBackend:
     machine cannot oversubscribe its cores (why: docs/decisions.md, "Why is a CPU callable
     measured with one intra-op thread?")."""
 
-    def __init__(  # noqa: PLR0913 - the backend's parts, each replaceable in tests
+    def __init__(
         self,
         sync: Callable[[], None] | None = None,
-        metric: str = "wall",
         device: str = "cpu",
         meter: WaitMeter | None = None,
         environ: Mapping[str, str] | None = None,
-        probe: ReferenceProbe | None = None,
         threads: int = 1,
     ) -> None:
         self._sync = sync
         self._threads = threads
         #: the intra-op threads the current measurement runs with (set by :meth:`hold`)
         self._held: int | None = None
-        self._metric = metric
         self._device = device
         #: shared by every sampler of one measurement (rounds, compare's two callables)
         self.meter = meter if meter is not None else WaitMeter(machine=MachineMeter())
         self._environ = environ if environ is not None else os.environ
         #: the reference loop, timed at each round's start and at the end (see ReferenceProbe)
-        self.probe = probe if probe is not None else ReferenceProbe()
+        self.probe = ReferenceProbe()
         self._finished = False
 
     @contextlib.contextmanager
@@ -473,7 +471,7 @@ class CpuBackend:
         )
         return Measurement.from_samples(
             sampled.samples,
-            metric=self._metric,
+            metric="wall",
             device=self._device,
             blocking="none",
             warnings=tuple(notes),

@@ -9,25 +9,31 @@ sample's launches behind a blocker (a full launch queue would stall the host tha
 it). One synchronize per batch of samples. In ``cold`` mode a read-only pass over twice
 the L2 size precedes every sample (reads leave no dirty lines to write back inside the timed
 region). A callable that synchronizes inside cannot be queued behind a blocker: a dry run detects
-it and the measurement becomes a host-bound one (:class:`HostSampler`): each call is timed on the
-host with a synchronize after it, beside a reference of tiny torch calls timed right before it,
-and judged in reference loops (the host's speed moves within a process and between processes,
-the reference beside each call moves with it); the kernels' own time is judged apart from it.
+it and the measurement becomes a host-bound one (:mod:`pytest_cudaperf.measure.hostbound`): each
+call is timed on the host with a synchronize after it, beside a reference of tiny torch calls
+timed right before it, and judged in reference loops (the host's speed moves within a process and
+between processes, the reference beside each call moves with it); the kernels' own time is judged
+apart from it.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf import _torch_compat
+from pytest_cudaperf.measure.hostbound import (
+    HostSampler,
+    launch_gap_us,
+    launch_reference,
+    launch_wake,
+)
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.measure.nvml import ClockWatch
 from pytest_cudaperf.measure.timing import (
     HOST_BOUND_RATIO,
-    Measurement,
     Sampled,
     SynchronizesInside,
     in_loops,
@@ -197,29 +203,23 @@ class L2Flush:
 
 
 class CudaEventSampler:
-    """Batches of event-timed samples queued behind a blocker."""
+    """Batches of event-timed samples queued behind a blocker: ``run`` (``calls_per_sample``
+    calls, or one replay of the CUDA graph they were captured in: ``graph``) on ``backend``'s
+    blocker, L2 flush, clock watch and timing events."""
 
-    def __init__(  # noqa: PLR0913 - a sampler is its callable, blocker, flush and events
-        self,
-        torch_mod: Any,
-        run: Callable[[], object],
-        calls_per_sample: int,
-        blocker: SpinBlocker | SleepBlocker | None,
-        flush: L2Flush | None,
-        clocks: ClockWatch,
-        graph: bool = False,
-        events: list[tuple[Any, Any]] | None = None,
+    def __init__(
+        self, backend: CudaBackend, run: Callable[[], object], calls_per_sample: int, graph: bool
     ) -> None:
-        self._torch = torch_mod
+        self._torch = backend.torch
         self.graph = graph
         self.run = run
         self.calls = calls_per_sample
-        self.blocker = blocker
-        self._flush = flush
-        self._clocks = clocks
+        self.blocker: SpinBlocker | SleepBlocker | None = backend.blocker
+        self._flush = backend.flush
+        self._clocks = backend.clocks
         self._size = 8
         self._enqueue_s = 1e-3
-        self._events = events if events is not None else event_pairs(torch_mod)
+        self._events = backend.events
 
     def batch(self) -> list[float]:
         size, run, flush, blocker = self._size, self.run, self._flush, self.blocker
@@ -253,67 +253,6 @@ class CudaEventSampler:
         return times
 
 
-#: a host-bound batch aims at this much time (calls of a few ms: a few calls per batch)
-HOST_BATCH_TARGET_MS = 20.0
-MAX_HOST_BATCH = 32
-#: the most calls in a host-bound sampler's first batch (before it has timed a batch)
-FIRST_HOST_BATCH = 4
-
-
-def host_batch_size(call_ms: float, most: int = MAX_HOST_BATCH) -> int:
-    """Calls in a host-bound batch: as many as fill :data:`HOST_BATCH_TARGET_MS`, two to
-    ``most``."""
-    return max(2, min(most, int(HOST_BATCH_TARGET_MS / max(call_ms, 1e-3))))
-
-
-class HostSampler:
-    """GPU code that synchronizes inside (it cannot wait behind a blocker): each sample is one
-    call timed on the host up to a synchronize after it, and the ``reference`` work
-    (:func:`launch_reference`) timed right before it, kept in :attr:`references` (every
-    batch's, warm-up included: the samples are the last ones). ``wake`` runs untimed before
-    each reference (:func:`launch_wake`), so that the reference does not time the GPU waking
-    from the idle the call left behind. ``first_ms``, one call's time if known, sizes the first
-    batch (up to :data:`FIRST_HOST_BATCH` calls): a 130 ms call warms up with two, not four."""
-
-    graph = False
-    blocker = None
-
-    def __init__(  # noqa: PLR0913 - the call, its wait, the reference and its wake; test seams
-        self,
-        run: Callable[[], object],
-        synchronize: Callable[[], object],
-        reference: Callable[[], object],
-        clock: Callable[[], int] = time.perf_counter_ns,
-        wake: Callable[[], object] = lambda: None,
-        first_ms: float = 0.0,
-    ) -> None:
-        self.run = run
-        self._synchronize = synchronize
-        self._reference = reference
-        self._clock = clock
-        self._wake = wake
-        self._size = host_batch_size(first_ms, FIRST_HOST_BATCH)
-        #: the reference loop's time (ms) before each sample taken so far
-        self.references: list[float] = []
-
-    def batch(self) -> list[float]:
-        run, sync, reference, clock = self.run, self._synchronize, self._reference, self._clock
-        wake = self._wake
-        times = []
-        for _ in range(self._size):
-            wake()
-            began = clock()
-            reference()
-            called = clock()
-            run()
-            sync()
-            done = clock()
-            self.references.append((called - began) / 1e6)
-            times.append((done - called) / 1e6)
-        self._size = host_batch_size(sum(times) / len(times))
-        return times
-
-
 def event_pairs(torch_mod: Any) -> list[tuple[Any, Any]]:
     """:data:`MAX_BATCH` (start, stop) timing events (created in the driver at first record)."""
     return [
@@ -331,119 +270,6 @@ def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float
     waited = time.perf_counter() - began
     torch_mod.cuda.synchronize()
     return waited >= 0.015
-
-
-#: tiny additions on the GPU in the host-bound reference: ~0.12 ms with its synchronize on the
-#: H100 host
-LAUNCH_CALLS = 8
-
-
-def launch_reference(
-    torch_mod: Any, device: torch.device, calls: int = LAUNCH_CALLS
-) -> Callable[[], object]:
-    """The reference timed beside each host-bound call: ``calls`` (:data:`LAUNCH_CALLS`)
-    additions of two 4-element tensors on ``device`` and a synchronize, the launch path and the
-    wait that host-bound GPU code spends its time on. Of the references tried it followed the
-    calls best between processes on the H100 (why: docs/decisions.md, "How is GPU code that
-    synchronizes inside judged?")."""
-    one = torch_mod.ones(4, device=device)
-    add = torch_mod.add
-    synchronize = torch_mod.cuda.synchronize
-
-    def work() -> object:
-        out = one
-        for _ in range(calls):
-            out = add(out, one)
-        synchronize(device)
-        return out
-
-    return work
-
-
-def launch_wake(torch_mod: Any, device: torch.device) -> Callable[[], object]:
-    """The launch reference with one addition, run untimed before each timed one. A launch
-    after an idle GPU is slower (on the H100 the reference took 0.16 ms after 10 ms of host
-    work, 0.09 ms after none, and 0.10 ms after the wake), so a reference timed cold grows with
-    the host work of the call before it and hides part of a host slowdown (why:
-    docs/decisions.md, "Why is the launch path woken before the reference is timed?")."""
-    return launch_reference(torch_mod, device, calls=1)
-
-
-#: timed references in one probe of the host's state (:func:`reference_probe`)
-STATE_PROBE_REPEATS = 9
-
-
-def reference_probe(device: torch.device) -> Callable[[], float]:
-    """The host's state now: the median of :data:`STATE_PROBE_REPEATS` launch references
-    (:func:`launch_reference`, each after its wake), ms. Back to back, not after a call, they
-    need not read what the reference beside a call reads, so a reading is compared with another
-    (:class:`pytest_cudaperf.run.hoststate.HostWait` scales it). Its tensors are made at the
-    first reading."""
-    import torch
-
-    made: list[tuple[Callable[[], object], Callable[[], object]]] = []
-
-    def probe() -> float:
-        if not made:
-            made.append((launch_wake(torch, device), launch_reference(torch, device)))
-        wake, reference = made[0]
-        times = []
-        for _ in range(STATE_PROBE_REPEATS):
-            wake()
-            began = time.perf_counter_ns()
-            reference()
-            times.append((time.perf_counter_ns() - began) / 1e6)
-        return statistics.median(times)
-
-    return probe
-
-
-#: tiny additions queued back to back in the launch-gap probe, and the probe's repeats
-GAP_PROBE_LAUNCHES = 400
-GAP_PROBE_REPEATS = 5
-#: the launch-gap probe's answer per device, once per process (:func:`launch_gap_us`)
-_LAUNCH_GAPS: dict[str, float] = {}
-
-
-def launch_gap_us(torch_mod: Any, device: torch.device, cycles_per_ms: float) -> float:
-    """The GPU's time per kernel launch (µs) when tiny additions run back to back, queued behind
-    a sleep so that the host's enqueueing does not pace them: the gap between two queued kernels
-    plus the tiny kernel. Probed once per process and device: on the H100 it held within a
-    process (start and end within 1%) and took one of two levels between processes (about 1.92
-    and 2.12 µs), which device time of launch-dense calls carries once per launch (why:
-    docs/decisions.md, "Why does device time of many small kernels carry a noise per launch?")."""
-    key = str(device)
-    if key not in _LAUNCH_GAPS:
-        _LAUNCH_GAPS[key] = probe_launch_gap(torch_mod, device, cycles_per_ms)
-    return _LAUNCH_GAPS[key]
-
-
-def probe_launch_gap(torch_mod: Any, device: torch.device, cycles_per_ms: float) -> float:
-    """One probe (:func:`launch_gap_us` keeps the first per process): the median over
-    :data:`GAP_PROBE_REPEATS` of :data:`GAP_PROBE_LAUNCHES` additions between two events, behind a
-    sleep of 5 ms, doubled (while under 200 ms) whenever the host took more than 80% of it to
-    enqueue them: the GPU must not catch up with the host."""
-    one = torch_mod.ones(4, device=device)
-    add = torch_mod.add
-    sleep_ms, per = 5.0, list[float]()
-    while len(per) < GAP_PROBE_REPEATS:
-        start = torch_mod.cuda.Event(enable_timing=True)
-        end = torch_mod.cuda.Event(enable_timing=True)
-        torch_mod.cuda.synchronize()
-        _torch_compat.cuda_sleep(int(sleep_ms * cycles_per_ms))
-        began = time.perf_counter()
-        start.record()
-        out = one
-        for _ in range(GAP_PROBE_LAUNCHES):
-            out = add(out, one)
-        end.record()
-        enqueued_ms = (time.perf_counter() - began) * 1e3
-        end.synchronize()
-        if enqueued_ms > 0.8 * sleep_ms and sleep_ms < 200:  # the GPU may have caught up
-            sleep_ms *= 2
-            continue
-        per.append(start.elapsed_time(end) * 1e3 / GAP_PROBE_LAUNCHES)
-    return float(sorted(per)[len(per) // 2])
 
 
 def _make_blocker(
@@ -504,7 +330,7 @@ class CudaBackend:
     def __init__(self, device: torch.device, cache: str, l2_bytes: int, uuid: str) -> None:
         import torch
 
-        self._torch = torch
+        self.torch = torch
         self.device = device
         self.cache = cache
         #: what holds for every measurement of this backend (the blocker's fallback)
@@ -521,7 +347,7 @@ class CudaBackend:
         #: docs/decisions.md, "What does the plugin do with a round that runs high?"). Samplers
         #: never interleave
         #: within a batch, so sharing is safe.
-        self._events = event_pairs(torch)
+        self.events = event_pairs(torch)
         #: the dry run's answer per callable during one measurement (each round asks again);
         #: emptied by :meth:`finish`, so no callable outlives its measurement here
         self._synchronizing: list[tuple[Callable[[], object], bool]] = []
@@ -532,12 +358,12 @@ class CudaBackend:
         for known, answer in reversed(self._synchronizing):
             if known is fn:
                 return answer
-        answer = _synchronizes(self._torch, fn, self.cycles_per_ms)
+        answer = _synchronizes(self.torch, fn, self.cycles_per_ms)
         self._synchronizing.append((fn, answer))
         return answer
 
     def sampler(self, fn: Callable[[], object], graph: bool) -> CudaEventSampler | HostSampler:
-        torch = self._torch
+        torch = self.torch
         began = time.perf_counter()
         fn()  # first call outside the blocker: JIT, handles, allocator growth
         torch.cuda.synchronize()
@@ -568,10 +394,7 @@ class CudaBackend:
                 wake=launch_wake(torch, self.device),
                 first_ms=first_ms,
             )
-        blocker: SpinBlocker | SleepBlocker | None = self.blocker
-        return CudaEventSampler(
-            torch, run, calls, blocker, self.flush, self.clocks, captured, self._events
-        )
+        return CudaEventSampler(self, run, calls, captured)
 
     def recover(self, sampler: CudaEventSampler, restart: bool = False) -> None:
         """After :class:`SynchronizesInside`: sample without the blocker from now on, or, with
@@ -598,7 +421,7 @@ class CudaBackend:
             return self._finish_host(sampled)
         samples = sampled.samples
         device_ms = float(sorted(samples)[len(samples) // 2])
-        host = host_ms_per_call(self._torch, fn, device_ms)
+        host = host_ms_per_call(self.torch, fn, device_ms)
         notes = self.lasting + self.warnings
         if host > HOST_BOUND_RATIO * device_ms:
             notes.append(
@@ -609,7 +432,7 @@ class CudaBackend:
         if clock_warning:
             notes.append(clock_warning)
         graph = sampler.graph
-        gap = None if graph else launch_gap_us(self._torch, self.device, self.cycles_per_ms)
+        gap = None if graph else launch_gap_us(self.torch, self.device, self.cycles_per_ms)
         clocks = self.clocks.summary()
         spin = clocks.get("spin_sm_mhz")
         return Measurement.from_samples(
@@ -663,8 +486,8 @@ class CudaBackend:
         """Release flush buffers and graph pools."""
         self.flush = None
         self._graphs.clear()
-        self._torch.cuda.synchronize()
-        self._torch.cuda.empty_cache()
+        self.torch.cuda.synchronize()
+        self.torch.cuda.empty_cache()
 
 
 def _estimate_ms(torch_mod: Any, fn: Callable[[], object]) -> float:

@@ -1,11 +1,13 @@
-"""Measurement: the result type and the adaptive sampling loop.
+"""The adaptive sampling loop: the budget, the samplers' protocol, and measure() in rounds.
 
 A *sampler* produces batches of per-call times in milliseconds; :func:`run_adaptive` warms it up
 until two consecutive batch medians agree (and torch.compile stopped compiling), then samples
 until the distribution-free CI of the median is tight enough (bounded by a minimum sample count
 and a time budget). :func:`measure` does that in independent rounds and records what the
 samples say about the measurement's stability (:mod:`pytest_cudaperf.measure.instability`).
-The backends live in :mod:`pytest_cudaperf.measure.cuda` and :mod:`pytest_cudaperf.measure.cpu`.
+The backends live in :mod:`pytest_cudaperf.measure.cuda` and :mod:`pytest_cudaperf.measure.cpu`;
+the result type in :mod:`pytest_cudaperf.measure.measurement`, the same-run comparison in
+:mod:`pytest_cudaperf.measure.comparison`.
 """
 
 from __future__ import annotations
@@ -14,18 +16,16 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_cudaperf.measure import instability, stats
 from pytest_cudaperf.measure.dynamo import CompileWatch
+from pytest_cudaperf.measure.measurement import MAX_KEPT_SAMPLES, Measurement
 from pytest_cudaperf.measure.tracing import active_tracer
-from pytest_cudaperf.units import format_ms
 
-#: samples kept in a Measurement (and so in reports and JSON); all are used for statistics
-MAX_KEPT_SAMPLES = 2000
 #: host time per call above this multiple of the device time is flagged ``host-bound``
 HOST_BOUND_RATIO = 1.5
 #: a host-bound measurement (GPU code that synchronizes inside) samples until the median of its
@@ -91,184 +91,6 @@ class Budget:
         kwargs.setdefault("precision", min(0.01, max(0.0005, tolerance / 10)))
         kwargs.setdefault("host_precision", (host_tolerance or tolerance) / 5)
         return cls(**kwargs)
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One measured quantity: per-call time statistics in milliseconds and how they were taken."""
-
-    median_ms: float
-    mean_ms: float
-    min_ms: float
-    max_ms: float
-    iqr_ms: float
-    ci_ms: tuple[float, float]
-    samples_ms: tuple[float, ...]
-    n: int
-    metric: str = "wall"
-    cache: str = "n/a"
-    graph: bool = False
-    host_ms_per_call: float | None = None
-    device: str = "cpu"
-    blocking: str = "none"
-    #: how L2 was flushed before each sample: ``read+discard``, ``read``, ``torch.sum``, ``none``
-    flush: str = "none"
-    clocks: Mapping[str, Any] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    cost_s: float = 0.0
-    name: str | None = None
-    #: the median of each independent round (see :attr:`Budget.rounds`)
-    round_medians_ms: tuple[float, ...] = ()
-    #: why this measurement's median may sit elsewhere in another process, one short reason
-    #: each (:mod:`pytest_cudaperf.measure.instability`)
-    instability: tuple[str, ...] = ()
-    #: the relative spread those reasons imply; a verdict takes the larger of it and
-    #: :attr:`rel_halfwidth` (:attr:`noise`)
-    instability_noise: float = 0.0
-    #: the SM clock (MHz) the CUDA stream blocker measured, median over the measurement's
-    #: batches; None without the clocked Triton blocker (and on the CPU)
-    sm_mhz: float | None = None
-    #: frames torch.compile compiled while samples were taken (not during warm-up)
-    recompiles: int = 0
-    #: the time of a fixed reference beside the samples: how fast the host ran while measuring.
-    #: The CPU backend's loop on the CPU (median of one timing per round and one at the end;
-    #: :class:`pytest_cudaperf.measure.cpu.ReferenceProbe`); for GPU code that synchronizes
-    #: inside (``metric == "host"``) the median launch reference timed before each call
-    #: (:func:`pytest_cudaperf.measure.cuda.launch_reference`); None elsewhere
-    reference_ms: float | None = None
-    #: a tracer or profiler that ran while the samples were taken (``coverage's trace
-    #: function``): the measurement is not the code's speed, and is neither judged nor recorded
-    traced: str | None = None
-    #: torch's intra-op threads while a CPU callable was measured (None: not set, not known)
-    threads: int | None = None
-    #: ``metric == "host"`` (GPU code that synchronizes inside): the per-call time in reference
-    #: loops timed right beside each call (median, and its CI widened to every round's median),
-    #: the quantity its verdict compares; None for any other metric
-    in_loops: float | None = None
-    in_loops_ci: tuple[float, float] | None = None
-    #: ``metric == "host"``: the launch reference (ms) timed right before each sample kept in
-    #: :attr:`samples_ms`, in the same order (which state of the host each call met); empty
-    #: elsewhere
-    references_ms: tuple[float, ...] = ()
-    #: ``metric == "host"``: the part of each call (ms) that does not follow the host's speed,
-    #: its kernels' device time timed apart (the call waits for them inside); None for any other
-    #: metric and where the kernels could not be timed
-    fixed_ms: float | None = None
-    #: ``metric == "device"`` (CUDA): the GPU's time per launch of tiny kernels queued back to
-    #: back in this process (:func:`pytest_cudaperf.measure.cuda.launch_gap_us`); None elsewhere
-    launch_gap_us: float | None = None
-    #: ``metric == "kernels"``: passes over the same seeded calls (2 where the calls differ from
-    #: each other: the CI is how the passes agree, :func:`stats.repeated_median`)
-    seeded_passes: int = 1
-
-    @classmethod
-    def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
-        """Statistics of ``samples_ms``; with ``round_medians_ms`` the CI of the median is
-        widened to cover every round's median."""
-        summary = stats.summarize(samples_ms)
-        kept = samples_ms if len(samples_ms) <= MAX_KEPT_SAMPLES else samples_ms[-MAX_KEPT_SAMPLES:]
-        low, high = summary.ci
-        rounds = tuple(kwargs.get("round_medians_ms", ()))
-        if rounds:
-            low, high = min(low, *rounds), max(high, *rounds)
-        return cls(
-            median_ms=summary.median,
-            mean_ms=summary.mean,
-            min_ms=summary.min,
-            max_ms=summary.max,
-            iqr_ms=summary.iqr,
-            ci_ms=(low, high),
-            samples_ms=tuple(kept),
-            n=summary.n,
-            **kwargs,
-        )
-
-    @property
-    def mode(self) -> str:
-        """The comparison key part that says how it was measured: ``device/cold``, ``wall``."""
-        if self.cache not in ("cold", "hot"):
-            return self.metric
-        return f"{self.metric}/{self.cache}"
-
-    @property
-    def rel_iqr(self) -> float:
-        return stats.relative_iqr(self.iqr_ms, self.median_ms)
-
-    @property
-    def rel_halfwidth(self) -> float:
-        """Half the CI's width relative to the median (the CI covers every round's median)."""
-        return stats.relative_halfwidth(self.ci_ms, self.median_ms)
-
-    @property
-    def noise(self) -> float:
-        """What a verdict should take as this measurement's relative half-width: the larger of
-        :attr:`rel_halfwidth` and :attr:`instability_noise`. Not their sum: the CI already
-        covers every round's median, so rounds that disagree would count twice (why:
-        docs/decisions.md, "Why is a measurement's noise the larger of its CI half-width and its
-        instability, not the sum?")."""
-        return max(self.rel_halfwidth, self.instability_noise)
-
-    @property
-    def host_dominated(self) -> bool:
-        """Whether the host's state can move this measurement between processes: a CPU
-        measurement, a synchronized wall (or region) time, the time of GPU code that synchronizes
-        inside (``host``) or device time whose launch latency could not be hidden. Device time
-        behind the stream blocker, graph replays and the kernels' time time the GPU alone."""
-        if self.device == "cpu" or self.metric in ("wall", "region", "host"):
-            return True
-        return self.metric == "device" and self.blocking == "none"
-
-    @property
-    def process_dependent(self) -> bool:
-        """Whether a state of its process can move this measurement, so that a regression must
-        hold in a fresh process: a host-dominated one, or kernels of calls that draw their work
-        at random (two seeded passes), where a draw that is not seeded differs by process."""
-        return self.host_dominated or self.seeded_passes > 1
-
-    def how(self) -> str:
-        """``device time, 40 samples, cold L2``."""
-        what = {
-            "device": "device time",
-            "graph": "graph throughput",
-            "wall": "wall time",
-            "region": "region time",
-            "host": "host-bound time in reference loops",
-            "kernels": "kernels' device time",
-        }.get(self.metric, self.metric)
-        cache = f", {self.cache} L2" if self.cache in ("cold", "hot") else ""
-        return f"{what}, {self.n} samples{cache}"
-
-    def describe(self) -> str:
-        """``1.234 ms median (device time, 40 samples, cold L2)``."""
-        return f"{format_ms(self.median_ms)} median ({self.how()})"
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["ci_ms"] = list(self.ci_ms)
-        data["samples_ms"] = list(self.samples_ms)
-        data["warnings"] = list(self.warnings)
-        data["clocks"] = dict(self.clocks)
-        data["round_medians_ms"] = list(self.round_medians_ms)
-        data["instability"] = list(self.instability)
-        data["references_ms"] = list(self.references_ms)
-        if self.in_loops_ci is not None:
-            data["in_loops_ci"] = list(self.in_loops_ci)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["ci_ms"] = tuple(values["ci_ms"])
-        values["samples_ms"] = tuple(values["samples_ms"])
-        values["warnings"] = tuple(values.get("warnings", ()))
-        values["round_medians_ms"] = tuple(values.get("round_medians_ms", ()))
-        values["instability"] = tuple(values.get("instability", ()))
-        values["references_ms"] = tuple(values.get("references_ms", ()))
-        if values.get("in_loops_ci") is not None:
-            low, high = values["in_loops_ci"]
-            values["in_loops_ci"] = (float(low), float(high))
-        return cls(**values)
 
 
 class SynchronizesInside(RuntimeError):  # noqa: N818
@@ -466,9 +288,8 @@ def measure(
     (each a fresh sampler, so each warms up and starts from the state the previous left), with
     what the rounds, the warm-up, the pooled samples and torch.compile say about its stability
     added to the backend's own findings."""
-    traced = active_tracer()
-    with _held(backend):
-        measured, results, rounds, samples = _rounds(backend, fn, budget, graph, name, traced)
+    with held(backend):
+        measured, results, rounds, samples = _rounds(backend, fn, budget, graph, name)
     worst_warmup = max(
         (f for r in results if (f := instability.warmup_unsettled(r.unsettled)) is not None),
         key=lambda f: f.noise,
@@ -486,21 +307,22 @@ def measure(
     )
 
 
-def _held(backend: Backend) -> AbstractContextManager[object]:
+def held(backend: Backend) -> AbstractContextManager[object]:
     """The state a backend measures in (the CPU backend's intra-op threads), held while it does."""
     hold = getattr(backend, "hold", None)
     return hold() if hold is not None else contextlib.nullcontext()
 
 
-def _rounds(  # noqa: PLR0913 - measure()'s arguments, passed on
+def _rounds(
     backend: Backend,
     fn: Callable[[], object],
     budget: Budget,
     graph: bool,
     name: str | None,
-    traced: str | None,
 ) -> tuple[Measurement, list[AdaptiveResult], list[list[float]], list[float]]:
-    """The rounds of one measurement and the backend's measurement of their pooled samples."""
+    """The rounds of one measurement and the backend's measurement of their pooled samples,
+    labelled with the tracer it ran under (:func:`active_tracer`), if any."""
+    traced = active_tracer()
     per_round = budget.per_round()
     results: list[AdaptiveResult] = []
     compiles = CompileWatch.if_loaded()
@@ -566,133 +388,3 @@ def with_findings(
         instability_noise=max(measured.instability_noise, noise),
         recompiles=measured.recompiles if recompiles is None else recompiles,
     )
-
-
-def compare(  # noqa: PLR0913 - both callables and the cuda_timer.compare options
-    backend: Backend,
-    candidate: Callable[[], object],
-    reference: Callable[[], object],
-    budget: Budget,
-    graph: bool = False,
-    name: str | None = None,
-) -> Comparison:
-    """Interleaved same-run measurement of both; speedup = reference / candidate."""
-    with _held(backend):
-        return _compared(backend, candidate, reference, budget, graph, name)
-
-
-def _compared(  # noqa: PLR0913 - compare()'s arguments, passed on
-    backend: Backend,
-    candidate: Callable[[], object],
-    reference: Callable[[], object],
-    budget: Budget,
-    graph: bool,
-    name: str | None,
-) -> Comparison:
-    cand_sampler = backend.sampler(candidate, graph)
-    ref_sampler = backend.sampler(reference, graph)
-    begin = time.perf_counter()
-    try:
-        cand_rounds, ref_rounds, warnings = run_interleaved(cand_sampler, ref_sampler, budget)
-    except SynchronizesInside:
-        backend.recover(cand_sampler)
-        backend.recover(ref_sampler)
-        cand_rounds, ref_rounds, warnings = run_interleaved(cand_sampler, ref_sampler, budget)
-    cost = time.perf_counter() - begin
-    speedup, low, high = speedup_of(cand_rounds, ref_rounds)
-    cand, ref = (
-        backend.finish(
-            sampler,
-            fn,
-            Sampled(
-                [x for r in rounds for x in r],
-                warnings,
-                cost / 2,
-                f"{name}:{role}" if name else role,
-            ),
-        )
-        for sampler, fn, rounds, role in (
-            (cand_sampler, candidate, cand_rounds, "candidate"),
-            (ref_sampler, reference, ref_rounds, "reference"),
-        )
-    )
-    return Comparison(speedup, (low, high), cand, ref, len(cand_rounds))
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Same-run speedup of a candidate over a reference: reference time / candidate time."""
-
-    speedup: float
-    ci: tuple[float, float]
-    candidate: Measurement
-    reference: Measurement
-    rounds: int
-
-    def describe(self) -> str:
-        return (
-            f"speedup {self.speedup:.3f}x (95% CI {self.ci[0]:.3f}…{self.ci[1]:.3f}, "
-            f"{self.rounds} rounds): candidate {format_ms(self.candidate.median_ms)}, "
-            f"reference {format_ms(self.reference.median_ms)}"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "speedup": self.speedup,
-            "ci": list(self.ci),
-            "rounds": self.rounds,
-            "candidate": self.candidate.to_dict(),
-            "reference": self.reference.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
-        return cls(
-            speedup=float(data["speedup"]),
-            ci=(float(data["ci"][0]), float(data["ci"][1])),
-            candidate=Measurement.from_dict(data["candidate"]),
-            reference=Measurement.from_dict(data["reference"]),
-            rounds=int(data["rounds"]),
-        )
-
-
-def run_interleaved(
-    candidate: Sampler,
-    reference: Sampler,
-    budget: Budget,
-    clock: Callable[[], float] = time.perf_counter,
-) -> tuple[list[list[float]], list[list[float]], list[str]]:
-    """Alternate batches of both samplers (warm-up first) until the speedup CI is tight."""
-    clock = getattr(reference, "clock", clock)  # [distributed] ranks agree on the clock
-    warnings: list[str] = []
-    begin = clock()
-    while clock() - begin < budget.warmup:
-        candidate.batch()
-        reference.batch()
-    cand_rounds: list[list[float]] = []
-    ref_rounds: list[list[float]] = []
-    start = clock()
-    while True:
-        cand_rounds.append(candidate.batch())
-        ref_rounds.append(reference.batch())
-        elapsed = clock() - start
-        if len(cand_rounds) >= max(5, budget.min_samples // 2) and elapsed >= budget.min_time:
-            _, low, high = speedup_of(cand_rounds, ref_rounds)
-            mid = (low + high) / 2
-            if (high - low) / 2 / mid <= budget.precision:
-                break
-        if elapsed >= budget.max_time and len(cand_rounds) >= 3:
-            warnings.append(
-                f"time budget {budget.max_time:g} s spent before the speedup's "
-                f"CI reached ±{budget.precision:.2%}"
-            )
-            break
-    return cand_rounds, ref_rounds, warnings
-
-
-def speedup_of(
-    cand_rounds: list[list[float]], ref_rounds: list[list[float]]
-) -> tuple[float, float, float]:
-    cand = [stats.summarize(r).median for r in cand_rounds]
-    ref = [stats.summarize(r).median for r in ref_rounds]
-    return stats.paired_ratio(ref, cand)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.memory.sweep import SweepStatus
 from pytest_cudaperf.report.fields import (
     Json,
@@ -257,8 +258,7 @@ def dumps(report: Report) -> str:
 
 
 def write_report(path: Path, report: Report) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(report), encoding="utf-8")
+    atomic.write_text(path, dumps(report))
 
 
 def read_report(path: Path) -> Report:

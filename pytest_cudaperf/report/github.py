@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.terminal import header_of, summary_line, table_rows
 
@@ -34,5 +35,4 @@ def github_annotations(report: Report) -> list[str]:
 
 def append_github_summary(path: Path, report: Report) -> None:
     """Append the Markdown table to the step summary file ($GITHUB_STEP_SUMMARY)."""
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(github_summary(report))
+    atomic.append_text(path, github_summary(report))

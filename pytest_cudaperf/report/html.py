@@ -10,11 +10,12 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.breakdown.html import side_by_side_html
+from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.units import format_ms, format_size
-from pytest_cudaperf.verdict import format_value
 
 
 def _finite(value: float | None) -> bool:
@@ -166,5 +167,4 @@ def render_html(report: Report) -> str:
 
 
 def write_html(path: Path, report: Report) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(report), encoding="utf-8")
+    atomic.write_text(path, render_html(report))

@@ -15,9 +15,10 @@ from enum import Enum
 
 from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.measure.comparison import Comparison
 from pytest_cudaperf.measure.energy import Energy
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.measure.roofline import Roofline
-from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.memory.protocol import PeakResult
 from pytest_cudaperf.memory.sweep import SweepStatus
 from pytest_cudaperf.report.fields import (
@@ -91,7 +92,7 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Other:
+class OtherDevice:
     """The same series measured on another device class: shown, never enforced."""
 
     device_class: str
@@ -196,7 +197,7 @@ class JudgedRecord:
     measurement: Measurement | None = None
     #: the peak reading of a peak-memory series
     peak: PeakResult | None = None
-    others: tuple[Other, ...] = ()
+    others: tuple[OtherDevice, ...] = ()
     #: what the kernel (or op) breakdown says changed, one line each (non-pass verdicts)
     explanation: tuple[str, ...] = ()
     #: the stored (or reference) and the current breakdown the explanation diffs, when both exist
@@ -350,9 +351,9 @@ def _peak_from_json(d: Mapping[str, Json]) -> PeakResult:
     )
 
 
-def _other_from_json(data: Json, where: str) -> Other:
+def _other_from_json(data: Json, where: str) -> OtherDevice:
     d = to_object(data, where)
-    return Other(get(d, "device_class", str, where), number(d, "value", where))
+    return OtherDevice(get(d, "device_class", str, where), number(d, "value", where))
 
 
 def _compared_from_json(data: Json, where: str) -> tuple[Breakdown, Breakdown]:

@@ -27,7 +27,7 @@ from pytest_cudaperf.report.document import Report, read_report
 from pytest_cudaperf.report.fields import ReportError
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.measure.measurement import Measurement
     from pytest_cudaperf.settings import Settings
 
 #: set in a fresh process to a private lock folder: it takes its device locks there (the parent
@@ -48,7 +48,8 @@ def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
     """The run's resolved settings as ``PYTEST_CUDAPERF_*`` (the environment overrides the ini file
     in the child). A child never writes files: no JSON, HTML or history, no pruning; baselines
     are written by the parent's run. It re-measures times only: no speed of light or energy
-    window of its own (the parent's stand)."""
+    window of its own (the parent's stand), no leak sweep. A list is written as the
+    environment variable reads it (comma-separated), an empty one not at all."""
     from pytest_cudaperf.settings import OPTIONS
 
     env: dict[str, str] = {}
@@ -60,20 +61,27 @@ def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
             value = str(baseline_dir)
         elif option.field in ("prune", "roofline", "energy"):
             value = False
+        elif option.field == "leak_sweep":
+            value = "off"
+        if isinstance(value, tuple):
+            if not value:
+                continue
+            value = ",".join(map(str, value))
         env[option.env] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     return env
 
 
-def item_args(  # noqa: PLR0913 - the parts of the item and config, so tests need none
+def item_args(
     nodeid: str,
     item_path: Path,
-    rootdir: Path,
-    inifile: Path | None,
+    config: tuple[Path, Path | None],
     basetemp: Path,
     tbstyle: str = "auto",
 ) -> list[str]:
-    """``pytest`` arguments that run exactly this item in a child process. ``-n0`` (xdist is a
-    dependency) rather than disabling xdist: a suite's ``addopts = -n auto`` still parses."""
+    """``pytest`` arguments that run exactly this item in a child process, under the parent's
+    ``config`` (its rootdir and inifile). ``-n0`` (xdist is a dependency) rather than disabling
+    xdist: a suite's ``addopts = -n auto`` still parses."""
+    rootdir, inifile = config
     rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
     target = f"{item_path}::{rest}" if rest else str(item_path)
     args = [target, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
@@ -195,7 +203,9 @@ class FreshProcess:
             report = Path(tmp, "fresh.json")
             path = self.root / nodeid.split("::", 1)[0]
             args = [sys.executable, "-m", "pytest"]
-            args += item_args(nodeid, path, self.root, self.inifile, Path(tmp, "basetemp"), "line")
+            args += item_args(
+                nodeid, path, (self.root, self.inifile), Path(tmp, "basetemp"), "line"
+            )
             args += [*self.options, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
             env = {k: v for k, v in os.environ.items() if not k.startswith(CHILD_DROPS)}
             env.update(self.env)

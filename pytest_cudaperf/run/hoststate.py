@@ -67,8 +67,8 @@ class Waited:
 
 class HostWait:
     """Waits, within ``limit_s`` seconds in all from its first wait, until ``probe`` (the launch
-    reference timed now, ms: :func:`pytest_cudaperf.measure.cuda.reference_probe`) says the host
-    runs as at recording. The probe times the reference back to back, not after a call, so it
+    reference timed now, ms: :func:`pytest_cudaperf.measure.hostbound.reference_probe`) says the
+    host runs as at recording. The probe times the reference back to back, not after a call, so it
     need not read what the reference beside each call reads; its first reading, taken right
     after the measurement that met the other state, scales it to the reference beside that
     measurement's last calls (:func:`latest_reference`). ``clock`` and ``sleep`` are test

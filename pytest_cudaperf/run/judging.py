@@ -2,43 +2,42 @@
 the test's body passed, the failures of that test (in its :class:`ItemState`).
 
 The comparison itself is :func:`pytest_cudaperf.verdict.judge`, called in one place
-(:func:`_judge`). The functions here run in the process that runs the test.
+(:func:`_judge`); its confirmation :func:`pytest_cudaperf.verdict.confirm` in one
+(:func:`confirm_time`). The path of one measured callable that calls them (measure, confirm,
+judge, record) is :class:`pytest_cudaperf.run.judged.JudgedMeasurement`. The functions here run
+in the process that runs the test.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
+from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.report.model import (
     ComparisonOutcome,
     FailureKind,
     JudgedRecord,
     LeakOutcome,
-    Other,
+    OtherDevice,
 )
 from pytest_cudaperf.run.context import TestContext
-from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.series import LOOPS, Record, Recording, metric_of
-from pytest_cudaperf.verdict import Kind, Observation, budget_failure, confirm, judge
+from pytest_cudaperf.verdict import Kind, budget_failure, confirm, judge
 
 if TYPE_CHECKING:
-    from pytest_cudaperf.measure.timing import Comparison, Measurement
+    from pytest_cudaperf.measure.comparison import Comparison
+    from pytest_cudaperf.measure.measurement import Measurement
     from pytest_cudaperf.memory import LeakResult, PeakResult
     from pytest_cudaperf.settings import Settings
 
 #: default tolerance for peak memory: the requested-bytes peak is bit-identical across runs
 MEMORY_TOLERANCE = 0.01
-#: fresh processes that may confirm one change, where each before met the host in another state
-#: than at recording (host-bound time: ``Verdict.other_state``)
-FRESH_STATE_TRIES = 3
 
 
 def tolerance(settings: Settings, perf: PerfOptions | None, metric: str = "device") -> float:
@@ -90,7 +89,7 @@ def _judge(test: TestContext, record: Record, obs: Observation, allowed: float) 
     klass, key, series = record.device_class, record.key, record.series
     entry = store.lookup(klass, key, series)
     verdict = judge(obs, entry, allowed, klass)
-    others = tuple(Other(c, float(e.value)) for c, e in store.others(klass, key, series))
+    others = tuple(OtherDevice(c, float(e.value)) for c, e in store.others(klass, key, series))
     return JudgedRecord(record, verdict, others=others)
 
 
@@ -134,83 +133,12 @@ def confirm_time(
     record keeps the re-measurement either way: the verdict's ratio and CI are its (the table's
     baseline column is the value over that ratio). ``where``: where the re-measurement was taken,
     when not here."""
-    allowed = tolerance(test.settings, test.perf, metric_of(first.series, first.unit))
     entry = test.run.store.lookup(first.device_class, first.key, first.series)
     verdict = confirm(
-        first.verdict, observation(again, first.env), entry, allowed, first.device_class, where
+        first.verdict, observation(again, first.env), entry, first.device_class, where
     )
     second = judge_time(test, first.key, again, first.device_class)
     return dataclasses.replace(second, verdict=verdict), again
-
-
-def state_wait(test: TestContext, probe: Callable[[], float] | None) -> HostWait | None:
-    """The wait for the host's state of one measured callable: None without a probe (on the
-    CPU, in a rank), with ``--cudaperf-state-wait=off`` and on an update (nothing is judged)."""
-    settings = test.settings
-    if probe is None or settings.state_wait <= 0 or settings.update:
-        return None
-    return HostWait(probe, settings.state_wait)
-
-
-def host_back(
-    test: TestContext, wait: HostWait | None, record: JudgedRecord, measured: Measurement
-) -> bool:
-    """Whether to measure ``record`` again: at once, unless it awaits the host
-    (:attr:`Verdict.awaits_host`: a host-bound slowdown left undecided with the host in another
-    state than at recording) and ``wait`` can wait; then once ``wait`` saw the host back in the
-    recordings' state (a line in the test's details says how long it waited, or that the host
-    did not come back: then not at all)."""
-    verdict, now = record.verdict, measured.reference_ms
-    if wait is None or not verdict.awaits_host or verdict.host_state is None or now is None:
-        return True
-    recorded = now / verdict.host_state  # the recordings' reference, as the verdict found it
-    waited = wait.until_back(latest_reference(measured.references_ms, now), recorded)
-    test.state.details.append(record.key.label() + waited.describe(recorded))
-    return waited.back
-
-
-def confirm_fresh(
-    test: TestContext,
-    first: JudgedRecord,
-    measured: Measurement,
-    lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
-    wait: HostWait | None = None,
-) -> tuple[JudgedRecord, Measurement]:
-    """A regression (or improvement) of a measurement that a state of its process can move (the
-    CPU's, GPU code that synchronizes inside, the kernels of calls that draw their work at random:
-    :attr:`Measurement.process_dependent`) that held in this process stands only
-    if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`), on the
-    same GPU: a slow (or fast) state of one process is not the code's.
-    The fresh process measures under this process's ``lock`` (the device to itself, as any
-    measurement). Where no fresh measurement can be had, the regression stands and a line under
-    it says why. A fresh process that met the host in another state than at recording
-    (:attr:`Verdict.other_state`) is followed by another, up to :data:`FRESH_STATE_TRIES`, once
-    ``wait`` saw the host come back (:func:`host_back`)."""
-    fresh = test.run.fresh
-    judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
-    if fresh is None or not judged or not measured.process_dependent:
-        return first, measured
-    confirmed = first, measured
-    for tries in range(FRESH_STATE_TRIES):
-        with lock():
-            found = fresh.measurements(
-                test.nodeid, visible_device(measured.device), again=tries > 0
-            )
-        again = None if isinstance(found, str) else found.get((str(first.key), first.series))
-        if again is None:
-            why = found if isinstance(found, str) else "it took no such measurement"
-            label = first.key.label()
-            test.state.details.append(f"{label}not re-measured in a fresh process: {why}")
-            return confirmed
-        if again.fixed_ms is None and measured.fixed_ms is not None:
-            # the kernels' time does not move between processes: this process's timing of them
-            again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
-        confirmed = confirm_time(test, first, again, " in a fresh process")
-        if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
-            break
-        if not host_back(test, wait, *confirmed):
-            break
-    return confirmed
 
 
 def visible_device(device: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -240,9 +168,7 @@ def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
         )
     perf = test.perf
     subject = record.key.nodeid.rsplit("::", 1)[-1]
-    over = budget_failure(
-        m.median_ms, perf.max_ms if perf else None, "ms", "max_ms", m.how(), subject=subject
-    )
+    over = budget_failure(m.median_ms, perf.max_ms if perf else None, "ms", m.how(), subject)
     if over:
         state.fail(FailureKind.BUDGET, f"{label}{over}")
     if perf is not None and perf.max_recompiles is not None and m.recompiles > perf.max_recompiles:
@@ -289,7 +215,7 @@ def check_peak(
     if peak is None:
         return
     where = f"requested bytes on {peak.device}"
-    over = budget_failure(peak.peak_bytes, limit, "bytes", "max_peak", where)
+    over = budget_failure(peak.peak_bytes, limit, "bytes", where)
     if over:
         test.state.fail(FailureKind.MEMORY, f"{key.label()}{over}")
 

@@ -18,8 +18,8 @@ from pytest_cudaperf.report.github import append_github_summary, github_annotati
 from pytest_cudaperf.report.html import write_html
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.context import RunContext
-from pytest_cudaperf.series import Record, drift
-from pytest_cudaperf.store.baselines import BaselineStore, UpdateSummary
+from pytest_cudaperf.series import Record, baseline_drift
+from pytest_cudaperf.store.baselines import BaselineStore, Seen, UpdateSummary
 
 
 @dataclass
@@ -112,9 +112,9 @@ class Results:
             self.updates.append(store.update(device_class, records, removable, tolerance))
 
     def _obsolete(self, store: BaselineStore, device_class: str, root: Path) -> list[SeriesKey]:
-        produced = {r.key for r in self.updatable().get(device_class, [])}
-        seen, files = self.seen, self.seen_files
-        return store.obsolete(device_class, seen, files, self.complete, root, produced)
+        produced = frozenset(r.key for r in self.updatable().get(device_class, []))
+        seen = Seen(self.seen, self.seen_files, self.complete, produced)
+        return store.obsolete(device_class, seen, root)
 
     def find_obsolete(self, store: BaselineStore, root: Path) -> None:
         classes = {r.device_class for r in self.records()}
@@ -131,7 +131,7 @@ class Results:
             entry = store.lookup(record.device_class, record.key, record.series)
             own = record.record.tolerance
             allowed = own if own is not None else tolerance
-            found = drift(entry, allowed) if entry is not None else None
+            found = baseline_drift(entry, allowed) if entry is not None else None
             if found is not None:
                 self.drifting.append(
                     f"{record.key} {{{record.series}}}: {found.text()} "

@@ -20,15 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.report.model import FailureKind, JudgedRecord, Other
+from pytest_cudaperf.observation import Observation
+from pytest_cudaperf.report.model import FailureKind, JudgedRecord, OtherDevice
 from pytest_cudaperf.run.context import TestContext
 from pytest_cudaperf.series import Record, Recording
-from pytest_cudaperf.verdict import Kind, Observation, judge
+from pytest_cudaperf.verdict import Kind, judge
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.energy import Energy
+    from pytest_cudaperf.measure.measurement import Measurement
     from pytest_cudaperf.measure.roofline import Roofline
-    from pytest_cudaperf.measure.timing import Measurement
     from pytest_cudaperf.measure.work import Work
 
 ENERGY_SERIES = "energy:call"
@@ -214,7 +215,7 @@ def add_energy(test: TestContext, key: SeriesKey, found: Energy, device_class: s
     obs = Observation(value, noise, env=env, unit="J")
     verdict = judge(obs, entry, allowed, device_class)
     others = tuple(
-        Other(c, float(e.value)) for c, e in store.others(device_class, key, ENERGY_SERIES)
+        OtherDevice(c, float(e.value)) for c, e in store.others(device_class, key, ENERGY_SERIES)
     )
     judged = JudgedRecord(record, verdict, others=others, energy=found)
     test.state.records.append(judged)

@@ -11,9 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.series import Entry, Record, absorb, blindness
-from pytest_cudaperf.store.files import locked, remove_stale_tmp, write_atomic, write_error
+from pytest_cudaperf.store.files import locked, remove_stale_tmp, write_error
 from pytest_cudaperf.store.format import BaselineError, Entries, dumps_baseline, to_document
 from pytest_cudaperf.store.schema import parse_document, read_file
 
@@ -54,6 +55,18 @@ class UpdateSummary:
 
 def _label(key: SeriesKey, series: str) -> str:
     return f"{key} {{{series}}}"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a run saw, for :meth:`BaselineStore.obsolete`: the test ids that ran, their files,
+    whether the run was complete (no ``-k``, no crashed worker), and the keys its passing tests
+    measured on the device class asked about."""
+
+    tests: set[str]
+    files: set[str]
+    complete: bool
+    produced: frozenset[SeriesKey] = frozenset()
 
 
 class BaselineStore:
@@ -97,27 +110,19 @@ class BaselineStore:
     def keys(self, device_class: str) -> list[SeriesKey]:
         return sorted(self.entries.get(device_class, {}))
 
-    def obsolete(  # noqa: PLR0913 - what the run saw, and the root test files are under
-        self,
-        device_class: str,
-        seen: set[str],
-        seen_files: set[str],
-        complete: bool,
-        root: Path,
-        produced: set[SeriesKey] = frozenset(),  # type: ignore[assignment]
-    ) -> list[SeriesKey]:
-        """Keys whose series no longer exist: their test's file is gone; a complete run of their
-        file did not see their test id (``seen``: test ids); or their test ran, was measured and
-        passed in this run (``produced``: the keys it measured here) without measuring this one
-        (a measurement it dropped or renamed, or the extra series an earlier version stored for
-        a re-run test). A partial run never calls an entry of an unseen test obsolete."""
-        tests = {key.nodeid for key in produced}
+    def obsolete(self, device_class: str, seen: Seen, root: Path) -> list[SeriesKey]:
+        """Keys whose series no longer exist: their test's file (under ``root``) is gone; a
+        complete run of their file did not see their test id; or their test ran, was measured
+        and passed in this run (``seen.produced``) without measuring this one (a measurement it
+        dropped or renamed, or the extra series an earlier version stored for a re-run test). A
+        partial run never calls an entry of an unseen test obsolete."""
+        tests = {key.nodeid for key in seen.produced}
         return [
             key
             for key in self.keys(device_class)
             if not (root / key.file).exists()
-            or (complete and key.file in seen_files and key.nodeid not in seen)
-            or (key.nodeid in tests and key not in produced)
+            or (seen.complete and key.file in seen.files and key.nodeid not in seen.tests)
+            or (key.nodeid in tests and key not in seen.produced)
         ]
 
     def update(
@@ -174,7 +179,7 @@ class BaselineStore:
             total = sum(len(s) for s in entries.values())
             summary.unchanged = total - len(summary.added) - len(summary.changed)
             try:
-                write_atomic(path, dumps_baseline(to_document(device_class, entries)))
+                atomic.write_text(path, dumps_baseline(to_document(device_class, entries)))
             except OSError as exc:
                 raise write_error(path, exc) from None
         self.entries[device_class] = parse_document(path, json.loads(path.read_text("utf-8")))[1]

@@ -1,16 +1,15 @@
-"""The baseline folder on disk: atomic writes (temporary file, fsync, rename, the file's mode
-kept) under the folder's lock, and the folder's own ``.gitignore`` so that the lock and temporary
+"""The baseline folder on disk: atomic writes (:mod:`pytest_cudaperf.atomic`) under the folder's
+lock, and the folder's own ``.gitignore`` so that the lock and temporary
 files never show in ``git status``."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from pytest_cudaperf import atomic
 from pytest_cudaperf.locks import file_lock
 from pytest_cudaperf.store.format import BaselineError
 
@@ -40,7 +39,7 @@ def prepare_folder(folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         ignore = folder / ".gitignore"
         if not ignore.exists():
-            write_atomic(ignore, GITIGNORE)
+            atomic.write_text(ignore, GITIGNORE)
     except OSError as exc:
         raise write_error(folder, exc) from None
 
@@ -70,22 +69,3 @@ def locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         lock.__exit__(None, None, None)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a hidden ``.NAME.XXXX.tmp`` in the same folder, fsync, then rename over ``path``.
-    An existing file keeps its mode; a new one gets the umask's (``0o666 & ~umask``)."""
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, path.stat().st_mode & 0o7777)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

@@ -183,7 +183,8 @@ import dataclasses, json
 import torch
 from pytest_cudaperf.devices import probe as devices
 from pytest_cudaperf.measure.cuda import CudaBackend
-from pytest_cudaperf.measure.timing import Budget, Measurement, measure
+from pytest_cudaperf.measure.timing import Budget, measure
+from pytest_cudaperf.measure.measurement import Measurement
 
 def test_stability_fields_and_fingerprint():
     probe = devices.probe()

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf.breakdown.model import Breakdown, Entry
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.history.pages import page_name
 from pytest_cudaperf.keys import SeriesKey
@@ -229,8 +229,8 @@ def judged(nodeid: str, device_class: str, median: float, gemm: str | None) -> J
             total_us=gemm_us + 40,
             host_us=12.0,
             entries=(
-                Entry(gemm, gemm, 1, gemm_us),
-                Entry("softmax_kernel", "softmax_kernel", 1, 40),
+                Kernel(gemm, gemm, 1, gemm_us),
+                Kernel("softmax_kernel", "softmax_kernel", 1, 40),
             ),
         ).to_json()
     recording = Recording("2026-11-01", median, 0.004, 40, ci=(median * 0.99, median * 1.01))

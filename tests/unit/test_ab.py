@@ -22,7 +22,7 @@ from pytest_cudaperf.ab.paired import (
     t95,
 )
 from pytest_cudaperf.ab.result import AbResult, SideInfo, lines
-from pytest_cudaperf.ab.session import Budget, Comparison, progress
+from pytest_cudaperf.ab.session import AbBudget, AbSession, SideRuns, progress
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.cli.ab import Request, check
 from pytest_cudaperf.cli.sources import CliError
@@ -188,11 +188,11 @@ class ScriptedSides:
         return 0, ""
 
 
-def _comparison(tmp_path: Path, runner: ScriptedSides) -> Comparison:
+def _comparison(tmp_path: Path, runner: ScriptedSides) -> AbSession:
     sides = {name: Side(name, name, tmp_path, tmp_path) for name in ("base", "head")}
     result = AbResult(SideInfo("base", "base", None, "python"),
                       SideInfo("head", "head", None, "python"), 0.02)  # fmt: skip
-    return Comparison(result, sides, ["tests"], tmp_path, runner, say=lambda _: None)
+    return AbSession(result, SideRuns(sides, ["tests"], tmp_path, runner), say=lambda _: None)
 
 
 def test_a_slower_that_fresh_pairs_do_not_repeat_is_withdrawn(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_a_slower_that_fresh_pairs_do_not_repeat_is_withdrawn(tmp_path: Path) ->
         }
     )
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(Budget(pairs=3, seconds=600))
+    comparison.measure(AbBudget(pairs=3, seconds=600))
     assert [c.key.nodeid for c in comparison.result.calls(Call.SLOWER)] == ["t.py::lucky"]
     comparison.confirm()
     result = comparison.result
@@ -230,7 +230,7 @@ def test_a_slower_with_a_fresh_pair_the_other_way_is_withdrawn(tmp_path: Path) -
         {"t.py::jumpy": {"base": [1.0] * 6, "head": [1.30, 1.31, 1.29, 1.30, 1.32, 0.98]}}
     )
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(Budget(pairs=3, seconds=600))
+    comparison.measure(AbBudget(pairs=3, seconds=600))
     assert [c.key.nodeid for c in comparison.result.calls(Call.SLOWER)] == ["t.py::jumpy"]
     comparison.confirm()
     jumpy = comparison.result.compared[0]
@@ -247,7 +247,7 @@ def test_a_real_slowdown_survives_its_confirmation(tmp_path: Path) -> None:
         }
     )
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(Budget(pairs=3, seconds=600))
+    comparison.measure(AbBudget(pairs=3, seconds=600))
     comparison.confirm()
     assert [c.key.nodeid for c in comparison.result.calls(Call.SLOWER)] == ["t.py::slowed"]
     assert comparison.result.unconfirmed == []
@@ -264,7 +264,7 @@ def test_a_faster_is_confirmed_too(tmp_path: Path) -> None:
         }
     )
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(Budget(pairs=3, seconds=600))
+    comparison.measure(AbBudget(pairs=3, seconds=600))
     assert len(comparison.result.calls(Call.FASTER)) == 2
     comparison.confirm()
     assert [c.key.nodeid for c in comparison.result.calls(Call.FASTER)] == ["t.py::sped_up"]
@@ -274,7 +274,7 @@ def test_a_faster_is_confirmed_too(tmp_path: Path) -> None:
 def test_nothing_slower_runs_no_confirmation(tmp_path: Path) -> None:
     runner = ScriptedSides({"t.py::steady": {"base": [1.0] * 3, "head": [1.0] * 3}})
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(Budget(pairs=3, seconds=600))
+    comparison.measure(AbBudget(pairs=3, seconds=600))
     comparison.confirm()
     assert runner.calls == {"base": 3, "head": 3}
     assert [c.paired.call for c in comparison.result.compared] == [Call.SAME]
@@ -292,7 +292,7 @@ def test_progress_names_the_budget_in_its_own_unit(
     elapsed: float, processes: int, said: str
 ) -> None:
     """The default budget is 30 minutes: a line never reads as if it were 30 seconds."""
-    assert progress(elapsed, processes, Budget(pairs=6)) == said
+    assert progress(elapsed, processes, AbBudget(pairs=6)) == said
 
 
 def test_durations_read_in_minutes_and_hours() -> None:

@@ -144,7 +144,7 @@ def test_a_disabled_pedantic_runs_setup_and_target_once() -> None:
 def test_pedantic_with_a_setup_times_each_round_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     judged: list[tuple[SeriesKey, Any, str]] = []
     monkeypatch.setattr(
-        served.measuring,
+        served.judged,
         "region_judged",
         lambda test, key, m, klass: judged.append((key, m, klass)),
     )
@@ -185,7 +185,7 @@ def test_pedantic_with_a_setup_times_each_round_apart(monkeypatch: pytest.Monkey
 
 
 def test_pedantic_iterations_make_a_sample_per_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(served.measuring, "region_judged", lambda *args: None)
+    monkeypatch.setattr(served.judged, "region_judged", lambda *args: None)
     calls: list[int] = []
     benchmark = _fixture(measuring=True)
     benchmark.pedantic(calls.append, args=(1,), teardown=lambda n: None, rounds=2, iterations=5)

@@ -14,7 +14,7 @@ from pytest_cudaperf.breakdown import capture, html, model, naming
 from pytest_cudaperf.breakdown import diff as diffing
 from pytest_cudaperf.breakdown import explain as explaining
 from pytest_cudaperf.breakdown.capture import RawEvent
-from pytest_cudaperf.breakdown.model import Breakdown, Entry, Other
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel, Other
 
 # -- names ------------------------------------------------------------------------------------
 
@@ -126,8 +126,8 @@ def test_aggregate_per_call_sorted_and_cut_at_coverage() -> None:
     b = capture.aggregate(events, "cuda", calls=2, host_us=30.0)
     assert b.total_us == 95.0
     assert [e.name for e in b.entries] == ["big", "mid"]
-    assert b.entries[0] == Entry("big", "big", 1.0, 90.0)
-    assert b.entries[1] == Entry("mid", "mid", 0.5, 4.0)
+    assert b.entries[0] == Kernel("big", "big", 1.0, 90.0)
+    assert b.entries[1] == Kernel("mid", "mid", 0.5, 4.0)
     assert b.other == Other(count=2, launches=1.0, time_us=1.0, keys=("tiny", "tiny2"))
     assert b.other.complete
 
@@ -292,11 +292,11 @@ def sample() -> Breakdown:
         total_us=120.5,
         host_us=80.25,
         entries=(
-            Entry(SUM, "reduce_kernel<sum_functor>", 1.0, 100.0),
-            Entry("k2", "k2", 2.0, 15.0),
+            Kernel(SUM, "reduce_kernel<sum_functor>", 1.0, 100.0),
+            Kernel("k2", "k2", 2.0, 15.0),
         ),
         other=Other(3, 3.0, 5.5, ("x", "y", "z")),
-        host_ops=(Entry("aten::sum", "aten::sum", 1.0, 20.0),),
+        host_ops=(Kernel("aten::sum", "aten::sum", 1.0, 20.0),),
         graph_launches=0.0,
         notes=("a note",),
     )
@@ -356,7 +356,7 @@ def test_from_json_rejects_non_objects() -> None:
 
 
 def make(*entries: tuple[str, float, float], host: float = 50.0, **kw: Any) -> Breakdown:
-    es = tuple(Entry(n, n, launches, us) for n, launches, us in entries)
+    es = tuple(Kernel(n, n, launches, us) for n, launches, us in entries)
     return Breakdown(
         backend=kw.pop("backend", "cuda"),
         calls=5,
@@ -402,8 +402,8 @@ def test_appeared_and_vanished() -> None:
 def test_changed_gemm_pairs_as_replaced() -> None:
     base = make(("elem", 1, 5.0), (SM90, 1, 100.0))
     cur = make(("elem", 1, 5.0), (SM80, 1, 180.0))
-    base = replace(base, entries=(Entry(SM90, naming.short_name(SM90), 1, 100.0), base.entries[0]))
-    cur = replace(cur, entries=(Entry(SM80, naming.short_name(SM80), 1, 180.0), cur.entries[0]))
+    base = replace(base, entries=(Kernel(SM90, naming.short_name(SM90), 1, 100.0), base.entries[0]))
+    cur = replace(cur, entries=(Kernel(SM80, naming.short_name(SM80), 1, 180.0), cur.entries[0]))
     d = diffing.diff(base, cur)
     assert [ch.kind for ch in d.changes] == ["replaced"]
     assert d.changes[0].role == "gemm"
@@ -440,12 +440,12 @@ def test_other_bucket_names_what_left_it_even_below_the_noise_cut() -> None:
 
 
 def test_host_regression_names_the_ops_that_grew() -> None:
-    ops = (Entry("aten::add", "aten::add", 1, 10.0), Entry("aten::mul", "aten::mul", 1, 10.0))
+    ops = (Kernel("aten::add", "aten::add", 1, 10.0), Kernel("aten::mul", "aten::mul", 1, 10.0))
     base = make(("k", 1, 10.0), host=50.0, host_ops=ops)
     grown = (
-        Entry("aten::add", "aten::add", 1, 10.0),
-        Entry("aten::mul", "aten::mul", 2, 20.0),
-        Entry("aten::exp", "aten::exp", 1, 15.0),
+        Kernel("aten::add", "aten::add", 1, 10.0),
+        Kernel("aten::mul", "aten::mul", 2, 20.0),
+        Kernel("aten::exp", "aten::exp", 1, 15.0),
     )
     cur = make(("k", 1, 10.0), host=80.0, host_ops=grown)
     d = diffing.diff(base, cur)
@@ -706,8 +706,7 @@ def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> 
 
 
 def test_launches_per_call_count_the_entries_and_the_rest() -> None:
-    from pytest_cudaperf.breakdown.model import Breakdown, Other
-    from pytest_cudaperf.breakdown.model import Entry as Kernel
+    from pytest_cudaperf.breakdown.model import Breakdown, Kernel, Other
 
     found = Breakdown(
         "cuda",

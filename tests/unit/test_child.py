@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.child import (
@@ -46,12 +46,21 @@ def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
     assert env["PYTEST_CUDAPERF_ROOFLINE"] == env["PYTEST_CUDAPERF_ENERGY"] == "0"  # times only
 
 
+def test_a_list_setting_reaches_a_child_as_its_variable_reads_it(tmp_path: Path) -> None:
+    from pytest_cudaperf.settings import parse_names
+
+    assert "PYTEST_CUDAPERF_LEAK_SWEEP_UNSAFE_FIXTURES" not in settings_env(Settings(), tmp_path)
+    given = Settings(leak_sweep="fail", leak_sweep_unsafe_fixtures=("db", "server"))
+    env = settings_env(given, tmp_path)
+    assert parse_names(env["PYTEST_CUDAPERF_LEAK_SWEEP_UNSAFE_FIXTURES"]) == ("db", "server")
+    assert env["PYTEST_CUDAPERF_LEAK_SWEEP"] == "off"  # a child re-measures times only
+
+
 def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
     args = item_args(
         "tests/test_x.py::TestA::test_b[1-x]",
         tmp_path / "tests/test_x.py",
-        tmp_path,
-        tmp_path / "pytest.ini",
+        (tmp_path, tmp_path / "pytest.ini"),
         tmp_path / "tmp",
     )
     assert args[0] == f"{tmp_path}/tests/test_x.py::TestA::test_b[1-x]"
@@ -60,7 +69,9 @@ def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
     assert args[args.index("-c") + 1] == str(tmp_path / "pytest.ini")
     assert args[args.index("--basetemp") + 1] == str(tmp_path / "tmp")
     assert f"--junitxml={tmp_path}/tmp-junit.xml" in args  # not the suite's addopts' file
-    assert "--tb=line" in item_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path, "line")
+    assert "--tb=line" in item_args(
+        "t.py::f", tmp_path / "t.py", (tmp_path, None), tmp_path, "line"
+    )
 
 
 def test_passed_args_keep_the_parents_options_but_paths_and_its_own_outputs() -> None:

@@ -472,10 +472,10 @@ def test_compare_prints_the_breakdown_diff_of_a_flagged_series(
 ) -> None:
     from dataclasses import replace
 
-    from pytest_cudaperf.breakdown.model import Breakdown, Entry
+    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 
     def kernels(*entries: tuple[str, float, float]) -> dict[str, object]:
-        found = tuple(Entry(name, name, launches, us) for name, launches, us in entries)
+        found = tuple(Kernel(name, name, launches, us) for name, launches, us in entries)
         total = sum(e.time_us for e in found)
         return Breakdown("cuda", 5, total, total, found).to_json()
 

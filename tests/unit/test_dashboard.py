@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf.breakdown.model import Breakdown, Entry
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.cli.dashboard import progress_printer
 from pytest_cudaperf.history import dashboard
@@ -37,7 +37,10 @@ def breakdown(gemm: str, gemm_us: float) -> dict[str, Any]:
         calls=10,
         total_us=gemm_us + 40.0,
         host_us=12.0,
-        entries=(Entry(gemm, gemm, 1.0, gemm_us), Entry("softmax_kernel", "softmax_kernel", 1, 40)),
+        entries=(
+            Kernel(gemm, gemm, 1.0, gemm_us),
+            Kernel("softmax_kernel", "softmax_kernel", 1, 40),
+        ),
     ).to_json()
 
 
@@ -288,7 +291,7 @@ def test_a_build_stopped_half_way_leaves_a_folder_the_next_build_takes(
     history_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "site"
-    real = dashboard._write
+    real = dashboard.atomic.write_text
     written: list[Path] = []
 
     def full_disk_at_the_third(path: Path, text: str) -> None:
@@ -297,7 +300,7 @@ def test_a_build_stopped_half_way_leaves_a_folder_the_next_build_takes(
         written.append(path)
         real(path, text)
 
-    monkeypatch.setattr(dashboard, "_write", full_disk_at_the_third)
+    monkeypatch.setattr(dashboard.atomic, "write_text", full_disk_at_the_third)
     with open_store(history_db) as store, pytest.raises(DashboardError) as raised:
         build(store, out, "h.sqlite")
     assert str(raised.value) == (

@@ -29,7 +29,7 @@ from pytest_cudaperf.distributed.result import Collective, PhaseReport, RankResu
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import DistributedOptions, MarkerError, Marks, PerfOptions, parse
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.rank_env import RankEnv
 from pytest_cudaperf.report.model import (
     Bandwidth,
@@ -82,7 +82,7 @@ def test_process_group_timeout_is_below_the_tests() -> None:
 
 
 def test_each_rank_gets_its_own_base_temporary_directory(tmp_path: Path) -> None:
-    args = item_args("t.py::f", tmp_path / "t.py", tmp_path, None, tmp_path / "tmp")
+    args = item_args("t.py::f", tmp_path / "t.py", (tmp_path, None), tmp_path / "tmp")
     ranks = [rank_args(args, r) for r in range(2)]
     at = args.index("--basetemp") + 1
     assert [r[at] for r in ranks] == [f"{tmp_path}/tmp-rank0", f"{tmp_path}/tmp-rank1"]

@@ -32,7 +32,7 @@ from pytest_cudaperf.history.store import (
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run import judging

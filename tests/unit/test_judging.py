@@ -4,13 +4,14 @@ import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks, PerfOptions
-from pytest_cudaperf.measure.timing import Measurement
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.github import github_annotations, github_summary
 from pytest_cudaperf.report.html import render_html
@@ -19,7 +20,7 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import render_table, summary_line, table_rows
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
-from pytest_cudaperf.run.measuring import Profiled, budget_for
+from pytest_cudaperf.run.judged import JudgedMeasurement, Target, budget_for
 from pytest_cudaperf.run.results import Results
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
@@ -54,6 +55,28 @@ def judged(test: TestContext, median: float, device_class: str = "GPU X") -> Non
     """Measure-and-record as cuda_timer does, for a test called t.py::a."""
     m = measured(median)
     judging.add_time(test, judging.judge_time(test, A, m, device_class), m)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scripted(Target):
+    """A target whose measurements ``run_once`` makes (per budget), with no backend."""
+
+    run_once: Callable[[Any], Measurement] | None = None
+
+    def measure(self, budget: Any) -> Measurement:
+        assert self.run_once is not None
+        return self.run_once(budget)
+
+
+def path(
+    test: TestContext,
+    run_once: Callable[[Any], Measurement] | None = None,
+    probe: Callable[[], float] | None = None,
+) -> JudgedMeasurement:
+    """The judged measurement of t.py::a on GPU X, measured by ``run_once`` (its kernels never
+    profiled), with the host's state ``probe``."""
+    target = Scripted(lambda: None, "cuda:0", profiled=False, probe=probe, run_once=run_once)
+    return JudgedMeasurement(test, A, target, "GPU X")
 
 
 def test_record_keys_follow_one_scheme() -> None:
@@ -280,10 +303,10 @@ def test_html_report_shows_the_breakdown_side_by_side(tmp_path: Path) -> None:
     of the run (the test process sends the breakdowns, not HTML)."""
     import dataclasses
 
-    from pytest_cudaperf.breakdown.model import Breakdown, Entry
+    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 
     def kernels(*found: tuple[str, float]) -> Breakdown:
-        entries = tuple(Entry(name, name, 1.0, us) for name, us in found)
+        entries = tuple(Kernel(name, name, 1.0, us) for name, us in found)
         return Breakdown("cuda", 5, sum(us for _, us in found), 1.0, entries)
 
     test = new_test(run_context(tmp_path))
@@ -438,7 +461,7 @@ def test_a_host_bound_regression_is_confirmed_in_a_fresh_process_on_the_same_gpu
     slow = host_bound(6.0)
     found = judging.judge_time(test, A, slow, "GPU X")
     assert found.verdict.kind is Kind.REGRESSION
-    record, _ = judging.confirm_fresh(test, found, slow)
+    record, _ = path(test).confirm_fresh(found, slow)
     assert record.verdict.kind is kind
     # the worker measured on cuda:1, the second visible GPU: the fresh process sees only it
     assert fresh.asked == [("t.py::a", {"CUDA_VISIBLE_DEVICES": "5"})]
@@ -466,7 +489,7 @@ def test_a_fresh_process_in_another_host_state_is_followed_by_another(
     slow = host_bound(6.0, ms=3.0)
     found = judging.judge_time(test, A, slow, "GPU X")
     assert found.verdict.kind is Kind.REGRESSION
-    record, _ = judging.confirm_fresh(test, found, slow)
+    record, _ = path(test).confirm_fresh(found, slow)
     assert fresh.again == asked
     assert record.verdict.kind is kind
     assert "in a fresh process" in record.verdict.message
@@ -479,14 +502,11 @@ def test_a_confirmation_in_another_host_state_is_measured_again(tmp_path: Path) 
     """The re-measurement that confirms a host-bound regression met the host's slow state
     (the launch reference 2x slower): it is taken again, not counted against the regression."""
     from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import measuring
 
     run = recorded_at_four_loops(tmp_path)
     taken = iter([3.0, 6.0, 3.0])  # ms per call: the recordings' state, the slow one, back
     test = new_test(run)
-    measuring.measure_judged(
-        test, A, lambda budget: host_bound(6.0, ms=next(taken)), Budget(), "GPU X"
-    )
+    path(test, lambda budget: host_bound(6.0, ms=next(taken))).run(Budget())
     (record,) = test.state.records
     assert record.verdict.kind is Kind.REGRESSION
     assert next(taken, None) is None  # three measurements: measured, the slow state, again
@@ -512,7 +532,7 @@ def test_a_change_read_in_the_other_host_state_waits_for_the_host(
     """6 loops against 4 with the launch reference 2x slower than at recording: held back for
     the host's state, then measured again only once the probe says the host is back."""
     from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import hoststate, measuring
+    from pytest_cudaperf.run import hoststate
 
     monkeypatch.setattr(hoststate, "POLL_S", 0.001)
     run = recorded_at_four_loops(tmp_path, state_wait=0.05)
@@ -531,7 +551,7 @@ def test_a_change_read_in_the_other_host_state_waits_for_the_host(
         return probed[-1]
 
     test = new_test(run)
-    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
+    path(test, run_once, probe).run(Budget())
     (record,) = test.state.records
     assert record.verdict.kind is kind
     assert len(measurements) == taken
@@ -552,7 +572,8 @@ def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wa
     import itertools
 
     from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import hoststate, measuring
+    from pytest_cudaperf.run import hoststate
+    from pytest_cudaperf.run import judged as judged_path
 
     monkeypatch.setattr(hoststate, "POLL_S", 0.001)
     run = recorded_at_four_loops(tmp_path, state_wait=5.0)
@@ -565,12 +586,10 @@ def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wa
 
     readings = itertools.cycle([0.2, 0.1])  # each wait: scaled to 1 ms, then 0.5 ms: back
     test = new_test(run)
-    measuring.measure_judged(
-        test, A, run_once, Budget(), "GPU X", state_probe=lambda: next(readings)
-    )
+    path(test, run_once, lambda: next(readings)).run(Budget())
     (record,) = test.state.records
     assert record.verdict.kind is Kind.REGRESSION
-    assert len(budgets) == 7 > measuring.REMEASURE + 2  # and the confirmation
+    assert len(budgets) == 7 > judged_path.REMEASURE + 2  # and the confirmation
     assert set(budgets) == {Budget().max_time}
     assert len([d for d in test.state.details if "host-bound: waited" in d]) == 5
 
@@ -583,7 +602,7 @@ def test_the_wait_starts_from_the_state_the_measurement_ended_in(
     steady readings say the host is back (scaled to the whole measurement's reference they would
     say 2x slow for as long as the wait lasts)."""
     from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import hoststate, measuring
+    from pytest_cudaperf.run import hoststate
 
     monkeypatch.setattr(hoststate, "POLL_S", 0.001)
     run = recorded_at_four_loops(tmp_path, state_wait=0.05)
@@ -595,7 +614,7 @@ def test_the_wait_starts_from_the_state_the_measurement_ended_in(
         return dataclasses.replace(measured, references_ms=ended)
 
     test = new_test(run)
-    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=lambda: 0.3)
+    path(test, run_once, lambda: 0.3).run(Budget())
     (record,) = test.state.records
     assert record.verdict.kind is Kind.REGRESSION
     (line,) = [d for d in test.state.details if "host-bound: waited" in d]
@@ -608,7 +627,7 @@ def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
     """+15% with the launch reference 2x faster than at recording: INCONCLUSIVE (the host's
     speed is noise), measured again once the host runs as at recording, where +50% fails."""
     from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import hoststate, measuring
+    from pytest_cudaperf.run import hoststate
 
     monkeypatch.setattr(hoststate, "POLL_S", 0.001)
     run = recorded_at_four_loops(tmp_path, state_wait=0.05)
@@ -624,9 +643,7 @@ def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
     readings = iter([0.1, 0.1, 0.2])  # scaled to 0.25 ms, 0.25 ms, 0.5 ms: back
 
     test = new_test(run)
-    measuring.measure_judged(
-        test, A, run_once, Budget(), "GPU X", state_probe=lambda: next(readings)
-    )
+    path(test, run_once, lambda: next(readings)).run(Budget())
     (record,) = test.state.records
     assert record.verdict.kind is Kind.REGRESSION
     assert taken == 3
@@ -656,7 +673,7 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     budget each time where the first verdict was INCONCLUSIVE) without reading the probe: the
     state wait's deadline bounds only re-measurements that wait."""
     from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import measuring
+    from pytest_cudaperf.run import judged as judged_path
 
     run = recorded_at_four_loops(tmp_path, **settings)
     budgets: list[Budget] = []
@@ -670,12 +687,12 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
         raise AssertionError("the probe is not read")
 
     test = new_test(run)
-    measuring.measure_judged(test, A, run_once, Budget(), "GPU X", state_probe=probe)
+    path(test, run_once, probe).run(Budget())
     (record,) = test.state.records
     assert record.verdict.other_state
     assert record.verdict.kind is Kind.INCONCLUSIVE
     assert len(budgets) == taken
-    assert measuring.REMEASURE == 2
+    assert judged_path.REMEASURE == 2
     assert not [d for d in test.state.details if "host-bound: waited" in d]
 
 
@@ -693,8 +710,7 @@ def test_a_fresh_process_follows_another_only_once_the_host_is_back(
     slow = host_bound(6.0, ms=3.0)
     found = judging.judge_time(test, A, slow, "GPU X")
     assert found.verdict.kind is Kind.REGRESSION
-    wait = judging.state_wait(test, lambda: 0.1)
-    record, _ = judging.confirm_fresh(test, found, slow, wait=wait)
+    record, _ = path(test, probe=lambda: 0.1).confirm_fresh(found, slow)
     assert fresh.again == [False]
     assert record.verdict.kind is Kind.INCONCLUSIVE
     assert any("in vain" in d for d in test.state.details)
@@ -715,7 +731,7 @@ def test_device_time_behind_the_blocker_is_not_confirmed_in_a_fresh_process(
         metric="device", cache="cold", device="cuda:0", blocking="spin",
     )  # fmt: skip
     found = judging.judge_time(test, A, slow, "GPU X")
-    record, _ = judging.confirm_fresh(test, found, slow)
+    record, _ = path(test).confirm_fresh(found, slow)
     assert record.verdict.kind is Kind.REGRESSION
     assert fresh.asked == []
 
@@ -739,7 +755,7 @@ def test_a_fresh_process_is_shown_the_gpu_this_one_measured_on(
 def test_a_host_bound_failure_says_what_the_kernels_did(tmp_path: Path) -> None:
     import dataclasses
 
-    from pytest_cudaperf.run.measuring import _with_kernels
+    from pytest_cudaperf.run.judged import _with_kernels
     from pytest_cudaperf.series import metric_of
     from pytest_cudaperf.verdict import Verdict
 
@@ -849,7 +865,7 @@ def test_drift_is_checked_at_the_tolerance_each_record_was_judged_at(
 
 def profiled_kernels(
     monkeypatch: pytest.MonkeyPatch, times: Callable[[int], list[float]]
-) -> tuple[list[tuple[int, bool]], Profiled]:
+) -> tuple[list[tuple[int, bool]], Target]:
     """The profiler's kernel times replaced by ``times(calls)``: the passes asked for, as
     (calls, exact), and a profiled callable to judge."""
     from pytest_cudaperf.breakdown import capture
@@ -861,7 +877,7 @@ def profiled_kernels(
         return times(calls)
 
     monkeypatch.setattr(capture, "kernel_times", kernel_times)
-    return passes, Profiled(lambda: None, "cuda:0")
+    return passes, Target(lambda: None, "cuda:0")
 
 
 def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_passes(
@@ -869,7 +885,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
 ) -> None:
     """An auto-augment policy: each call draws other ops (0.05-0.35 ms of kernels), the same
     ones in every pass; a second pass makes the median as precise as the passes agree."""
-    from pytest_cudaperf.run import measuring
+    from pytest_cudaperf.run import judged as judged_path
 
     drawn = [0.05, 0.35, 0.12, 0.30, 0.08, 0.20, 0.25, 0.10, 0.15, 0.33]
     slower = {"by": 1.0}
@@ -878,7 +894,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     )
     run = run_context(tmp_path)
     first = new_test(run)
-    found = measuring.kernels_judged(first, A, profiled, "GPU X")
+    found = JudgedMeasurement(first, A, profiled, "GPU X").kernels()
     assert found is not None
     record, m = found
     assert passes == [(10, False), (10, True)]  # the second pass: the same ten calls
@@ -888,14 +904,14 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     judging.add_time(first, record, m)
     run.store.update("GPU X", stored(first))
     slower["by"] = 1.10  # every drawn op 10% slower
-    found = measuring.kernels_judged(new_test(run), A, profiled, "GPU X")
+    found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
     assert found is not None
     assert found[0].verdict.kind is Kind.REGRESSION  # at +10%, within a 5% tolerance's reach
     # such calls are confirmed in a fresh process too: there they drew their usual work
-    unchanged = measuring.kernels_of_passes(drawn, list(drawn), "cuda:0")
+    unchanged = judged_path.kernels_of_passes(drawn, list(drawn), "cuda:0")
     fresh = FreshStub(lambda: unchanged)
     run.fresh = fresh  # type: ignore[assignment]
-    found = measuring.kernels_judged(new_test(run), A, profiled, "GPU X")
+    found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
     assert found is not None
     assert len(fresh.asked) == 1
     assert found[0].verdict.kind is Kind.INCONCLUSIVE
@@ -905,7 +921,6 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
 def test_kernels_that_agree_call_to_call_are_profiled_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_cudaperf.run import measuring
 
     slower = {"by": 1.0}
     passes, profiled = profiled_kernels(
@@ -913,7 +928,7 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     )
     run = run_context(tmp_path)
     first = new_test(run)
-    found = measuring.kernels_judged(first, A, profiled, "GPU X")
+    found = JudgedMeasurement(first, A, profiled, "GPU X").kernels()
     assert found is not None
     assert passes == [(10, False)]
     assert (found[1].n, found[1].seeded_passes) == (10, 1)
@@ -923,7 +938,36 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     slower["by"] = 1.2
     fresh = FreshStub(lambda: None)
     run.fresh = fresh  # type: ignore[assignment]
-    found = measuring.kernels_judged(new_test(run), A, profiled, "GPU X")
+    found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
     assert found is not None
     assert found[0].verdict.kind is Kind.REGRESSION
     assert fresh.asked == []
+
+
+def test_a_target_measures_on_its_backend_under_its_lock(tmp_path: Path) -> None:
+    """The fixture's target: its backend reset and its lock held for each measurement; the
+    path records what it measured, NEW without a baseline."""
+    import contextlib
+
+    from pytest_cudaperf.measure.cpu import CpuBackend
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run.judged import Backends
+
+    held: list[str] = []
+
+    @contextlib.contextmanager
+    def lock() -> Any:
+        held.append("locked")
+        yield
+
+    backend = CpuBackend(environ={})
+    backends = Backends(None, backend)
+    assert backends.get("cold") is backends.get("hot") is backend  # off CUDA: the one given
+    target = Target(lambda: sum(range(100)), "cpu", lock, backends, profiled=False)
+    test = new_test(run_context(tmp_path))
+    m = JudgedMeasurement(test, A, target, "CPU X").run(Budget(warmup=0.0, max_time=0.02))
+    assert held == ["locked"]
+    assert m.metric == "wall"
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.NEW
+    assert record.measurement == m

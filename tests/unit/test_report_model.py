@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.breakdown.model import Breakdown
-from pytest_cudaperf.breakdown.model import Entry as Kernel
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.ceilings import Peaks, datasheet
+from pytest_cudaperf.measure.comparison import Comparison
 from pytest_cudaperf.measure.energy import Energy, Resolution
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.measure.roofline import Roofline
-from pytest_cudaperf.measure.timing import Comparison, Measurement
 from pytest_cudaperf.measure.work import Work
 from pytest_cudaperf.memory.protocol import PeakResult
 from pytest_cudaperf.report.document import Report, dumps, merge_reports, read_report
@@ -24,7 +24,7 @@ from pytest_cudaperf.report.model import (
     FailureKind,
     JudgedRecord,
     LeakOutcome,
-    Other,
+    OtherDevice,
     TestOutcome,
     record_from_json,
     record_to_json,
@@ -54,7 +54,7 @@ def full_outcome() -> TestOutcome:
         record=_record(),
         verdict=Verdict(Kind.REGRESSION, 1.25, (1.2, 1.3), 0.05, "slower", 0.05, ("ecc on → off",)),
         measurement=measured,
-        others=(Other("GPU Y", 2.0),),
+        others=(OtherDevice("GPU Y", 2.0),),
         explanation=("+1.0 µs  gemm: a -> b",),
         compared=(_breakdown(("gemm", 9.0)), _breakdown(("gemm", 10.0))),
         rank=1,

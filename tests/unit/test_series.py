@@ -128,23 +128,23 @@ def test_a_call_whose_loops_barely_move_with_the_host_keeps_its_spread() -> None
     assert unmoved[1] < 0.128
     fastest = evidence.medians_of(recordings, "host")[0]
     assert 3.0 < fastest < 3.1
-    assert series.at_reference(3.1, 3.0, 0.128, 0.08, 0.10, None) == pytest.approx(3.0)
+    assert series.at_reference(3.1, 3.0, 0.128, (0.08, 0.10), None) == pytest.approx(3.0)
 
 
 def test_a_recording_is_moved_by_the_kernels_its_series_waits_for_for_certain() -> None:
     """With 0.3–0.4 ms of a call unmoved by the host for certain, a recording whose reference
     ran at 0.08 ms against the recordings' 0.10 ms reads at least 0.3 × 2.5 = 0.75 loop more:
     taken off even past the median, the rest (up to 0.25 loop) only as far as the median."""
-    assert series.at_reference(5.0, 4.0, 0.5, 0.08, 0.10, (0.3, 0.4)) == pytest.approx(4.0)
-    assert series.at_reference(4.5, 4.0, 0.5, 0.08, 0.10, (0.3, 0.4)) == pytest.approx(3.75)
+    assert series.at_reference(5.0, 4.0, 0.5, (0.08, 0.10), (0.3, 0.4)) == pytest.approx(4.0)
+    assert series.at_reference(4.5, 4.0, 0.5, (0.08, 0.10), (0.3, 0.4)) == pytest.approx(3.75)
     # a slower reference: the kernels weigh less, at least 0.3 × 3.33 loop is added back
-    slow = series.at_reference(2.5, 4.0, 0.5, 0.15, 0.10, (0.3, 0.4))
+    slow = series.at_reference(2.5, 4.0, 0.5, (0.15, 0.10), (0.3, 0.4))
     assert slow == pytest.approx(2.5 + 0.4 * (1 / 0.10 - 1 / 0.15))
     # all of the kernels bounded by what the call has
-    assert series.at_reference(4.5, 4.0, 0.2, 0.08, 0.10, (0.3, 0.4)) == pytest.approx(4.0)
+    assert series.at_reference(4.5, 4.0, 0.2, (0.08, 0.10), (0.3, 0.4)) == pytest.approx(4.0)
     # nothing to move without the kernels' time or a reference
-    assert series.at_reference(4.5, 4.0, None, 0.08, 0.10, (0.3, 0.4)) == 4.5
-    assert series.at_reference(4.5, 4.0, 0.5, None, 0.10, (0.3, 0.4)) == 4.5
+    assert series.at_reference(4.5, 4.0, None, (0.08, 0.10), (0.3, 0.4)) == 4.5
+    assert series.at_reference(4.5, 4.0, 0.5, (None, 0.10), (0.3, 0.4)) == 4.5
 
 
 def states(*points: tuple[float, float]) -> list[Recording]:
@@ -247,12 +247,12 @@ def test_change_point_ignores_nan_recordings() -> None:
 
 def test_drift_step_by_step() -> None:
     climbing = entry(1.0, 1.03, 1.06, 1.09)
-    found = evidence.drift(climbing, 0.05)
+    found = evidence.baseline_drift(climbing, 0.05)
     assert found is not None
     assert found.change == pytest.approx(0.09)
     assert found.first_date == "2026-11-01"
     assert found.text() == "drifting +9.0% since 2026-11-01"
-    falling = evidence.drift(entry(1.0, 0.97, 0.94, 0.91), 0.05)
+    falling = evidence.baseline_drift(entry(1.0, 0.97, 0.94, 0.91), 0.05)
     assert falling is not None
     assert falling.text().startswith("drifting −9.0%")
 
@@ -267,7 +267,7 @@ def test_drift_step_by_step() -> None:
     ],
 )
 def test_no_drift(medians: tuple[float, ...]) -> None:
-    assert evidence.drift(entry(*medians), 0.05) is None
+    assert evidence.baseline_drift(entry(*medians), 0.05) is None
 
 
 def test_a_series_too_noisy_to_fail_says_why_and_what_it_hides() -> None:

@@ -66,7 +66,7 @@ def test_quantiles_interpolate_like_numpy() -> None:
 
 
 def test_relative_iqr_and_halfwidth_are_one_rule_for_summaries_and_measurements() -> None:
-    from pytest_cudaperf.measure.timing import Measurement
+    from pytest_cudaperf.measure.measurement import Measurement
 
     samples = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0]
     summary = stats.summarize(samples)

@@ -15,7 +15,7 @@ import pytest
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.model import record_from_json, record_to_json
 from pytest_cudaperf.series import MAX_RECORDINGS, Entry, Record, Recording, entry_of
-from pytest_cudaperf.store.baselines import BaselineStore, slug
+from pytest_cudaperf.store.baselines import BaselineStore, Seen, slug
 from pytest_cudaperf.store.files import GITIGNORE
 from pytest_cudaperf.store.format import (
     BaselineError,
@@ -172,12 +172,12 @@ def test_obsolete_only_from_complete_runs(tmp_path: Path) -> None:
     )
     (tmp_path / "u.py").write_text("")
     seen = {"t.py::a"}
-    assert store.obsolete("CPU X", seen, {"t.py"}, True, tmp_path) == [
+    assert store.obsolete("CPU X", Seen(seen, {"t.py"}, True), tmp_path) == [
         K("deleted.py::x"),
         K("t.py::gone"),
     ]
     # a partial run (-k, a crashed worker) never calls a test it did not see obsolete
-    assert store.obsolete("CPU X", seen, {"t.py"}, False, tmp_path) == [K("deleted.py::x")]
+    assert store.obsolete("CPU X", Seen(seen, {"t.py"}, False), tmp_path) == [K("deleted.py::x")]
     summary = store.update("CPU X", [], prune=[K("deleted.py::x")])
     assert summary.pruned == ["deleted.py::x"]
 
@@ -193,7 +193,7 @@ def test_a_hash_in_a_test_id_is_never_obsolete_right_after_it_ran(tmp_path: Path
     ]
     store.update("CPU X", ran)
     seen = {"t.py::test_ids[c#d]", "t.py::test_ids[plain]"}
-    obsolete = store.obsolete("CPU X", seen, {"t.py"}, True, tmp_path)
+    obsolete = store.obsolete("CPU X", Seen(seen, {"t.py"}, True), tmp_path)
     assert obsolete == []
     summary = store.update("CPU X", ran, prune=obsolete)
     assert summary.pruned == []
@@ -501,7 +501,7 @@ def test_a_failing_write_is_one_baseline_error(
     def refuse(path: Path, text: str) -> None:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(baselines, "write_atomic", refuse)
+    monkeypatch.setattr(baselines.atomic, "write_text", refuse)
     with pytest.raises(BaselineError) as excinfo:
         store.update("CPU X", [record("t.py::a", 2.0)])
     assert str(excinfo.value) == (

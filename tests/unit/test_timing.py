@@ -6,15 +6,15 @@ import time
 
 import pytest
 
+from pytest_cudaperf.measure.comparison import compare
 from pytest_cudaperf.measure.cpu import CpuBackend
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.measure.timing import (
     MAX_COMPILE_WARMUP_BATCHES,
     AdaptiveResult,
     Budget,
-    Measurement,
     Sampled,
     budget_spent,
-    compare,
     measure,
     over_references,
     run_adaptive,
@@ -186,8 +186,7 @@ def test_instability_sm_clock_and_recompiles_round_trip() -> None:
 def test_compare_finds_the_faster_callable() -> None:
     comparison = compare(
         CpuBackend(),
-        lambda: time.sleep(0.001),
-        lambda: time.sleep(0.003),
+        (lambda: time.sleep(0.001), lambda: time.sleep(0.003)),
         Budget(warmup=0.0, max_time=0.3, precision=0.02),
     )
     assert 2.0 < comparison.speedup < 3.5
@@ -334,7 +333,7 @@ def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(cuda_timing, "_synchronizes", dry_run)
     backend = cuda_timing.CudaBackend.__new__(cuda_timing.CudaBackend)  # no CUDA here
-    backend._torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []  # type: ignore[assignment]
+    backend.torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []  # type: ignore[assignment]
     backend.warnings = []
 
     def first() -> None:
@@ -442,19 +441,19 @@ def test_the_launch_reference_and_its_wake_add_tiny_tensors_on_the_device_and_wa
 ) -> None:
     import torch
 
-    from pytest_cudaperf.measure import cuda
+    from pytest_cudaperf.measure import hostbound
 
     waited: list[object] = []
     monkeypatch.setattr(torch.cuda, "synchronize", waited.append)  # no GPU here: the CPU stands in
-    out = getattr(cuda, name)(torch, torch.device("cpu"))()
+    out = getattr(hostbound, name)(torch, torch.device("cpu"))()
     assert torch.equal(out, torch.full((4,), 1.0 + adds))
     assert waited == [torch.device("cpu")]
     if name == "launch_reference":
-        assert adds == cuda.LAUNCH_CALLS
+        assert adds == hostbound.LAUNCH_CALLS
 
 
 def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() -> None:
-    from pytest_cudaperf.measure.cuda import HostSampler
+    from pytest_cudaperf.measure.hostbound import HostSampler
 
     events: list[str] = []
     ticks = iter(range(0, 10**9, 1_000_000))
@@ -467,16 +466,16 @@ def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() 
         lambda: events.append("call"),
         lambda: events.append("sync"),
         reference=lambda: events.append("reference"),
-        clock=clock,
         wake=lambda: events.append("wake"),
     )
+    sampler.clock = clock
     sampler.batch()
     assert events[:7] == ["wake", "clock", "reference", "clock", "call", "sync", "clock"]
     assert events.count("wake") == events.count("reference") == 4
 
 
 def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
-    from pytest_cudaperf.measure.cuda import HostSampler
+    from pytest_cudaperf.measure.hostbound import HostSampler
 
     calls: list[str] = []
     # per sample three readings: before the loop, between loop and call, after the sync
@@ -485,8 +484,8 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
         lambda: calls.append("call"),
         lambda: calls.append("sync"),
         reference=lambda: calls.append("loop"),
-        clock=clock,
     )
+    sampler.clock = clock
     assert sampler.batch() == pytest.approx([2.0] * 4)
     assert calls[:3] == ["loop", "call", "sync"]
     assert sampler.references == pytest.approx([0.5] * 4)
@@ -494,16 +493,12 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
 
 
 def test_the_host_sampler_sizes_its_first_batch_by_one_calls_time() -> None:
-    from pytest_cudaperf.measure.cuda import HostSampler, host_batch_size
+    from pytest_cudaperf.measure.hostbound import HostSampler, host_batch_size
 
     def sampler(first_ms: float) -> HostSampler:
-        return HostSampler(
-            lambda: None,
-            lambda: None,
-            reference=lambda: None,
-            clock=Ticks([0, 0, 1_000_000]),
-            first_ms=first_ms,
-        )
+        made = HostSampler(lambda: None, lambda: None, reference=lambda: None, first_ms=first_ms)
+        made.clock = Ticks([0, 0, 1_000_000])
+        return made
 
     assert len(sampler(0.0).batch()) == 4  # not known: four calls
     assert len(sampler(3.0).batch()) == 4  # short calls: four, not the 6 that fill 20 ms

@@ -8,8 +8,9 @@ import types
 import pytest
 
 from pytest_cudaperf.measure.tracing import active_tracer
+from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.series import Recording, entry_of
-from pytest_cudaperf.verdict import Kind, Observation, judge
+from pytest_cudaperf.verdict import Kind, judge
 
 NO_TOOLS = types.SimpleNamespace(get_tool=lambda tool: None)
 

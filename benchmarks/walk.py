@@ -1,0 +1,210 @@
+"""The walk of one measurement: which package modules one ``cuda_timer(fn)`` enters, in order,
+and how often it enters again a module it entered before.
+
+The test's context is built as the plugin builds it (a run context over an empty baseline
+folder, the device opened as ``cuda_device`` opens it), a first measurement is recorded as the
+baseline, and the second, judged against it, runs under ``sys.setprofile``. A module is
+*entered* when a function of it starts (or a generator of it resumes) while none of its frames
+is on the stack, *re-entered* when that happens again after it was left, and *called back* when
+a function of it starts from another module while one of its own frames is still below (a
+callback); the first entry comes from this script, the test body. pytest's own hooks do not run
+here, so none of their entries is counted. The walk's profile function is hidden from the
+measurement (which would otherwise label itself traced and skip its verdict), so the walk is
+that of a measurement judged as any other.
+
+    python benchmarks/walk.py                  # CPU: a second or two
+    python benchmarks/walk.py --device cuda    # the CUDA backend, on a GPU
+    python benchmarks/walk.py --calls          # and each entry: caller -> callee function
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pytest_cudaperf.fixtures.device import open_device  # noqa: E402
+from pytest_cudaperf.fixtures.timer import Timer  # noqa: E402
+from pytest_cudaperf.locks import LockRegistry  # noqa: E402
+from pytest_cudaperf.markers import Marks, PerfOptions  # noqa: E402
+from pytest_cudaperf.measure import timing  # noqa: E402
+from pytest_cudaperf.run.context import ItemState, RunContext, TestContext  # noqa: E402
+from pytest_cudaperf.settings import Settings  # noqa: E402
+from pytest_cudaperf.store.baselines import BaselineStore  # noqa: E402
+
+PACKAGE = ROOT / "pytest_cudaperf"
+NODEID = "walk.py::test_walk"
+
+
+def module_of(frame: FrameType) -> str | None:
+    """``run/judged`` for a frame of ``pytest_cudaperf/run/judged.py``; None outside the
+    package."""
+    path = Path(frame.f_code.co_filename)
+    try:
+        relative = path.resolve().relative_to(PACKAGE)
+    except ValueError:
+        return None
+    name = relative.with_suffix("").as_posix()
+    return name.removesuffix("/__init__") if name != "__init__" else "pytest_cudaperf"
+
+
+class Walk:
+    """The visits of package modules while it is installed as the profile function. A module is
+    *entered* when a frame of it starts (or resumes) while none of its frames is on the stack,
+    and *left* when its last frame there returns; it is *called back* when a frame of it starts
+    from another module's while one of its own is still below on the stack. A visit *hands
+    on* when the module calls into another package module before it is left: the walk proper;
+    a visit that does not is a look-up (a property, a helper's arithmetic)."""
+
+    def __init__(self) -> None:
+        #: (module entered, what called it: ``module.function``, or "the test")
+        self.entries: list[tuple[str, str]] = []
+        #: (module called back, by ``module.function``)
+        self.callbacks: list[tuple[str, str]] = []
+        #: the entries whose visit handed on (indexes into :attr:`entries`)
+        self.handing_on: set[int] = set()
+        self._depth: Counter[str] = Counter()
+        self._visit: dict[str, int] = {}
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event not in ("call", "return"):
+            return
+        module = module_of(frame)
+        if module is None:
+            return
+        if event == "return":
+            self._depth[module] -= 1
+            return
+        self._depth[module] += 1
+        below, caller = frame.f_back, None
+        while below is not None and caller is None:
+            caller = module_of(below)
+            if caller is None:
+                below = below.f_back
+        origin = f"{caller}.{below.f_code.co_name}" if below is not None else "the test"
+        if caller is not None and caller != module and caller in self._visit:
+            self.handing_on.add(self._visit[caller])
+        if self._depth[module] == 1:
+            self._visit[module] = len(self.entries)
+            self.entries.append((module, f"{origin} -> {frame.f_code.co_name}"))
+        elif caller != module:
+            self.callbacks.append((module, f"{origin} -> {frame.f_code.co_name}"))
+
+    def order(self) -> list[str]:
+        return list(dict.fromkeys(module for module, _ in self.entries))
+
+    def reentries(self) -> Counter[str]:
+        return Counter(module for module, _ in self.entries) - Counter(self.order())
+
+    def path(self) -> list[str]:
+        """The visits that handed on, in order: the walk without its look-ups."""
+        return [self.entries[i][0] for i in sorted(self.handing_on)]
+
+
+def test_context(device: str, folder: Path) -> TestContext:
+    """One test's context, as the plugin builds it, with a short budget and a tolerance wide
+    enough (1000%) that a busy machine's noise does not make the second measurement
+    INCONCLUSIVE: the walk of one measurement judged once, not of its re-measurements."""
+    settings = Settings(device=device, max_time=0.05, rounds=1, confirm_process="off")
+    run = RunContext(
+        settings=settings,
+        store=BaselineStore.load(folder),
+        locks=LockRegistry(folder / "locks"),
+        root=folder,
+        baseline_dir=folder,
+        output_dir=folder,
+    )
+    test = TestContext(run, ItemState(NODEID), Marks(perf=PerfOptions(tolerance=10.0)))
+    test.device = open_device(run)
+    return test
+
+
+def untraced(monitoring: Any = None) -> str | None:
+    """No tracer: what the measurement sees while the walk's profile function runs."""
+    return None
+
+
+def work(device: str) -> Callable[[], object]:
+    import torch
+
+    x = torch.randn(256, 256, device=device)
+    return lambda: x @ x
+
+
+def measure_once(device: str, folder: Path, walk: Walk | None) -> TestContext:
+    test = test_context(device, folder)
+    timer = Timer(test)
+    fn = work(str(test.device.device) if test.device else "cpu")
+    try:
+        if walk is None:
+            timer(fn)
+        else:
+            seen = getattr(timing, "active_tracer")  # noqa: B009 - patched, then put back
+            setattr(timing, "active_tracer", untraced)  # noqa: B010 - the walk is no user's tracer
+            sys.setprofile(walk)
+            try:
+                timer(fn)
+            finally:
+                sys.setprofile(None)
+                setattr(timing, "active_tracer", seen)  # noqa: B010
+    finally:
+        timer.close()
+        if test.device is not None:
+            test.device.lock.release_shared()
+    return test
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+    parser.add_argument("--calls", action="store_true", help="print each entry's call")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        try:
+            first = measure_once(args.device, folder, None)
+        except pytest.skip.Exception as exc:  # the device asked for is not here
+            print(f"walk.py: --device {args.device}: {exc.msg}", file=sys.stderr)
+            return 2
+        (record,) = first.state.records
+        first.run.store.update(record.device_class, [record.record])
+        walk = Walk()
+        test = measure_once(args.device, folder, walk)
+    (judged,) = test.state.records
+    order, again = walk.order(), walk.reentries()
+    back = Counter(module for module, _ in walk.callbacks)
+    print(f"device: {judged.device_class}; verdict: {judged.verdict.kind.value}")
+    print(f"modules entered, in order ({len(order)}):")
+    for module in order:
+        said = [f"entered again {again[module]}x"] if again[module] else []
+        said += [f"called back {back[module]}x"] if back[module] else []
+        print(f"  {module}" + (f"  ({', '.join(said)})" if said else ""))
+    print(f"re-entries: {sum(again.values())}; callbacks: {len(walk.callbacks)}")
+    path = walk.path()
+    repeated = len(path) - len(set(path))
+    print(f"visits that handed on ({len(path)}, {repeated} to a module visited before):")
+    print("  " + " -> ".join(path))
+    if args.calls:
+        print("entries:")
+        for module, call in walk.entries:
+            print(f"  {module}: {call}")
+        for module, call in walk.callbacks:
+            print(f"  {module} called back: {call}")
+    print(f"took {time.perf_counter() - began:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,469 @@
+"""One judged measurement, start to end: :class:`JudgedMeasurement` measures a callable
+(:class:`Target`) on its backend, judges it against the baseline, re-measures an inconclusive
+result, confirms a regression (again, in cycle space, and where a process's state can move it in
+a fresh process), attaches the kernel breakdown (on an update) or what it says changed (on a
+non-pass verdict), and records it in the test's state. The fixtures build one and call
+:meth:`JudgedMeasurement.run`; the policy is :mod:`pytest_cudaperf.verdict`'s, the record and
+its failures :mod:`pytest_cudaperf.run.judging`'s, the sampling the backends' below (why:
+docs/decisions.md, "Why is one judged measurement one object?").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.markers import PerfOptions
+from pytest_cudaperf.report.model import JudgedRecord
+from pytest_cudaperf.run.context import TestContext
+from pytest_cudaperf.run.hoststate import HostWait, latest_reference
+from pytest_cudaperf.run.judging import (
+    add_comparison,
+    add_peak,
+    add_time,
+    confirm_time,
+    judge_time,
+    tolerance,
+    visible_device,
+)
+from pytest_cudaperf.run.speed_of_light import Declared, Measured, after_measurement
+from pytest_cudaperf.verdict import Kind
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.devices.placement import DeviceContext
+    from pytest_cudaperf.measure.comparison import Comparison
+    from pytest_cudaperf.measure.measurement import Measurement
+    from pytest_cudaperf.measure.timing import Backend, Budget
+    from pytest_cudaperf.memory.protocol import PeakResult
+    from pytest_cudaperf.settings import Settings
+
+#: how often an inconclusive measurement is re-measured (with twice the time budget each time)
+REMEASURE = 2
+#: fresh processes that may confirm one change, where each before met the host in another state
+#: than at recording (host-bound time: ``Verdict.other_state``)
+FRESH_STATE_TRIES = 3
+#: a host-bound call's kernels are profiled in a second pass over the same seeded calls when
+#: the first pass's median is less precise than this (relative CI half-width): calls that draw
+#: their operations at random (kornia's AutoAugment) differ from each other by ±40…90% while each
+#: does the same work in every pass and process (why: docs/decisions.md, "How are the kernels of
+#: calls that draw their work at random judged?")
+REPEAT_KERNELS_ABOVE = 0.025
+#: verdicts whose failure (or report) says which kernels explain the change
+_EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
+
+Lock = Callable[[], AbstractContextManager[object]]
+
+
+class Backends:
+    """A test's timing backends: on a CUDA device one per cache mode, built at first use (under
+    the GPU's lock, as every use) and reused by each later measurement of the test, so that
+    re-measuring does not rebuild the flush buffer and the blocker; elsewhere the one ``given``
+    (the CPU's, a rank's; a test without ``cuda_device`` has only that)."""
+
+    def __init__(self, device: DeviceContext | None, given: Backend | None = None) -> None:
+        self._device = device
+        self._given = given
+        self._cuda: dict[str, Backend] = {}
+
+    def get(self, cache: str) -> Backend:
+        if self._given is not None:
+            return self._given
+        if cache not in self._cuda:
+            from pytest_cudaperf.measure.cuda import CudaBackend
+
+            ctx = self._device
+            assert ctx is not None, "a CUDA backend needs the test's device"
+            self._cuda[cache] = CudaBackend(ctx.device, cache, ctx.l2_bytes, ctx.uuid)
+        return self._cuda[cache]
+
+    def close(self) -> None:
+        """Release the CUDA backends' flush buffers and graph pools."""
+        built, self._cuda = self._cuda, {}
+        for backend in built.values():
+            backend.close()
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a judged measurement times: ``fn`` on ``device``, sampled by the test's ``backends``
+    in ``cache`` mode (``graph``: replayed as a CUDA graph), with the device to itself under
+    ``lock``. ``profiled``: its kernels may be profiled (the breakdown; a host-bound call's
+    kernels timed apart); ``peak``: its peak CUDA memory is read after it is judged; ``probe``:
+    the host's state now (the launch reference timed back to back, ms) for a host-bound change
+    read in another state, None where there is none (the CPU, a rank); ``declared``: the work
+    per call the caller declared, for its speed of light and energy where asked (None: neither,
+    as for a whole test body); ``uuid``: the GPU's, as NVML knows it (the energy counter)."""
+
+    fn: Callable[[], object]
+    device: str
+    lock: Lock = contextlib.nullcontext
+    backends: Backends | None = None
+    cache: str = "hot"
+    graph: bool = False
+    name: str | None = None
+    profiled: bool = True
+    peak: bool = False
+    probe: Callable[[], float] | None = None
+    declared: Declared | None = None
+    uuid: str = ""
+
+    def measure(self, budget: Budget) -> Measurement:
+        """One measurement within ``budget``, the device held (:func:`measure.timing.measure`)."""
+        from pytest_cudaperf.measure.timing import measure
+
+        assert self.backends is not None, "a target to measure needs its backends"
+        with self.lock():
+            backend = self.backends.get(self.cache)
+            backend.reset()
+            return measure(backend, self.fn, budget, self.graph, self.name)
+
+    def read_peak(self) -> PeakResult | None:
+        """The callable's peak requested CUDA memory, where asked (``peak``)."""
+        if not self.peak:
+            return None
+        from pytest_cudaperf.memory import CudaMemory
+
+        return CudaMemory(pinned=False).peak(self.fn)
+
+
+def budget_for(
+    settings: Settings,
+    perf: PerfOptions,
+    warmup: float | None = None,
+    min_time: float | None = None,
+    max_time: float | None = None,
+) -> Budget:
+    """A measurement's budget: explicit arguments, else the marker's, else the run's settings;
+    the precision follows the tolerance (a host-bound measurement's, the host tolerance)."""
+    from pytest_cudaperf.measure.timing import Budget
+
+    return Budget.for_tolerance(
+        tolerance(settings, perf),
+        host_tolerance=tolerance(settings, perf, "host"),
+        warmup=warmup if warmup is not None else (perf.warmup or 0.05),
+        min_time=min_time if min_time is not None else (perf.min_time or 0.0),
+        max_time=max_time if max_time is not None else (perf.max_time or settings.max_time),
+        rounds=perf.rounds or settings.rounds,
+    )
+
+
+class JudgedMeasurement:
+    """The path of one measured callable of one test (``key``, on ``device_class``): measure ->
+    confirm -> judge -> record (:meth:`run`)."""
+
+    def __init__(
+        self, test: TestContext, key: SeriesKey, target: Target, device_class: str
+    ) -> None:
+        self.test = test
+        self.key = key
+        self.target = target
+        self.device_class = device_class
+        #: a host-bound call's kernels, judged as a series of their own (once)
+        self._kernels: tuple[JudgedRecord, Measurement] | None = None
+        self._timed_apart = False
+
+    @functools.cached_property
+    def wait(self) -> HostWait | None:
+        """The host's state wait: None without a probe, with ``--cudaperf-state-wait=off`` and
+        on an update (nothing is judged)."""
+        settings = self.test.settings
+        if self.target.probe is None or settings.state_wait <= 0 or settings.update:
+            return None
+        return HostWait(self._locked_probe, settings.state_wait)
+
+    def _locked_probe(self) -> float:
+        assert self.target.probe is not None
+        with self.target.lock():
+            return self.target.probe()
+
+    @property
+    def _may_profile(self) -> bool:
+        """Breakdowns are profiled unless switched off, and never in a rank (its profiled calls
+        could differ from the other ranks')."""
+        test = self.test
+        return self.target.profiled and test.run.rank is None and test.settings.breakdown != "off"
+
+    # --- the path ------------------------------------------------------------------------------
+
+    def run(self, budget: Budget) -> Measurement:
+        """Measure and judge against the baseline; re-measure an inconclusive result (twice the
+        time budget each time, at most :data:`REMEASURE` times; one left undecided for the host's
+        state with the same budget, as often as the state wait allows); confirm a regression or
+        an improvement by measuring again (in a fresh process too, where the process's state can
+        move it); then attach the breakdown (update) or what it says changed (non-pass verdict),
+        and record it. With the target's ``peak``, the callable's peak memory is read after and
+        judged as a series of its own. With a ``probe``, a host-bound change read while the host
+        ran in another state than at recording waits for it before it is measured again
+        (:meth:`host_back`), within ``--cudaperf-state-wait`` in all (measurements included):
+        the host's states last seconds, and a re-measurement that meets the other state again is
+        no less precise than the one before it, only unlucky.
+
+        GPU code that synchronizes inside (``metric == "host"``) has its kernels timed apart
+        after its first measurement and before its verdict: they are a series of their own
+        (``time:kernels``), and the host time's verdict takes their time as the part of each
+        call that does not follow the host's speed (:attr:`Measurement.fixed_ms`)."""
+        test = self.test
+        attempt = 0
+        while True:
+            measurement = self._measured(
+                dataclasses.replace(budget, max_time=budget.max_time * 2**attempt)
+            )
+            record = self.judge(measurement)
+            if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
+                break
+            again = self._again(record, measurement, attempt)
+            if again is None:
+                break
+            attempt = again  # the same budget again where it was for the host's state
+        if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
+            record, measurement = self._confirmed(record, budget)
+        if self._may_profile:
+            record = self._with_breakdown(record)
+        kernels = self._kernels if measurement.metric == "host" else None
+        if kernels is not None:
+            record = _with_kernels(record, kernels[0])
+        add_time(test, record, measurement)
+        if kernels is not None:
+            add_time(test, *kernels)
+        found = self.target.read_peak()
+        if found is not None:
+            perf = test.perf
+            limit = perf.max_peak if perf is not None else None
+            add_peak(test, self.key, found, self.device_class, limit)
+        target = self.target
+        if target.declared is not None:
+            where = Measured(target.fn, target.device, self.device_class, target.uuid, target.lock)
+            after_measurement(test, self.key, where, measurement, target.declared)
+        return measurement
+
+    def _measured(self, budget: Budget) -> Measurement:
+        """One measurement; a host-bound one with its kernels' time (timed apart once)."""
+        found = self.target.measure(budget)
+        if found.metric != "host" or not self.target.profiled or self.test.run.rank is not None:
+            return found
+        if not self._timed_apart:
+            self._timed_apart = True
+            self._kernels = self.kernels()
+        if self._kernels is None:
+            return found
+        return dataclasses.replace(found, fixed_ms=self._kernels[1].median_ms)
+
+    def judge(self, measurement: Measurement) -> JudgedRecord:
+        """``measurement``'s record and verdict against the baseline."""
+        return judge_time(self.test, self.key, measurement, self.device_class)
+
+    def _confirmed(self, first: JudgedRecord, budget: Budget) -> tuple[JudgedRecord, Measurement]:
+        """A regression or an improvement measured again (again once the host is back where the
+        re-measurement met it in another state), then in a fresh process."""
+        tries = 0
+        while True:
+            record, measurement = confirm_time(self.test, first, self._measured(budget))
+            if not record.verdict.other_state:
+                break
+            again = self._again(record, measurement, tries)
+            if again is None:
+                break
+            tries = again
+        return self.confirm_fresh(record, measurement)
+
+    def _again(self, record: JudgedRecord, measurement: Measurement, spent: int) -> int | None:
+        """Whether to measure ``record`` again, having spent ``spent`` of the :data:`REMEASURE`
+        re-measurements: None not to; else how many it will have spent. One that awaits the host
+        (:attr:`Verdict.awaits_host`, with a wait) is measured again once the host is back
+        (:meth:`host_back`) and spends none: the wait's deadline bounds those; any other is
+        measured again at once and spends one."""
+        awaits = self.wait is not None and record.verdict.awaits_host
+        if not awaits and spent == REMEASURE:
+            return None
+        if not self.host_back(record, measurement):
+            return None
+        return spent if awaits else spent + 1
+
+    def host_back(self, record: JudgedRecord, measured: Measurement) -> bool:
+        """Whether to measure ``record`` again: at once, unless it awaits the host
+        (:attr:`Verdict.awaits_host`: a host-bound slowdown left undecided with the host in
+        another state than at recording) and the wait can wait; then once the wait saw the host
+        back in the recordings' state (a line in the test's details says how long it waited, or
+        that the host did not come back: then not at all)."""
+        verdict, now, wait = record.verdict, measured.reference_ms, self.wait
+        if wait is None or not verdict.awaits_host or verdict.host_state is None or now is None:
+            return True
+        recorded = now / verdict.host_state  # the recordings' reference, as the verdict found it
+        waited = wait.until_back(latest_reference(measured.references_ms, now), recorded)
+        self.test.state.details.append(record.key.label() + waited.describe(recorded))
+        return waited.back
+
+    def confirm_fresh(
+        self, first: JudgedRecord, measured: Measurement
+    ) -> tuple[JudgedRecord, Measurement]:
+        """A regression (or improvement) of a measurement that a state of its process can move
+        (the CPU's, GPU code that synchronizes inside, the kernels of calls that draw their work
+        at random: :attr:`Measurement.process_dependent`) that held in this process stands only
+        if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`), on
+        the same GPU: a slow (or fast) state of one process is not the code's. The fresh process
+        measures under the target's lock (the device to itself, as any measurement). Where no
+        fresh measurement can be had, the regression stands and a line under it says why. A
+        fresh process that met the host in another state than at recording
+        (:attr:`Verdict.other_state`) is followed by another, up to :data:`FRESH_STATE_TRIES`,
+        once the wait saw the host come back (:meth:`host_back`)."""
+        test = self.test
+        fresh = test.run.fresh
+        judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
+        if fresh is None or not judged or not measured.process_dependent:
+            return first, measured
+        confirmed = first, measured
+        for tries in range(FRESH_STATE_TRIES):
+            with self.target.lock():
+                found = fresh.measurements(
+                    test.nodeid, visible_device(measured.device), again=tries > 0
+                )
+            again = None if isinstance(found, str) else found.get((str(first.key), first.series))
+            if again is None:
+                why = found if isinstance(found, str) else "it took no such measurement"
+                label = first.key.label()
+                test.state.details.append(f"{label}not re-measured in a fresh process: {why}")
+                return confirmed
+            if again.fixed_ms is None and measured.fixed_ms is not None:
+                # the kernels' time does not move between processes: this process's timing
+                again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
+            confirmed = confirm_time(test, first, again, " in a fresh process")
+            if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
+                break
+            if not self.host_back(*confirmed):
+                break
+        return confirmed
+
+    # --- kernels and breakdowns ----------------------------------------------------------------
+
+    def kernels(self) -> tuple[JudgedRecord, Measurement] | None:
+        """The kernels of GPU code that synchronizes inside, judged as a series of their own
+        (``time:kernels``): the device time each profiled call ran, precise where the host time
+        around it is not; a regression confirmed by profiling again and, where the calls differ
+        from each other (two passes: :func:`kernels_of_passes`), in a fresh process too: what
+        such calls draw can differ between processes where it is not seeded. None (and a line
+        saying why) where the profiler cannot run."""
+        found = self._kernel_pass()
+        if isinstance(found, str):
+            self.test.state.details.append(f"{self.key.label()}kernels not timed apart: {found}")
+            return None
+        record = self.judge(found)
+        if record.verdict.kind not in (Kind.REGRESSION, Kind.IMPROVED) or self.test.settings.update:
+            return record, found
+        again = self._kernel_pass()
+        if isinstance(again, str):
+            return record, found
+        record, found = confirm_time(self.test, record, again)
+        return self.confirm_fresh(record, found)
+
+    def _kernel_pass(self) -> Measurement | str:
+        """The kernels' time of the profiled calls (two passes where the first is imprecise), or
+        why there is none."""
+        from pytest_cudaperf.breakdown.capture import kernel_times
+        from pytest_cudaperf.breakdown.model import BreakdownUnavailable
+
+        fn, device = self.target.fn, self.target.device
+        try:
+            with self.target.lock():
+                times = kernel_times(fn, device)
+                first = kernels_measured(times, device)
+                if first is None or first.rel_halfwidth <= REPEAT_KERNELS_ABOVE:
+                    return first or "the profiler saw no call"
+                again = kernel_times(fn, device, len(times), exact=True)
+        except BreakdownUnavailable as exc:
+            return str(exc)
+        if len(again) != len(times):  # the profiler lost a call's range: the first pass alone
+            return first
+        return kernels_of_passes(times, again, device)
+
+    def _with_breakdown(self, record: JudgedRecord) -> JudgedRecord:
+        """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff
+        against the stored one. Green runs profile nothing."""
+        from pytest_cudaperf.breakdown import explain
+
+        test, fn, device = self.test, self.target.fn, self.target.device
+        if test.settings.update:
+            with self.target.lock():
+                data, note = explain.record(fn, device)
+            if data is None:
+                test.state.details.append(f"{record.key.label()}no kernel breakdown: {note}")
+                return record
+            return dataclasses.replace(
+                record, record=dataclasses.replace(record.record, breakdown=data)
+            )
+        if record.verdict.kind not in _EXPLAINED:
+            return record
+        entry = test.run.store.lookup(record.device_class, record.key, record.series)
+        stored = entry.breakdown if entry is not None else None
+        if stored is None and record.verdict.kind is Kind.INCONCLUSIVE:
+            return record
+        with self.target.lock():
+            found = explain.explain(stored, fn, device)
+        return dataclasses.replace(record, explanation=found.lines, compared=found.compared)
+
+
+def kernels_measured(times: list[float], device: str) -> Measurement | None:
+    """The kernels' measurement of one pass of profiled calls (``times``, ms); None without
+    calls."""
+    from pytest_cudaperf.measure.measurement import Measurement
+
+    return Measurement.from_samples(times, metric="kernels", device=device) if times else None
+
+
+def kernels_of_passes(first: list[float], second: list[float], device: str) -> Measurement:
+    """The kernels' measurement of two passes over the same seeded calls, whose CI is how the
+    passes agree (:func:`stats.repeated_median`): calls that draw their work at random differ
+    from each other by far more than they differ from themselves."""
+    from pytest_cudaperf.measure import stats
+    from pytest_cudaperf.measure.measurement import Measurement
+
+    median, ci = stats.repeated_median(first, second)
+    pooled = Measurement.from_samples([*first, *second], metric="kernels", device=device)
+    return dataclasses.replace(pooled, median_ms=median, ci_ms=ci, seeded_passes=2)
+
+
+def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:
+    """A host-bound verdict that is not a pass says what the kernels did meanwhile: that they
+    are unchanged (the host time moved), or how far they moved."""
+    verdict, theirs = record.verdict, kernels.verdict
+    if verdict.kind in (Kind.PASS, Kind.NEW) or theirs.ratio is None:
+        return record
+    from pytest_cudaperf.units import format_pct
+
+    moved = format_pct(theirs.ratio - 1)
+    said = "unchanged" if theirs.kind is Kind.PASS else theirs.kind.value
+    message = f"{verdict.message}; kernels {said} ({moved} per call)"
+    return dataclasses.replace(record, verdict=dataclasses.replace(verdict, message=message))
+
+
+def compare_judged(
+    test: TestContext,
+    key: SeriesKey,
+    comparison: Comparison,
+    min_speedup: float | None,
+    sides: tuple[Target, Target],
+) -> None:
+    """A same-run comparison judged against ``min_speedup``; a miss says which kernels differ
+    between the two sides (candidate, reference), profiled then."""
+
+    def explain() -> tuple[str, ...]:
+        from pytest_cudaperf.breakdown.explain import explain_pair
+
+        candidate, reference = sides
+        with candidate.lock():
+            return explain_pair(candidate.fn, reference.fn, candidate.device).lines
+
+    may = test.run.rank is None and test.settings.breakdown != "off"
+    add_comparison(test, key, comparison, min_speedup, explain if may else None)
+
+
+def region_judged(
+    test: TestContext, key: SeriesKey, measurement: Measurement, device_class: str
+) -> None:
+    """A timed region's measurement (taken by the test's own calls), judged and recorded."""
+    add_time(test, judge_time(test, key, measurement, device_class), measurement)
