@@ -17,6 +17,13 @@ Reports, per run: wall time, the tests that passed and failed, and the sweep's s
 leaking with sites, unchecked and why, the seconds it spent); for the planted run, each planted
 test and whether every instance of it was failed as a leak naming the planted line. Writes
 ``OUT/summary.json`` and ``OUT/table.md``. Extra wheels go on ``--site`` (PYTHONPATH first).
+
+    python benchmarks/bench_leak_sweep.py --smoke --out out/sweep-smoke
+
+``--smoke`` runs the same steps on the CPU over a toy tree it writes under ``--out`` (two tests
+on CPU tensors), one run each way and no warm-up, the leak planted on the CPU in one test; it
+exits 1 (one line) unless that test failed as a leak naming the planted line and the unchanged
+sweep found none.
 """
 
 from __future__ import annotations
@@ -48,6 +55,51 @@ PLANT = (
     '__import__("sys").modules[__name__].__dict__.setdefault("_CUDAPERF_PLANTED", [])'
     '.append(__import__("torch").ones(256, device="{device}"))  # planted leak'
 )
+
+
+#: ``--smoke``'s toy tree: two tests on CPU tensors, neither leaking
+TOY_TESTS = """\
+import torch
+
+
+def test_sums_a_vector():
+    x = torch.ones(1 << 10)
+    assert float(x.sum()) == 1 << 10
+
+
+def test_scales_a_matrix():
+    m = torch.eye(16) * 2
+    assert float(m.trace()) == 32
+"""
+TOY_PLANT = "tests/test_toy.py::test_scales_a_matrix"
+
+
+def toy_tree(out: Path) -> Path:
+    """``--smoke``'s project tree under ``out``: its own rootdir, the two tests."""
+    tree = out / "toy-tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    (tree / "tests").mkdir(parents=True)
+    (tree / "pytest.ini").write_text("[pytest]\n")
+    (tree / "tests" / "test_toy.py").write_text(TOY_TESTS)
+    return tree
+
+
+def smoke_setup(args: argparse.Namespace, out: Path) -> None:
+    """``--smoke``'s arguments: the toy tree, one run each way, no warm-up, one CPU plant."""
+    args.tree = toy_tree(out)
+    args.runs, args.warmup, args.plant, args.plant_device = 1, 0, [TOY_PLANT], "cpu"
+    args.pytest_args = ["-p", "no:randomly", "tests", *args.pytest_args]
+
+
+def smoke_wrong(summary: dict[str, Any]) -> str:
+    """What a smoke run got wrong: empty when the planted test failed as a leak naming its line
+    in every instance and no unchanged sweep run found a leak."""
+    if summary["false_leaks"]:
+        return f"false leaks in the unchanged sweep: {', '.join(summary['false_leaks'])}"
+    for target, found in summary["planted"].items():
+        if not found["instances"] or found["caught_with_site"] != found["instances"]:
+            return f"planted {target}: {found['caught_with_site']} / {found['instances']} caught"
+    return ""
 
 
 def plugin_env(env: dict[str, str]) -> dict[str, str]:
@@ -141,17 +193,24 @@ def planted_caught(run: dict[str, Any], planted: dict[str, tuple[str, int]]) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tree", type=Path, required=True, help="the project's source tree")
+    parser.add_argument("--tree", type=Path, help="the project's source tree")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="uncounted runs first")
     parser.add_argument("--plant", nargs="*", default=[], help="five FILE::[CLASS::]FUNCTION")
     parser.add_argument("--plant-device", default="cuda", help="where planted tensors go")
     parser.add_argument("--site", help="a folder of extra packages, first on PYTHONPATH")
     parser.add_argument("--out", type=Path, default=Path("out/sweep"))
+    parser.add_argument(
+        "--smoke", action="store_true", help="a toy tree on the CPU, one run each, one plant"
+    )
     parser.add_argument("pytest_args", nargs="*", help="the selection (after --)")
     args = parser.parse_args()
+    if args.tree is None and not args.smoke:
+        parser.error("--tree is required (or --smoke)")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.smoke:
+        smoke_setup(args, out)
     tree = args.tree.resolve()
     runs: list[dict[str, Any]] = []
     for index in range(args.warmup):  # imports, compile caches, the page cache: not counted
@@ -210,6 +269,8 @@ def main() -> None:
             f"{found['caught_with_site']} / {found['instances']} instances failed naming it"
         )
     publish(lines, out, "table.md")
+    if args.smoke and (wrong := smoke_wrong(summary)):
+        raise SystemExit(f"bench_leak_sweep --smoke: {wrong}")
 
 
 if __name__ == "__main__":
