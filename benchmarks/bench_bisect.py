@@ -26,14 +26,20 @@ one step).
 Writes, under ``--out``: ``repo/``, ``history.db``, ``found.txt``, ``nochange-N.txt`` (each
 command's output and exit status) and ``summary.json`` (per case: steps, seconds, outcome), and
 prints the summary. ``--smoke`` shrinks the kernels' sizes, the range (4 commits) and the tries
-(1), and plants a 3x slowdown judged against a 50% minimum effect, so that a loaded CPU
-can decide it (where it cannot, the step says UNDECIDED, and the summary shows it).
+(1), plants a 3x slowdown judged against a 50% minimum effect, and stands in for every pytest
+process (``_bisect_stand_in.py``: a real one imports torch, and a bisection starts dozens): the
+stand-in reads the checked-out kernel sizes, the history's runs go in through ``cudaperf history
+ingest``, and everything else is the real ``cudaperf``. Its outcome is then known, so the smoke
+fails (exit 1, one line) unless the padding commit is named with its change and kernel diff, the
+history's step is confirmed, and the no-change range names none.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -41,7 +47,15 @@ import sys
 import time
 from pathlib import Path
 
+from _bisect_stand_in import history_report
 from bench_history_commits import create, git, neutral_change, plugin_env, slowing_change
+
+from pytest_cudaperf.report.document import write_report
+
+HERE = Path(__file__).resolve().parent
+#: the ``cudaperf`` command line; ``--smoke``'s stands in for the pytest processes
+CLI = [sys.executable, "-m", "pytest_cudaperf.cli"]
+STAND_IN_CLI = [sys.executable, str(HERE / "_bisect_stand_in.py")]
 
 #: the pytest arguments of every process (the history's runs and each side's)
 PYTEST = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
@@ -72,8 +86,13 @@ def build(repo: Path, args: argparse.Namespace) -> list[str]:
 
 
 def history_runs(repo: Path, db: Path, commit: str, args: argparse.Namespace) -> None:
-    """``args.history_runs`` runs of the kernel's test at ``commit``, into the history."""
+    """``args.history_runs`` runs of the kernel's test at ``commit``, into the history
+    (``--smoke``: stood-in runs' reports, ingested)."""
     git(repo, "checkout", "-q", commit)
+    if args.smoke:
+        stood_in_history(repo, db, commit, args)
+        git(repo, "checkout", "-q", "main")
+        return
     for _ in range(args.history_runs):
         cmd = [
             sys.executable, "-m", "pytest", f"tests/test_kernels.py::test_{args.kernel}",
@@ -88,11 +107,31 @@ def history_runs(repo: Path, db: Path, commit: str, args: argparse.Namespace) ->
     git(repo, "checkout", "-q", "main")
 
 
-def cudaperf(repo: Path, out: Path, *args: str) -> tuple[int, str, float]:
-    """``cudaperf ARGS`` in the repository, its output kept in ``out``; (exit, output, s)."""
+def stood_in_history(repo: Path, db: Path, commit: str, args: argparse.Namespace) -> None:
+    """The smoke's history runs at ``commit`` (checked out): each a stand-in's report, a minute
+    after the history's last run, added by ``cudaperf history ingest``."""
+    folder = repo.parent / "history-reports"
+    folder.mkdir(exist_ok=True)
+    done = len(list(folder.glob("*.json")))
+    start = datetime.datetime(2026, 11, 27, tzinfo=datetime.timezone.utc)
+    test = f"tests/test_kernels.py::test_{args.kernel}"
+    reports = []
+    for i in range(done, done + args.history_runs):
+        when = (start + datetime.timedelta(minutes=i)).isoformat()
+        reports.append(folder / f"run-{i:02d}.json")
+        write_report(reports[-1], history_report(repo, test, commit, when, args.rng))
+    rc, text, _ = cudaperf(repo, folder / f"ingest-{commit[:10]}.txt", "history", "ingest",
+                           str(db), *map(str, reports), cli=STAND_IN_CLI)  # fmt: skip
+    if rc != 0:
+        raise SystemExit(f"bench_bisect: cudaperf history ingest failed:\n{text[-3000:]}")
+
+
+def cudaperf(repo: Path, out: Path, *args: str, cli: list[str] = CLI) -> tuple[int, str, float]:
+    """``cudaperf ARGS`` (``cli``) in the repository, its output kept in ``out``; (exit, output,
+    s)."""
     began = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_cudaperf.cli", *args],
+        [*cli, *args],
         cwd=repo,
         env=plugin_env(),
         capture_output=True,
@@ -111,7 +150,7 @@ def steps(text: str) -> int:
     return max(map(int, found), default=0)
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--smoke", action="store_true", help="a CPU: tiny sizes, a 3x slowdown")
@@ -139,10 +178,16 @@ def main() -> None:
     args.pairs = args.pairs or "6"
     # a CPU's runs scatter more: three at each end leave a 3x step short of p < 0.001
     args.history_runs = args.history_runs or (4 if args.smoke else 3)
+    args.rng = random.Random(3)  # the smoke's stand-in history runs' noise
     if not 2 <= args.slow_at <= args.commits:
         raise SystemExit(
             "bench_bisect: --slow-at must name a commit of the range before its last (2..N)"
         )
+    return args
+
+
+def main() -> None:
+    args = arguments()
     began = time.monotonic()
     out: Path = args.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
@@ -151,38 +196,57 @@ def main() -> None:
     shas = build(repo, args)
     slowing = shas[args.slow_at - 1]
     print(f"bench_bisect: {len(shas)} commits, the padding one {slowing[:10]}", flush=True)
-    test = f"tests/test_kernels.py::test_{args.kernel}"
+    test = ["--test", f"tests/test_kernels.py::test_{args.kernel}"]
     knobs = ["--pairs", args.pairs, "--min-effect", args.min_effect]
     pytest_args = ["--", f"--cudaperf-max-time={args.max_time}", *PYTEST, *args.extra]
     summary: dict[str, object] = {}
+    cli = STAND_IN_CLI if args.smoke else CLI
     if args.case in ("found", "both"):
         history_runs(repo, db, shas[0], args)
         history_runs(repo, db, shas[-1], args)
         summary["history_s"] = round(time.monotonic() - began, 1)
-        summary["found"] = found(repo, db, test, [*knobs, *pytest_args], slowing)
+        summary["found"] = found(repo, db, [*test, *knobs, *pytest_args], slowing, cli)
     if args.case in ("nochange", "both"):
         tries = []
         for i in range(1, args.tries + 1):
-            tries.append(nochange(repo, out / f"nochange-{i}.txt", (slowing, shas[-1]), test,
-                                  [*knobs, *pytest_args]))  # fmt: skip
+            tries.append(nochange(repo, out / f"nochange-{i}.txt", (slowing, shas[-1]),
+                                  [*test, *knobs, *pytest_args], cli))  # fmt: skip
         summary["nochange"] = tries
         summary["nochange_named"] = sum(1 for t in tries if t["named"])
     summary["total_s"] = round(time.monotonic() - began, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
+    if args.smoke and (wrong := smoke_wrong(summary)):
+        raise SystemExit(f"bench_bisect --smoke: {wrong} (the stand-in's outcome is known)")
 
 
-def found(repo: Path, db: Path, test: str, rest: list[str], slowing: str) -> dict[str, object]:
-    """The history's step bisected: the padding commit named, its interval, the kernel diff, the
-    step confirmed in the history."""
+def smoke_wrong(summary: dict[str, object]) -> str:
+    """What a smoke's summary got wrong (the stand-in's processes decide every step): empty
+    when the padding commit was named with its change, the kernel diff and the history's step
+    confirmed, and the no-change range named none."""
+    found = summary.get("found")
+    if isinstance(found, dict):
+        missed = [k for k in ("right", "interval_shown", "kernel_diff", "history_confirmed")
+                  if not found[k]]  # fmt: skip
+        if missed:
+            return f"found: not {', '.join(missed)} (see found.txt, confirmed.txt)"
+    if summary.get("nochange_named"):
+        return "nochange: a commit was named in a range of neutral commits"
+    return ""
+
+
+def found(repo: Path, db: Path, rest: list[str], slowing: str, cli: list[str]) -> dict[str, object]:
+    """The history's step bisected (``rest``: ``--test NODEID``, ab's knobs, ``--
+    PYTEST_ARGS``): the padding commit named, its interval, the kernel diff, the step confirmed
+    in the history."""
     out = repo.parent
-    cudaperf(repo, out / "regressions.txt", "history", "regressions", str(db))
+    cudaperf(repo, out / "regressions.txt", "history", "regressions", str(db), cli=cli)
     rc, text, seconds = cudaperf(
-        repo, out / "found.txt", "bisect", "--history", str(db), "--test", test, *rest
+        repo, out / "found.txt", "bisect", "--history", str(db), *rest, cli=cli
     )
     named = re.search(r"^cudaperf bisect: first bad commit: ([0-9a-f]{40})", text, re.MULTILINE)
     confirmed, listed, _ = cudaperf(
-        repo, out / "confirmed.txt", "history", "regressions", str(db), "--confirmed"
+        repo, out / "confirmed.txt", "history", "regressions", str(db), "--confirmed", cli=cli
     )
     return {
         "exit": rc,
@@ -197,11 +261,11 @@ def found(repo: Path, db: Path, test: str, rest: list[str], slowing: str) -> dic
 
 
 def nochange(
-    repo: Path, out: Path, ends: tuple[str, str], test: str, rest: list[str]
+    repo: Path, out: Path, ends: tuple[str, str], rest: list[str], cli: list[str]
 ) -> dict[str, object]:
     """A bisection of neutral commits only: no commit should be named."""
     rc, text, seconds = cudaperf(
-        repo, out, "bisect", "--good", ends[0], "--bad", ends[1], "--test", test, *rest
+        repo, out, "bisect", "--good", ends[0], "--bad", ends[1], *rest, cli=cli
     )
     said = [line for line in text.splitlines() if "no change" in line or "UNDECIDED" in line]
     return {

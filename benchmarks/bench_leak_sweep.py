@@ -17,6 +17,13 @@ Reports, per run: wall time, the tests that passed and failed, and the sweep's s
 leaking with sites, unchecked and why, the seconds it spent); for the planted run, each planted
 test and whether every instance of it was failed as a leak naming the planted line. Writes
 ``OUT/summary.json`` and ``OUT/table.md``. Extra wheels go on ``--site`` (PYTHONPATH first).
+
+    python benchmarks/bench_leak_sweep.py --smoke --out out/sweep-smoke
+
+``--smoke`` runs the planted step only (each run imports torch: seconds of CPU), on the CPU
+over a toy tree it writes under ``--out`` (two tests on CPU tensors), the leak planted on the CPU
+in one test; it exits 1 (one line) unless that test failed as a leak naming the planted line and
+the sweep found the other one clean.
 """
 
 from __future__ import annotations
@@ -48,6 +55,53 @@ PLANT = (
     '__import__("sys").modules[__name__].__dict__.setdefault("_CUDAPERF_PLANTED", [])'
     '.append(__import__("torch").ones(256, device="{device}"))  # planted leak'
 )
+
+
+#: ``--smoke``'s toy tree: two tests on CPU tensors, neither leaking
+TOY_TESTS = """\
+import torch
+
+
+def test_sums_a_vector():
+    x = torch.ones(1 << 10)
+    assert float(x.sum()) == 1 << 10
+
+
+def test_scales_a_matrix():
+    m = torch.eye(16) * 2
+    assert float(m.trace()) == 32
+"""
+TOY_PLANT = "tests/test_toy.py::test_scales_a_matrix"
+
+
+def toy_tree(out: Path) -> Path:
+    """``--smoke``'s project tree under ``out``: its own rootdir, the two tests."""
+    tree = out / "toy-tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    (tree / "tests").mkdir(parents=True)
+    (tree / "pytest.ini").write_text("[pytest]\n")
+    (tree / "tests" / "test_toy.py").write_text(TOY_TESTS)
+    return tree
+
+
+def smoke_setup(args: argparse.Namespace, out: Path) -> None:
+    """``--smoke``'s arguments: the toy tree, no unchanged runs nor warm-up, one CPU plant."""
+    args.tree = toy_tree(out)
+    args.runs, args.warmup, args.plant, args.plant_device = 0, 0, [TOY_PLANT], "cpu"
+    args.pytest_args = ["-p", "no:randomly", "tests", *args.pytest_args]
+
+
+def smoke_wrong(summary: dict[str, Any], planted_run: dict[str, Any]) -> str:
+    """What a smoke run got wrong: empty when the planted test failed as a leak naming its line
+    in every instance and the planted run's sweep found every other test clean."""
+    others = {k: v for k, v in planted_run["tests"].items() if k not in summary["planted"]}
+    unclean = [k for k, v in others.items() if (v["sweep"] or {}).get("status") != "clean"]
+    if not others or unclean:
+        return f"the unplanted tests were not all swept clean: {unclean or 'none ran'}"
+    for target, found in summary["planted"].items():
+        if not found["instances"] or found["caught_with_site"] != found["instances"]:
+            return f"planted {target}: {found['caught_with_site']} / {found['instances']} caught"
+    return ""
 
 
 def plugin_env(env: dict[str, str]) -> dict[str, str]:
@@ -141,17 +195,24 @@ def planted_caught(run: dict[str, Any], planted: dict[str, tuple[str, int]]) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tree", type=Path, required=True, help="the project's source tree")
+    parser.add_argument("--tree", type=Path, help="the project's source tree")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="uncounted runs first")
     parser.add_argument("--plant", nargs="*", default=[], help="five FILE::[CLASS::]FUNCTION")
     parser.add_argument("--plant-device", default="cuda", help="where planted tensors go")
     parser.add_argument("--site", help="a folder of extra packages, first on PYTHONPATH")
     parser.add_argument("--out", type=Path, default=Path("out/sweep"))
+    parser.add_argument(
+        "--smoke", action="store_true", help="a toy tree on the CPU, the planted run only"
+    )
     parser.add_argument("pytest_args", nargs="*", help="the selection (after --)")
     args = parser.parse_args()
+    if args.tree is None and not args.smoke:
+        parser.error("--tree is required (or --smoke)")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.smoke:
+        smoke_setup(args, out)
     tree = args.tree.resolve()
     runs: list[dict[str, Any]] = []
     for index in range(args.warmup):  # imports, compile caches, the page cache: not counted
@@ -162,6 +223,7 @@ def main() -> None:
         runs.append(run_pytest(tree, sweep, out, f"sweep-{index}", args.site))
     planted: dict[str, tuple[str, int]] = {}
     caught: dict[str, Any] = {}
+    planted_run: dict[str, Any] = {"tests": {}}
     if args.plant:
         copy = out / "planted-tree"
         shutil.rmtree(copy, ignore_errors=True)
@@ -210,6 +272,8 @@ def main() -> None:
             f"{found['caught_with_site']} / {found['instances']} instances failed naming it"
         )
     publish(lines, out, "table.md")
+    if args.smoke and (wrong := smoke_wrong(summary, planted_run)):
+        raise SystemExit(f"bench_leak_sweep --smoke: {wrong}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_host_causes.py": [["bench_host_causes.py", "--smoke", "--out", "{out}/causes.json"]],
     "public_suites": [["public_suites/smoke.sh", "{out}"]],
     "bench_ab.py": [["bench_ab.py", "--smoke", "--out", "{out}/ab"]],
+    "bench_leak_sweep.py": [["bench_leak_sweep.py", "--smoke", "--out", "{out}"]],
     "bench_leak_cost.py": [["bench_leak_cost.py", "--smoke", "--out", "{out}"]],
+    "bench_roofline.py": [["bench_roofline.py", "--smoke", "--out", "{out}"]],
     "bench_host_plant.py": [["bench_host_plant.py", "--smoke", "--out", "{out}/plant.json"]],
     "bench_host_probe.py": [["bench_host_probe.py", "--smoke", "--out", "{out}/probe.json"]],
     "suite_gpu": [["suite_gpu", "-k", "add", "--cudaperf-max-time=0.05"]],
@@ -66,6 +68,8 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_ab_confirm.py": [["bench_ab_confirm.py", "--smoke", "--out", "{out}"]],
     "bench_changepoints.py": [["bench_changepoints.py", "--smoke", "--out", "{out}"]],
     "bench_drift.py": [["bench_drift.py", "--smoke", "--out", "{out}"]],
+    "bench_bisect.py": [["bench_bisect.py", "--smoke", "--out", "{out}/bisect"]],
+    "walk.py": [["walk.py"]],
 }
 
 #: scripts that another script's smoke runs, not run on their own
