@@ -187,18 +187,23 @@ def window_needed(resolution: Resolution) -> float | str:
     return needed
 
 
-def measure_energy(  # noqa: PLR0913 - the call, its device's sync, counter, timing and clock
-    call: Callable[[], object],
-    sync: Callable[[], None],
-    counter: EnergyCounter,
-    resolution: Resolution,
-    call_s: float,
-    clock: Clock | None = None,
+@dataclass(frozen=True)
+class Calls:
+    """What an energy window runs back to back: ``run`` (one call), ``sync`` (waits for the
+    device's work) and ``each_s``, its measured time, to batch the calls."""
+
+    run: Callable[[], object]
+    sync: Callable[[], None]
+    each_s: float
+
+
+def measure_energy(
+    calls_of: Calls, counter: EnergyCounter, resolution: Resolution, clock: Clock | None = None
 ) -> Energy | str:
-    """Joules per call and mean power over back-to-back calls of ``call`` (``call_s``: its
-    measured time, to batch the calls), the window aligned on the counter's updates; the reason
-    instead of a figure where the window cannot resolve it."""
+    """Joules per call and mean power over back-to-back ``calls_of``, the window aligned on the
+    counter's updates; the reason instead of a figure where the window cannot resolve it."""
     clock = clock or Clock()
+    call, sync, call_s = calls_of.run, calls_of.sync, calls_of.each_s
     needed = window_needed(resolution)
     if isinstance(needed, str):
         return needed

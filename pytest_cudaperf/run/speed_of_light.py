@@ -190,9 +190,8 @@ def _energy_window(test: TestContext, measured: Measured, m: Measurement) -> Ene
             resolution = resolutions[measured.uuid]
             if isinstance(resolution, str):
                 return f"energy not measured: {resolution}"
-            return nvml_energy.measure_energy(
-                measured.call, sync, counter, resolution, m.median_ms / 1e3
-            )
+            calls = nvml_energy.Calls(measured.call, sync, m.median_ms / 1e3)
+            return nvml_energy.measure_energy(calls, counter, resolution)
         # an NVML error mid-window: the reason, not the test's failure (the call ran as measured)
         except Exception as exc:  # noqa: BLE001
             return f"energy not measured: {type(exc).__name__}: {exc}"

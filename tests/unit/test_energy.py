@@ -8,7 +8,14 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_cudaperf.measure import energy
-from pytest_cudaperf.measure.energy import Clock, Energy, Resolution, energy_of, measure_energy
+from pytest_cudaperf.measure.energy import (
+    Calls,
+    Clock,
+    Energy,
+    Resolution,
+    energy_of,
+    measure_energy,
+)
 
 
 @dataclass
@@ -69,7 +76,7 @@ def test_a_counter_that_does_not_move_says_so() -> None:
 def test_joules_per_call_over_an_aligned_window() -> None:
     gpu = FakeGpu(period_s=0.01, busy_w=500.0, call_s=0.001)
     resolution = Resolution(update_s=0.01, step_mj=1)
-    found = measure_energy(gpu.call, lambda: None, gpu, resolution, gpu.call_s, gpu.clock())
+    found = measure_energy(Calls(gpu.call, lambda: None, gpu.call_s), gpu, resolution, gpu.clock())
     assert isinstance(found, Energy)
     assert found.window_s >= 0.01 / energy.MAX_ERROR  # extended to resolve the counter
     assert found.joules_per_call == pytest.approx(0.5, rel=energy.MAX_ERROR)  # 500 W x 1 ms
@@ -81,7 +88,7 @@ def test_joules_per_call_over_an_aligned_window() -> None:
 def test_a_counter_too_coarse_for_the_longest_window_gives_the_reason() -> None:
     gpu = FakeGpu(period_s=0.2)
     resolution = Resolution(update_s=0.2, step_mj=1)
-    found = measure_energy(gpu.call, lambda: None, gpu, resolution, gpu.call_s, gpu.clock())
+    found = measure_energy(Calls(gpu.call, lambda: None, gpu.call_s), gpu, resolution, gpu.clock())
     assert found == (
         "energy not measured: the counter updates every 200 ms in steps of >= 1 mJ; a window "
         "of 4 s would be needed for ±5%, beyond 3 s"
