@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_cudaperf.ab.sides import Side  # noqa: E402
-from pytest_cudaperf.breakdown.model import Breakdown, Entry  # noqa: E402
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel  # noqa: E402
 from pytest_cudaperf.cli import main  # noqa: E402
 from pytest_cudaperf.keys import SeriesKey  # noqa: E402
 from pytest_cudaperf.report.document import Report, write_report  # noqa: E402
@@ -59,7 +59,7 @@ def report(tree: Path, tests: Sequence[str], rng: random.Random, breakdown: bool
         profile = None
         if breakdown:
             us = ms * 1000
-            profile = Breakdown("cpu", 1, us, us, (Entry(OP, OP, 1.0, us),)).to_json()
+            profile = Breakdown("cpu", 1, us, us, (Kernel(OP, OP, 1.0, us),)).to_json()
         recording = Recording("2026-11-27", ms, 0.01, 20)
         record = Record(SeriesKey(nodeid, ""), SERIES, DEVICE_CLASS, "ms", recording, {}, profile)
         outcomes.append(TestOutcome(nodeid, records=(JudgedRecord(record, Verdict(Kind.NEW)),)))
