@@ -82,6 +82,10 @@ class Backends:
             self._cuda[cache] = CudaBackend(ctx.device, cache, ctx.l2_bytes, ctx.uuid)
         return self._cuda[cache]
 
+    def built(self) -> dict[str, Backend]:
+        """The CUDA backends built so far, by cache mode."""
+        return dict(self._cuda)
+
     def close(self) -> None:
         """Release the CUDA backends' flush buffers and graph pools."""
         built, self._cuda = self._cuda, {}
