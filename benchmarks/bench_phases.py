@@ -8,9 +8,9 @@ call and teardown, the report at the end) or, inside the measurement, the plugin
 (warm-up and sampling rounds of the adaptive loop, judging, the kernels timed apart, confirming,
 the breakdown, peak memory, the speed-of-light checks). The callable the test times is wrapped
 so that each call is counted in the phase it was made in. Phases are found by function name, so
-a step the plugin renames is counted in the phase around it (the script says which it did not
-meet). The interpreter's start (with pytest's import) and the process's exit are timed from
-the parent.
+a step the plugin renames is counted in the phase around it (the script lists the steps that no
+sample or call met: renamed, not run, or too short for a 1 ms sample). The interpreter's start
+(with pytest's import) and the process's exit are timed from the parent.
 
     python benchmarks/bench_phases.py [--suite benchmarks/suite_cpu] [--test EXPR] [--repeat N]
         [--smoke] [-- PYTEST_ARGS]
@@ -321,7 +321,7 @@ def main() -> int:
             )
             print("\n".join(table(found)))
             if found["unmet"]:
-                print(f"(steps not met: {', '.join(found['unmet'])})")
+                print(f"(steps no sample or call met: {', '.join(found['unmet'])})")
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     return 0
 
