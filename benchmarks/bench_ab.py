@@ -69,7 +69,7 @@ def _pairs(doc: dict[str, Any]) -> int:
 
 def _summary_row(name: str, doc: dict[str, Any]) -> str:
     counts = doc.get("summary", {})
-    cells = [name, f"{doc.get('wall_s')} s", str(_pairs(doc))]
+    cells = [name, f"{doc.get('wall_s')} s", str(len(doc.get("processes", []))), str(_pairs(doc))]
     cells += [str(counts.get(call, 0)) for call in ("slower", "faster", "same", "undecided")]
     return "| " + " | ".join(cells) + " |"
 
@@ -123,8 +123,8 @@ def smoke_comparisons(out: Path, plain: dict[str, float]) -> None:
 def table(out: Path, plant: str) -> list[str]:
     plain = json.loads((out / "plain.json").read_text())
     lines = ["# bench_ab", "", f"plain suite run: {plain.get('wall_s', '?')} s", ""]
-    lines += ["| comparison | wall | pairs | slower | faster | same | undecided |"]
-    lines += ["|---|---|---|---|---|---|---|"]
+    lines += ["| comparison | wall | processes | pairs | slower | faster | same | undecided |"]
+    lines += ["|---|---|---|---|---|---|---|---|"]
     for path in sorted(out.glob("aa-*.json")) + sorted(out.glob("planted-*.json")):
         lines.append(_summary_row(path.stem, json.loads(path.read_text())))
     if any(out.glob("planted-*.json")):

@@ -60,6 +60,7 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_breakdown_cost.py": [["bench_breakdown_cost.py", "--smoke", "--out", "{out}"]],
     "bench_overhead.py": [["bench_overhead.py", "--smoke", "--out", "{out}"]],
     "bench_own_time.py": [["bench_own_time.py", "--smoke"]],
+    "bench_phases.py": [["bench_phases.py", "--smoke"]],
     "launch_gaps.py": [
         ["launch_gaps.py", "--smoke", "{out}"],
         ["rejudge.py", "{out}/gpu-suite", "--series", "time:device"],

@@ -49,6 +49,9 @@ class Call(str, Enum):
     FASTER = "faster"
     SAME = "same"
     UNDECIDED = "undecided"
+    #: a peak-memory series with no reading on a side: nothing to compare, and nothing that more
+    #: pairs would decide
+    UNMEASURED = "unmeasured"
 
 
 @dataclass(frozen=True)
@@ -152,12 +155,18 @@ def compare_times(
 
 def compare_peaks(base: Sequence[float | None], head: Sequence[float | None]) -> Paired:
     """Peak memory: exact readings, so the medians of each side against :data:`MEMORY_TOLERANCE`
-    (SLOWER reads 'more memory')."""
-    b = [x for x in base if x]
-    h = [x for x in head if x]
+    (SLOWER reads 'more memory'). A peak of 0 bytes (a call that allocates nothing) is a reading:
+    0 on both sides is SAME, an allocation on one side only is a change. A side with no reading
+    at all is UNMEASURED (no pairs)."""
+    b = [x for x in base if x is not None]
+    h = [x for x in head if x is not None]
     if not b or not h:
-        return Paired((), math.nan, (0.0, math.inf), Call.UNDECIDED)
-    ratio = statistics.median(h) / statistics.median(b)
+        return Paired((), math.nan, (0.0, math.inf), Call.UNMEASURED)
+    mb, mh = statistics.median(b), statistics.median(h)
+    if mb <= 0 or mh <= 0:
+        ratio = 1.0 if mb <= 0 and mh <= 0 else math.inf if mh > 0 else 0.0
+    else:
+        ratio = mh / mb
     if ratio > 1 + MEMORY_TOLERANCE:
         call = Call.SLOWER
     elif ratio < 1 / (1 + MEMORY_TOLERANCE):

@@ -87,6 +87,8 @@ class Compared:
 
     @property
     def word(self) -> str:
+        if self.paired.call is Call.UNMEASURED:
+            return "NOT MEASURED"
         return _WORDS.get(self.unit, _WORDS["ms"]).get(self.paired.call, self.paired.call.name)
 
     def median(self, side: str) -> float | None:
@@ -105,7 +107,7 @@ class Compared:
             "unit": self.unit,
             "base": recordings(self.base),
             "head": recordings(self.head),
-            "ratios": list(paired.ratios),
+            "ratios": [r if math.isfinite(r) else None for r in paired.ratios],
             "ratio": paired.ratio if math.isfinite(paired.ratio) else None,
             "ci": [c if math.isfinite(c) else None for c in paired.ci],
             "call": paired.call.value,
@@ -182,8 +184,8 @@ def table_rows(result: AbResult) -> list[list[str]]:
         rows.append(
             [
                 name,
-                format_value(base, c.unit) if base else "—",
-                format_value(head, c.unit) if head else "—",
+                format_value(base, c.unit) if base is not None else "—",
+                format_value(head, c.unit) if head is not None else "—",
                 format_pct(ratio - 1) if math.isfinite(ratio) else "",
                 ci_text(c.paired.ci) if all(map(math.isfinite, c.paired.ci)) else "",
                 str(c.paired.pairs),
@@ -203,6 +205,8 @@ def summary_line(result: AbResult) -> str:
         f"{counts[Call.SAME]} same",
         f"{counts[Call.UNDECIDED]} undecided",
     ]
+    if counts[Call.UNMEASURED]:
+        parts.append(f"{counts[Call.UNMEASURED]} not measured")
     head = f"cudaperf ab: {', '.join(parts)} (min effect {result.min_effect:.1%})"
     if result.same_revision:
         head += "; an A/A: both sides are the same code, so any SLOWER or FASTER is noise"

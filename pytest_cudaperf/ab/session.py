@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pytest_cudaperf.ab.paired import (
     CONFIRM_PAIRS,
+    MIN_PAIRS,
     Call,
     Paired,
     abba,
@@ -141,11 +142,17 @@ class AbSession:
         return document
 
     def measure(self, budget: AbBudget) -> None:
-        """Pairs in ABBA order until every time series is decided, or the budget is spent."""
+        """Pairs in ABBA order until every time series is decided, or the budget is spent. From
+        the :data:`MIN_PAIRS`-th pair on, a test whose every time series is decided (SLOWER,
+        FASTER or SAME) is deselected from the pairs that follow: its call stands on the pairs
+        that made it (why: docs/decisions.md, "Why does cudaperf ab stop measuring a decided
+        test?"), and only the undecided tests pay for more pairs."""
         order = abba(budget.pairs)
+        done: list[str] = []
         for pair in range(1, budget.pairs + 1):
+            extra = ["--cudaperf-breakdown=off", *(f"--deselect={n}" for n in done)]
             for side in order[2 * (pair - 1) : 2 * pair]:
-                document = self._process(side, pair, ["--cudaperf-breakdown=off"])
+                document = self._process(side, pair, extra)
                 if document is None:
                     return
                 found, failed = _records(document)
@@ -155,8 +162,10 @@ class AbSession:
             if not self._compare() and not self.result.compared:
                 self.result.stopped = "no series was measured on both sides"
                 return
-            if pair >= 3 and not self.result.calls(Call.UNDECIDED):
-                return
+            if pair >= MIN_PAIRS:
+                if not self._undecided():
+                    return
+                done = self._decided_tests()
             per_pair = (self.clock() - self.began) / pair
             if pair < budget.pairs and self.clock() - self.began + per_pair > budget.seconds:
                 self.result.stopped = (
@@ -164,8 +173,18 @@ class AbSession:
                     f"{format_duration(budget.seconds)}"
                 )
                 return
-        if self.result.calls(Call.UNDECIDED):
+        if self._undecided():
             self.result.stopped = f"stopped after {budget.pairs} pairs (--pairs)"
+
+    def _undecided(self) -> list[Compared]:
+        """The time series no call is made for yet (peak memory is exact: its first pair
+        decides it, and a peak with no reading is not measured, which more pairs do not change)."""
+        return [c for c in self.result.calls(Call.UNDECIDED) if c.unit in TIME_UNITS]
+
+    def _decided_tests(self) -> list[str]:
+        """The tests compared whose every time series is decided, sorted."""
+        compared = {c.key.nodeid for c in self.result.compared}
+        return sorted(compared - {c.key.nodeid for c in self._undecided()})
 
     def _progress(self, side: str, pair: int, budget: AbBudget) -> None:
         done = self.result.processes[-1]

@@ -43,6 +43,19 @@ def run_pytest(args: Sequence[str]) -> int:
     return run_in_session([sys.executable, "-m", "pytest", *args])
 
 
+#: what a recording run leaves out: a verdict against the old baseline counts for nothing there,
+#: so no fresh process confirms it and no host-bound change waits for the host (the recording
+#: is the run's own first measurement either way; why: docs/decisions.md, "What does a
+#: `cudaperf record` run leave out?")
+RECORDING = (
+    "--cudaperf-breakdown=off",
+    "--cudaperf-confirm-process=off",
+    "--cudaperf-state-wait=off",
+)
+#: the profiling run's measurements are dropped: the shortest budget, one round
+PROFILING = ("--cudaperf-max-time=0.01", "--cudaperf-rounds=1", *RECORDING[1:])
+
+
 def _attach_breakdowns(
     runner: Runner, args: Sequence[str], tmp: Path, series: dict[Where, list[Record]]
 ) -> None:
@@ -57,6 +70,7 @@ def _attach_breakdowns(
             *args,
             "--cudaperf-update",
             scratch,
+            *PROFILING,
             "--cudaperf-breakdown=auto",
             f"--cudaperf-json={report}",
         ]
@@ -97,7 +111,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as tmp:
         for run in range(1, runs + 1):
             report = Path(tmp) / f"run{run}.json"
-            rc = runner([*args, "--cudaperf-breakdown=off", f"--cudaperf-json={report}"])
+            rc = runner([*args, *RECORDING, f"--cudaperf-json={report}"])
             if rc not in (0, 1) or not report.exists():
                 why = EXIT_CODES.get(rc, "no report") if rc not in (0, 1) else "no report"
                 print(

@@ -113,7 +113,17 @@ def test_fresh_pairs_repeat_a_call_only_with_none_the_other_way(
 def test_peaks_are_exact() -> None:
     assert compare_peaks([1000, 1000], [1000, 1000]).call is Call.SAME
     assert compare_peaks([1000, 1000], [1100, 1100]).call is Call.SLOWER
-    assert compare_peaks([], [1000]).call is Call.UNDECIDED
+
+
+def test_a_peak_of_nothing_is_a_reading_and_a_missing_one_is_not_measured() -> None:
+    """A call that allocates nothing reads 0 bytes: the same on both sides, a change when one
+    side allocates; a side with no reading leaves the series unmeasured, not undecided."""
+    assert compare_peaks([0, 0, 0], [0, 0, 0]).call is Call.SAME
+    assert compare_peaks([0, 0, 0], [0, 0, 0]).ratio == 1.0
+    assert compare_peaks([0, 0], [4096, 4096]).call is Call.SLOWER
+    assert compare_peaks([4096], [0]).call is Call.FASTER
+    missing = compare_peaks([None, None], [1000, 1000])
+    assert (missing.call, missing.pairs) == (Call.UNMEASURED, 0)
 
 
 def _request(**given: object) -> Request:
@@ -163,8 +173,14 @@ class ScriptedSides:
     """Stands in for the pytest processes: the n-th process of a side measures each test not
     deselected at ``medians[test][side][n]`` ms, and writes the report ab asked for."""
 
-    def __init__(self, medians: dict[str, dict[str, Sequence[float]]]) -> None:
+    def __init__(
+        self,
+        medians: dict[str, dict[str, Sequence[float]]],
+        peaks: dict[str, int] | None = None,
+    ) -> None:
         self.medians = medians
+        #: a peak-memory series of these tests, in bytes, the same in every process
+        self.peaks = peaks or {}
         self.calls: dict[str, int] = {"base": 0, "head": 0}
         self.deselected: list[list[str]] = []
 
@@ -183,7 +199,15 @@ class ScriptedSides:
                 SeriesKey(nodeid, ""), "time:wall", "cpu-x", "ms",
                 Recording("2026-11-25", ms, 0.001, 20), {},
             )  # fmt: skip
-            tests.append(TestOutcome(nodeid, records=(JudgedRecord(record, Verdict(Kind.NEW)),)))
+            records = [JudgedRecord(record, Verdict(Kind.NEW))]
+            if nodeid in self.peaks:
+                size = self.peaks[nodeid]
+                peak = Record(
+                    SeriesKey(nodeid, ""), "memory:peak", "cpu-x", "bytes",
+                    Recording("2026-11-25", size, 0.0, 1), {},
+                )  # fmt: skip
+                records.append(JudgedRecord(peak, Verdict(Kind.NEW)))
+            tests.append(TestOutcome(nodeid, records=tuple(records)))
         write_report(Path(target), Report(tests=tuple(tests)))
         return 0, ""
 
@@ -304,3 +328,72 @@ def test_durations_read_in_minutes_and_hours() -> None:
         "1 h 2 min",
         "2 h",
     ]
+
+
+def test_an_a_a_stops_at_the_minimum_once_every_series_is_same(tmp_path: Path) -> None:
+    """Steady times and peaks (one of 0 bytes: a call that allocates nothing) are decided at the
+    third pair: no fourth pair, no confirmation."""
+    steady = {"base": [1.0, 1.002, 0.999] * 2, "head": [1.001, 1.0, 1.0] * 2}
+    runner = ScriptedSides(
+        {"t.py::a": steady, "t.py::b": steady}, peaks={"t.py::a": 0, "t.py::b": 1 << 20}
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(AbBudget(pairs=6, seconds=600))
+    comparison.confirm()
+    result = comparison.result
+    assert runner.calls == {"base": 3, "head": 3}
+    assert [(c.key.nodeid, c.unit, c.paired.call) for c in result.compared] == [
+        ("t.py::a", "bytes", Call.SAME),
+        ("t.py::a", "ms", Call.SAME),
+        ("t.py::b", "bytes", Call.SAME),
+        ("t.py::b", "ms", Call.SAME),
+    ]
+    assert result.stopped == ""
+    peak_row = next(line for line in lines(result) if line.startswith("t.py::a {peak}"))
+    assert peak_row.split()[2:6] == ["0", "B", "0", "B"]
+    assert lines(result)[-1].startswith("cudaperf ab: 4 compared, 0 slower, 0 faster, 4 same, 0 ")
+
+
+def test_a_decided_test_leaves_the_pairs_and_a_slower_goes_on_to_its_confirmation(
+    tmp_path: Path,
+) -> None:
+    """``slowed`` is SLOWER at the third pair and ``settling`` not yet: the next pairs run
+    ``settling`` alone until it is SAME (the fifth), then three fresh pairs of ``slowed`` alone
+    confirm the call."""
+    runner = ScriptedSides(
+        {
+            "t.py::slowed": {"base": [1.0] * 8, "head": [1.1] * 8},
+            "t.py::settling": {"base": [1.0] * 8, "head": [1.02, 0.98] + [1.0] * 6},
+        }
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(AbBudget(pairs=6, seconds=600))
+    assert runner.calls == {"base": 5, "head": 5}
+    assert runner.deselected[:6] == [[]] * 6
+    assert runner.deselected[6:10] == [["t.py::slowed"]] * 4
+    comparison.confirm()
+    assert runner.deselected[10:] == [["t.py::settling"]] * 2 * CONFIRM_PAIRS
+    result = comparison.result
+    calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in result.compared}
+    assert calls == {
+        "t.py::slowed": (Call.SLOWER, 3 + CONFIRM_PAIRS),
+        "t.py::settling": (Call.SAME, 5),
+    }
+    assert result.unconfirmed == []
+
+
+def test_an_undecided_series_keeps_the_pairs_going_to_the_budget(tmp_path: Path) -> None:
+    runner = ScriptedSides(
+        {
+            "t.py::noisy": {"base": [1.0] * 6, "head": [1.2, 0.85, 1.1, 0.9, 1.15, 0.88]},
+            "t.py::steady": {"base": [1.0] * 6, "head": [1.0] * 6},
+        }
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(AbBudget(pairs=6, seconds=600))
+    result = comparison.result
+    assert runner.calls == {"base": 6, "head": 6}
+    assert runner.deselected[6:] == [["t.py::steady"]] * 6
+    calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in result.compared}
+    assert calls == {"t.py::noisy": (Call.UNDECIDED, 6), "t.py::steady": (Call.SAME, 3)}
+    assert result.stopped == "stopped after 6 pairs (--pairs)"
