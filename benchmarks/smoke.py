@@ -66,6 +66,7 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_ab_confirm.py": [["bench_ab_confirm.py", "--smoke", "--out", "{out}"]],
     "bench_changepoints.py": [["bench_changepoints.py", "--smoke", "--out", "{out}"]],
     "bench_drift.py": [["bench_drift.py", "--smoke", "--out", "{out}"]],
+    "bench_busy_entry.py": [["bench_busy_entry.py", "--smoke", "--out", "{out}"]],
 }
 
 #: scripts that another script's smoke runs, not run on their own

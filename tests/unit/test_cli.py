@@ -565,5 +565,4 @@ def test_record_names_a_series_recorded_while_the_cpu_was_shared(
         "cudaperf record: t.py::a {time:wall}: 2 of 3 recordings taken while other processes "
         "shared the CPU (e.g. waited for a CPU 91% of the time)" in out
     )
-    assert "t.py::b" not in out.split("shared the CPU")[0].splitlines()[-1]
     assert out.count("shared the CPU") == 1
