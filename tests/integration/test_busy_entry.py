@@ -1,9 +1,9 @@
 """Every entry point on a busy host, on the CPU: ``benchmark(...)``, ``benchmark.pedantic`` with
 and without a ``setup``, ``@pytest.mark.perf`` on a whole test, ``cuda_timer.region``,
 ``cuda_timer.compare`` and a ``memory_guard`` budget (``benchmark.weave`` where aspectlib is
-installed). Recorded once, then compared while two busy loops that this test starts hold the
-cores: none reads a REGRESSION; then, quiet again, a 3x slowdown planted in each is caught.
-One inner run for each phase holds every entry point."""
+installed), and pedantic with too few rounds for a verdict. Recorded once, then compared while
+two busy loops that this test starts hold the cores: none reads a REGRESSION; then, quiet again,
+a 3x slowdown planted in each is caught. One inner run for each phase holds every entry point."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import pytest
 import torch
 
 SLOW = int(os.environ.get("SLOW", "1"))
-x = torch.randn(96, 96)
+x = torch.randn(192, 192)
 
 def mm(a):
     for _ in range(SLOW):
@@ -36,7 +36,7 @@ def test_plain(benchmark):
 
 def test_pedantic(benchmark):
     def setup():
-        return (torch.randn(96, 96),), {}
+        return (torch.randn(192, 192),), {}
     benchmark.pedantic(mm, setup=setup, rounds=20)
 
 def test_pedantic_no_setup(benchmark):
@@ -60,13 +60,24 @@ def test_region(cuda_timer):
 def test_compare(cuda_timer):
     cuda_timer.compare(lambda: mm(x), lambda: x @ x)
 
+def test_few_rounds(benchmark):  # 9x planted: too few rounds for a verdict all the same
+    import time
+    benchmark.pedantic(time.sleep, setup=lambda: ((0.002 * SLOW**2,), {}), rounds=5)
+
 def test_guard(memory_guard):
     with memory_guard(max_peak="64MB"):
         mm(x)
 """
 
 #: the tests whose time is judged against a baseline
-TIMED = ("test_plain", "test_pedantic", "test_pedantic_no_setup", "test_whole", "test_region")
+TIMED = (
+    "test_plain",
+    "test_pedantic",
+    "test_pedantic_no_setup",
+    "test_whole",
+    "test_region",
+    "test_few_rounds",
+)
 FAST = [
     "-p",
     "no:benchmark",
@@ -109,7 +120,7 @@ def test_every_entry_point_reads_no_regression_when_busy_and_catches_3x_when_qui
 ) -> None:
     pytester.makepyfile(test_entry=ENTRY_POINTS)
     recorded = pytester.runpytest_inprocess(*FAST, "--cudaperf-update")
-    recorded.assert_outcomes(passed=7, skipped=1)
+    recorded.assert_outcomes(passed=8, skipped=1)
 
     with busy_loops():
         busy = pytester.runpytest_inprocess(*FAST)
@@ -118,12 +129,15 @@ def test_every_entry_point_reads_no_regression_when_busy_and_catches_3x_when_qui
         kinds = [v["kind"] for v in verdicts[name]]
         assert kinds, name
         assert "regression" not in kinds, (name, verdicts[name])
-    busy.assert_outcomes(passed=7, skipped=1)
+    busy.assert_outcomes(passed=8, skipped=1)
 
     monkeypatch.setenv("SLOW", "3")
     planted = pytester.runpytest_inprocess(*FAST)
     verdicts = _verdicts(pytester)
-    for name in TIMED:
+    (few,) = verdicts["test_few_rounds"]
+    assert few["kind"] == "inconclusive", few
+    assert "only 5 samples, too few for a confident verdict" in few["message"], few
+    for name in TIMED[:-1]:
         (verdict,) = verdicts[name]
         assert verdict["ratio"] > 2, (name, verdict)
         # caught: a regression, or held back only by this run's contention (judged at 100%)
