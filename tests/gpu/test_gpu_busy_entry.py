@@ -38,18 +38,18 @@ def work(a):
 
 def test_rounds(benchmark):
     def setup():
-        return (torch.randn(2048, 2048, device="cuda"),), {}
+        return (torch.randn(4096, 4096, device="cuda"),), {}
     benchmark.pedantic(work, setup=setup, rounds=30)
 
 def test_region(cuda_timer):
-    x = torch.randn(2048, 2048, device="cuda")
+    x = torch.randn(4096, 4096, device="cuda")
     for _ in range(30):
         with cuda_timer.region("mm"):
             work(x)
 
 @pytest.mark.perf(min_speedup=0.6)
 def test_compare(cuda_timer):
-    x = torch.randn(2048, 2048, device="cuda")
+    x = torch.randn(4096, 4096, device="cuda")
     cuda_timer.compare(lambda: work(x), lambda: torch.mm(x, x))
 """
 
