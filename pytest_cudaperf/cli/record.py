@@ -150,6 +150,8 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     uneven = uneven_host(loops)
     if uneven:
         print(uneven)
+    for line in shared_cpu(complete):
+        print(line)
     _write(BaselineStore(folder or Path(".cudaperf")), complete)
     if skipped:
         print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
@@ -202,3 +204,25 @@ def uneven_host(loops: Sequence[float | None]) -> str | None:
         f"took {format_ms(min(known))}-{format_ms(max(known))}, median per run): the series "
         f"recorded move with it and fewer slowdowns will fail; record again on a quiet machine"
     )
+
+
+def shared_cpu(complete: dict[Where, list[Record]]) -> list[str]:
+    """One line per series most of whose recordings were taken while other processes took the
+    CPU (a contention finding among their ``unstable``), whatever measured it (``cuda_timer``,
+    ``benchmark``, its pedantic rounds, a region, a whole test): their noise carries it, and the
+    series is not written in silence (why: docs/decisions.md, "Why is every entry point judged
+    with the host's state?")."""
+    lines = []
+    for (_, key, series), records in sorted(complete.items()):
+        shared = [
+            next(why for why in r.recording.unstable if instability.is_contention(why))
+            for r in records
+            if any(instability.is_contention(why) for why in r.recording.unstable)
+        ]
+        if 2 * len(shared) > len(records):
+            lines.append(
+                f"cudaperf record: {key} {{{series}}}: {len(shared)} of {len(records)} recordings "
+                f"taken while other processes shared the CPU (e.g. {shared[0]}); the series "
+                "carries that noise: record it again on a quiet machine"
+            )
+    return lines

@@ -464,10 +464,3 @@ def compare_judged(
 
     may = test.run.rank is None and test.settings.breakdown != "off"
     add_comparison(test, key, comparison, min_speedup, explain if may else None)
-
-
-def region_judged(
-    test: TestContext, key: SeriesKey, measurement: Measurement, device_class: str
-) -> None:
-    """A timed region's measurement (taken by the test's own calls), judged and recorded."""
-    add_time(test, judge_time(test, key, measurement, device_class), measurement)

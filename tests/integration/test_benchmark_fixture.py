@@ -99,7 +99,7 @@ def test_pytest_benchmark_usages_run_green_and_compare_reads_the_json(
     assert marked["stats"]["rounds"] >= 25
     assert benchmarks["test_suite.py::test_extra_info"]["extra_info"] == {"n": 10}
     pedantic = benchmarks["test_suite.py::test_pedantic_setup"]
-    assert (pedantic["stats"]["rounds"], pedantic["cudaperf"]["series"]) == (5, "time:region")
+    assert (pedantic["stats"]["rounds"], pedantic["cudaperf"]["series"]) == (5, "time:wall")
     assert benchmarks["test_suite.py::test_call"]["cudaperf"]["series"] == "time:wall"
     for bench in benchmarks.values():
         assert set(bench["stats"]) >= {"min", "max", "mean", "stddev", "median", "iqr", "ops"}
@@ -208,9 +208,9 @@ def test_a_planted_slowdown_fails_the_right_test(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sleeps: the host workload that moves least on two shared cores. Rounds of a pedantic
-    setup are judged as a region (device floors, no contention), so its 3x is always a
-    regression; a CPU wall time on a machine that other processes keep busy is judged at 100%
-    at least, where a 3x may honestly be INCONCLUSIVE instead (docs/decisions.md)."""
+    setup are CPU wall time with the host's state, as a call is: on a machine that other
+    processes keep busy both are judged at 100% at least, where a 3x may honestly be
+    INCONCLUSIVE instead (docs/decisions.md)."""
     pytester.makepyfile(test_planted=PLANTED)
     for _ in range(3):  # three processes: a series as the verdict trusts one
         recorded = pytester.runpytest_inprocess(*ABSENT, *FAST, "--cudaperf-update")
@@ -224,22 +224,21 @@ def test_a_planted_slowdown_fails_the_right_test(
 
     monkeypatch.setenv("SLOW", "3")
     slow = pytester.runpytest_inprocess(*ABSENT, *FAST, "--cudaperf-json=report.json")
-    slow.stdout.fnmatch_lines(
-        ["*_ test_planted_rounds _*", "perf regression: median * ms vs baseline * ms (+*"]
-    )
     verdicts = {
         test["nodeid"].split("::")[1]: test["records"][0]["verdict"]
         for test in json.loads((pytester.path / "report.json").read_text())["tests"]
     }
     assert verdicts["test_steady"]["kind"] == "pass"
-    assert verdicts["test_planted_rounds"]["kind"] == "regression"
-    call = verdicts[
-        "test_planted_call"
-    ]  # seen at 3x; held back only by a threshold the noise raised
-    assert call["ratio"] > 2, call
-    assert call["kind"] == "regression" or (
-        call["kind"] == "inconclusive" and call["threshold"] > call["tolerance"]
-    ), call
+    for name in ("test_planted_call", "test_planted_rounds"):
+        call = verdicts[name]  # seen at 3x; held back only by a threshold the noise raised
+        assert call["ratio"] > 2, call
+        assert call["kind"] == "regression" or (
+            call["kind"] == "inconclusive" and call["threshold"] > call["tolerance"]
+        ), call
+    if verdicts["test_planted_rounds"]["kind"] == "regression":
+        slow.stdout.fnmatch_lines(
+            ["*_ test_planted_rounds _*", "perf regression: median * ms vs baseline * ms (+*"]
+        )
 
 
 @pytest.mark.parametrize("serving", list(SERVING))

@@ -144,8 +144,8 @@ def test_a_disabled_pedantic_runs_setup_and_target_once() -> None:
 def test_pedantic_with_a_setup_times_each_round_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     judged: list[tuple[SeriesKey, Any, str]] = []
     monkeypatch.setattr(
-        served.judged,
-        "region_judged",
+        served.exact,
+        "exact_judged",
         lambda test, key, m, klass: judged.append((key, m, klass)),
     )
     seen: list[str] = []
@@ -170,7 +170,7 @@ def test_pedantic_with_a_setup_times_each_round_apart(monkeypatch: pytest.Monkey
     assert (key, klass, measured.metric, measured.n) == (
         SeriesKey("t.py::test_x", ""),
         "CPU test",
-        "region",
+        "wall",  # the host clock: CPU wall time, with the host's state
         3,
     )
     assert benchmark.stats is not None
@@ -181,11 +181,11 @@ def test_pedantic_with_a_setup_times_each_round_apart(monkeypatch: pytest.Monkey
     assert entry["group"] == "sorting"
     assert entry["stats"]["iterations"] == 1
     assert entry["options"]["min_rounds"] == 3
-    assert entry["cudaperf"]["series"] == "time:region"
+    assert entry["cudaperf"]["series"] == "time:wall"
 
 
 def test_pedantic_iterations_make_a_sample_per_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(served.judged, "region_judged", lambda *args: None)
+    monkeypatch.setattr(served.exact, "exact_judged", lambda *args: None)
     calls: list[int] = []
     benchmark = _fixture(measuring=True)
     benchmark.pedantic(calls.append, args=(1,), teardown=lambda n: None, rounds=2, iterations=5)

@@ -548,3 +548,31 @@ def test_every_positional_and_option_of_every_command_has_a_help_line() -> None:
         and not (action.help or "").strip()
     ]
     assert missing == []
+
+
+def test_record_names_a_series_recorded_while_the_cpu_was_shared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever measured it: a series most of whose recordings met other processes on the CPU
+    is named when ``cudaperf record`` writes it."""
+    busy = iter([("waited for a CPU 91% of the time",), (), ("load average 8.0 on 2 CPU cores",)])
+
+    def runner(args: Sequence[str]) -> int:
+        out = Path(next(a for a in args if a.startswith("--cudaperf-json=")).split("=", 1)[1])
+        items = []
+        unstable = next(busy, ())
+        for nodeid, series in (("t.py::a", "time:wall"), ("t.py::b", "time:device/cold")):
+            record = dataclasses.replace(_record(nodeid, 1.0), series=series)
+            quiet = series != "time:wall"
+            recording = dataclasses.replace(record.recording, unstable=() if quiet else unstable)
+            items.append((dataclasses.replace(record, recording=recording), True))
+        out.write_text(_report_text(items))
+        return 0
+
+    assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], runner) == 0
+    out = capsys.readouterr().out
+    assert (
+        "cudaperf record: t.py::a {time:wall}: 2 of 3 recordings taken while other processes "
+        "shared the CPU (e.g. waited for a CPU 91% of the time)" in out
+    )
+    assert out.count("shared the CPU") == 1

@@ -1,0 +1,152 @@
+"""Every entry point on a busy host, on the CPU: ``benchmark(...)``, ``benchmark.pedantic`` with
+and without a ``setup``, ``@pytest.mark.perf`` on a whole test, ``cuda_timer.region``,
+``cuda_timer.compare`` and a ``memory_guard`` budget (``benchmark.weave`` where aspectlib is
+installed), and pedantic with too few rounds for a verdict. Recorded once, then compared while
+two busy loops that this test starts hold the cores: none reads a REGRESSION; then, quiet again,
+a 3x slowdown planted in each is caught. One inner run for each phase holds every entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+# In-process runs: torch cannot be imported a second time in one process
+import torch  # noqa: F401
+
+ENTRY_POINTS = """
+import os
+import pytest
+import torch
+
+SLOW = int(os.environ.get("SLOW", "1"))
+x = torch.randn(192, 192)
+
+def mm(a):
+    for _ in range(SLOW):
+        a @ a
+
+def test_plain(benchmark):
+    benchmark(mm, x)
+
+def test_pedantic(benchmark):
+    def setup():
+        return (torch.randn(192, 192),), {}
+    benchmark.pedantic(mm, setup=setup, rounds=20)
+
+def test_pedantic_no_setup(benchmark):
+    benchmark.pedantic(mm, args=(x,), rounds=20)
+
+def test_weave(benchmark):
+    pytest.importorskip("aspectlib")
+    benchmark.weave(mm, lazy=True)
+    mm(x)
+
+@pytest.mark.perf
+def test_whole():
+    mm(x)
+
+def test_region(cuda_timer):
+    for _ in range(20):
+        with cuda_timer.region("mm"):
+            mm(x)
+
+@pytest.mark.perf(min_speedup=0.6)
+def test_compare(cuda_timer):
+    cuda_timer.compare(lambda: mm(x), lambda: x @ x)
+
+def test_few_rounds(benchmark):  # 9x planted: too few rounds for a verdict all the same
+    import time
+    benchmark.pedantic(time.sleep, setup=lambda: ((0.002 * SLOW**2,), {}), rounds=5)
+
+def test_guard(memory_guard):
+    with memory_guard(max_peak="64MB"):
+        mm(x)
+"""
+
+#: the tests whose time is judged against a baseline
+TIMED = (
+    "test_plain",
+    "test_pedantic",
+    "test_pedantic_no_setup",
+    "test_whole",
+    "test_region",
+    "test_few_rounds",
+)
+FAST = [
+    "-p",
+    "no:benchmark",
+    "-p",
+    "no:cacheprovider",
+    "--cudaperf-max-time=0.2",
+    "--cudaperf-breakdown=off",
+    "--cudaperf-json=report.json",
+]
+#: how long a busy loop spins at most, were it left running
+BUSY_S = 120
+
+
+@contextmanager
+def busy_loops(n: int = 2) -> Iterator[None]:
+    """``n`` processes that spin (for at most :data:`BUSY_S`), killed on the way out."""
+    spin = f"import time\nend = time.monotonic() + {BUSY_S}\nwhile time.monotonic() < end: pass"
+    loops = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def _verdicts(pytester: pytest.Pytester) -> dict[str, list[dict[str, Any]]]:
+    """Test name -> its time records' verdicts."""
+    report = json.loads((pytester.path / "report.json").read_text())
+    return {
+        test["nodeid"].split("::")[1]: [
+            r["verdict"] for r in test["records"] if r["series"].startswith("time:")
+        ]
+        for test in report["tests"]
+    }
+
+
+def test_every_entry_point_reads_no_regression_when_busy_and_catches_3x_when_quiet(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_entry=ENTRY_POINTS)
+    recorded = pytester.runpytest_inprocess(*FAST, "--cudaperf-update")
+    recorded.assert_outcomes(passed=8, skipped=1)
+
+    with busy_loops():
+        busy = pytester.runpytest_inprocess(*FAST)
+    verdicts = _verdicts(pytester)
+    for name in TIMED:
+        kinds = [v["kind"] for v in verdicts[name]]
+        assert kinds, name
+        assert "regression" not in kinds, (name, verdicts[name])
+    busy.assert_outcomes(passed=8, skipped=1)
+
+    monkeypatch.setenv("SLOW", "3")
+    planted = pytester.runpytest_inprocess(*FAST)
+    verdicts = _verdicts(pytester)
+    (few,) = verdicts["test_few_rounds"]
+    assert few["kind"] == "inconclusive", few
+    assert "only 5 samples, too few for a confident verdict" in few["message"], few
+    for name in TIMED[:-1]:
+        (verdict,) = verdicts[name]
+        assert verdict["ratio"] > 2, (name, verdict)
+        # caught: a regression, or held back only by this run's contention (judged at 100%)
+        assert verdict["kind"] == "regression" or (
+            verdict["kind"] == "inconclusive" and verdict["threshold"] >= 1.0
+        ), (name, verdict)
+    planted.stdout.fnmatch_lines(["*test_compare*< min_speedup 0.6*"])
+    assert "test_guard" not in {
+        line.split("::")[1].split()[0]
+        for line in planted.stdout.lines
+        if line.startswith("FAILED test_entry.py::")
+    }
