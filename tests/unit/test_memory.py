@@ -63,7 +63,11 @@ def test_a_late_one_time_allocation_is_not_a_leak_and_a_periodic_one_is() -> Non
             kept.append(torch.ones(128))
 
     result = check_leaks(late, CpuMemory(), warmup=1, iterations=3, tolerance=0)
-    assert result.series["cpu tensors"][-4:] == [512] * 4  # ran three runs more, flat
+    # ran three runs more, flat (at 512 B, or above: the census counts every live tensor of the
+    # process, and one another test left for its garbage collection may land in the window)
+    tail = result.series["cpu tensors"][-4:]
+    assert len(set(tail)) == 1
+    assert tail[0] >= 512
     assert result.leaks == {}
     assert result.message() is None
 
