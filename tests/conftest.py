@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -14,6 +19,11 @@ MODES = {"plain": [], "n0": ["-n0"], "n2": ["-n2"]}
 
 @pytest.fixture(params=list(MODES), ids=list(MODES))
 def mode(request: pytest.FixtureRequest) -> list[str]:
+    """The inner run's xdist arguments, for a test of a path that xdist changes: what workers send
+    the controller and it merges (records, leaks, counts in the JSON report), baseline updates,
+    the fresh process's arguments. A test whose path xdist leaves alone (a marker's argument, a
+    budget, a skip, a setting read where the test runs) runs once, without xdist: each inner run
+    with -n2 starts three processes that each import torch."""
     return MODES[request.param]
 
 
@@ -26,16 +36,38 @@ def _no_fresh_process(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
         monkeypatch.setenv("PYTEST_CUDAPERF_CONFIRM_PROCESS", "off")
 
 
-#: the tests of serving pytest-benchmark's fixture, which need it loadable in their inner runs
-_WITH_PYTEST_BENCHMARK = ("test_benchmark_fixture.py", "test_gpu_benchmark.py")
+#: the plugins installed for the tests of one file each, which need them loadable in that file's
+#: inner runs: pytest-benchmark (serving its fixture) and pytest-rerunfailures (re-run tests)
+_ONLY_IN = {
+    "benchmark": ("test_benchmark_fixture.py", "test_gpu_benchmark.py"),
+    "rerunfailures": ("test_reruns.py",),
+}
+
+
+def _inner_addopts(request: pytest.FixtureRequest) -> str:
+    """``-p no:NAME`` for each of those plugins this test's inner runs do without: loading and
+    configuring them costs every inner pytest."""
+    name = request.node.path.name
+    return " ".join(f"-p no:{plugin}" for plugin, files in _ONLY_IN.items() if name not in files)
 
 
 @pytest.fixture(autouse=True)
-def _no_pytest_benchmark(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest-benchmark, installed for the tests of its fixture, stays out of every other test's
-    inner runs: loading and configuring it costs each inner pytest ~0.2 s."""
-    if request.node.path.name not in _WITH_PYTEST_BENCHMARK:
-        monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:benchmark")
+def _inner_plugins(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner runs of a test started without pytester (``cudaperf`` commands) leave out the
+    plugins they do without."""
+    if addopts := _inner_addopts(request):
+        monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+
+
+@pytest.fixture
+def pytester(
+    pytester: pytest.Pytester, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    """pytester, whose inner runs also leave out the plugins they do without: pytester removes
+    ``PYTEST_ADDOPTS`` as it starts, after the autouse fixture set it, so it is set again here."""
+    if addopts := _inner_addopts(request):
+        monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+    return pytester
 
 
 @pytest.fixture
@@ -70,3 +102,49 @@ def stop(request: pytest.FixtureRequest) -> Stop:
     """Each way a ``cudaperf`` command is stopped: Ctrl-C at a terminal, SIGTERM from a cancelled
     CI job or ``timeout``."""
     return STOPS[request.param]
+
+
+class Recorded(NamedTuple):
+    """The baseline folder that ``pytest --cudaperf-update`` wrote, and its baseline file's name."""
+
+    folder: Path
+    name: str
+
+    def write(self, project: Path) -> Path:
+        """A copy of the folder as ``project``'s baseline folder; the baseline file's path."""
+        shutil.copytree(self.folder, project / ".cudaperf")
+        return project / ".cudaperf" / self.name
+
+
+#: ``record_once``'s type: (test file's name, its source, pytest arguments) -> the baseline
+RecordOnce = Callable[[str, str, Sequence[str]], Recorded]
+
+
+@pytest.fixture(scope="session")
+def record_once(tmp_path_factory: pytest.TempPathFactory) -> RecordOnce:
+    """``record_once(file, source, args)``: the baseline that ``pytest ARGS --cudaperf-update``
+    records for the test file ``file`` holding ``source``, run once per session for each
+    (file, source, args), for the tests that start from a recorded baseline rather than test the
+    recording: an inner run that measures costs seconds."""
+    done: dict[tuple[str, str, tuple[str, ...]], Recorded] = {}
+
+    def record(file: str, source: str, args: Sequence[str]) -> Recorded:
+        key = (file, source, tuple(args))
+        if key not in done:
+            project = tmp_path_factory.mktemp("recorded")
+            (project / file).write_text(source)
+            env = {**os.environ, "PYTEST_ADDOPTS": " ".join(f"-p no:{p}" for p in _ONLY_IN)}
+            run = subprocess.run(
+                [sys.executable, "-m", "pytest", *args, "--cudaperf-update"],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert run.returncode == 0, run.stdout + run.stderr
+            (path,) = (project / ".cudaperf").glob("*.json")
+            done[key] = Recorded(path.parent, path.name)
+        return done[key]
+
+    return record

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
@@ -106,14 +106,45 @@ def _worktrees(repo: Path) -> list[str]:
     return [line for line in _git(repo, "worktree", "list").splitlines() if line]
 
 
-def test_exactly_the_slowed_test_is_slower(tmp_path: Path) -> None:
+class Slowed(NamedTuple):
+    """One comparison of the slowed project: its repository, the command's run and its JSON."""
+
+    repo: Path
+    done: subprocess.CompletedProcess[str]
+    document: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def slowed(tmp_path_factory: pytest.TempPathFactory) -> Slowed:
+    """``cudaperf ab --base HEAD~1`` of the slowed project in a src layout whose package is also
+    importable from the main checkout (as an editable install makes it, at the end of
+    sys.path): one comparison, run once, serves the two tests that follow (the A/A test measures
+    the flat layout)."""
+    tmp_path = tmp_path_factory.mktemp("slowed")
+    repo = _project(tmp_path, src_layout=True)
+    installed = tmp_path / "site"
+    installed.mkdir()
+    (installed / "editable.pth").write_text(str(repo / "src") + "\n")
+    (installed / "sitecustomize.py").write_text(
+        f"import site\nsite.addsitedir({str(installed)!r})\n"
+    )
+    # the main checkout is at the slow commit: a side that imported it would measure slow twice
+    paths = {"PYTHONPATH": f"{ROOT}{os.pathsep}{installed}"}
+    json_path = tmp_path / "ab.json"
+    done = _ab(
+        repo, "--base", "HEAD~1", "--pairs", "4", "--min-effect", "5%", "--json", str(json_path),
+        env=paths,
+    )  # fmt: skip
+    document = json.loads(json_path.read_text()) if json_path.exists() else {}
+    return Slowed(repo, done, document)
+
+
+def test_exactly_the_slowed_test_is_slower(slowed: Slowed) -> None:
     """A 3x slowdown is SLOWER and the untouched test is not called either way. The CI host is a
     shared 2-core machine running two xdist workers, where one process's median can move by half
     (``docs/ab.md``: there, ``--min-effect`` above the host's movement); the default 2% edge is
     held to in the A/A test and the unit tests."""
-    repo = _project(tmp_path)
-    json_path = str(tmp_path / "ab.json")
-    done = _ab(repo, "--base", "HEAD~1", "--pairs", "4", "--min-effect", "5%", "--json", json_path)
+    repo, done, document = slowed
     assert done.returncode == 1, done.stdout + done.stderr
     assert "only on head (not judged): tests/test_new.py::test_new {time:wall}" in done.stdout
     rows: dict[str, str] = {}
@@ -123,7 +154,6 @@ def test_exactly_the_slowed_test_is_slower(tmp_path: Path) -> None:
     assert "SLOWER" in rows["tests/test_work.py::test_light"], done.stdout
     assert "SLOWER" not in rows["tests/test_work.py::test_steady"], done.stdout
     assert "cudaperf ab: base: HEAD~1 (" in done.stdout  # where each side imported from
-    document = json.loads((tmp_path / "ab.json").read_text())
     calls = {s["nodeid"].split("::")[1]: s["call"] for s in document["series"]}
     assert calls["test_light"] == "slower"
     assert calls["test_steady"] in ("same", "undecided")
@@ -131,6 +161,21 @@ def test_exactly_the_slowed_test_is_slower(tmp_path: Path) -> None:
     ratio = next(s["ratio"] for s in document["series"] if s["nodeid"].endswith("test_light"))
     assert 2.0 < ratio < 4.5
     assert _worktrees(repo) == _worktrees(repo)[:1]  # only the main checkout is left
+
+
+def test_a_src_layout_installed_elsewhere_is_measured_from_each_sides_own_code(
+    slowed: Slowed,
+) -> None:
+    """The package is importable from the main checkout (as an editable install makes it, at the
+    end of sys.path): each side still measures its own code, and says where it came from."""
+    repo, done, _ = slowed
+    assert done.returncode == 1, done.stdout + done.stderr
+    base_line = next(
+        line for line in done.stdout.splitlines() if line.startswith("cudaperf ab: base:")
+    )
+    assert "imports abdemo from /" in base_line
+    assert str(repo / "src") not in base_line  # its worktree's src, not the main checkout's
+    assert "/src/abdemo" in base_line
 
 
 def test_the_same_revision_on_both_sides_is_an_a_a(tmp_path: Path) -> None:
@@ -143,6 +188,7 @@ def test_the_same_revision_on_both_sides_is_an_a_a(tmp_path: Path) -> None:
         "HEAD",
         "--pairs",
         "3",
+        "--no-kernels",  # the profiling processes: the slowed comparison above
         "--json",
         str(tmp_path / "aa.json"),
     )
@@ -153,30 +199,6 @@ def test_the_same_revision_on_both_sides_is_an_a_a(tmp_path: Path) -> None:
     assert len(document["series"]) == 3
     assert "slower" not in {s["call"] for s in document["series"]}
     assert len(_worktrees(repo)) == 1
-
-
-def test_a_src_layout_installed_elsewhere_is_measured_from_each_sides_own_code(
-    tmp_path: Path,
-) -> None:
-    """The package is importable from the main checkout (as an editable install makes it, at the
-    end of sys.path): each side still measures its own code, and says where it came from."""
-    repo = _project(tmp_path, src_layout=True)
-    installed = tmp_path / "site"
-    installed.mkdir()
-    (installed / "editable.pth").write_text(str(repo / "src") + "\n")
-    (installed / "sitecustomize.py").write_text(
-        f"import site\nsite.addsitedir({str(installed)!r})\n"
-    )
-    # the main checkout is at the slow commit: a side that imported it would measure slow twice
-    paths = {"PYTHONPATH": f"{ROOT}{os.pathsep}{installed}"}
-    done = _ab(repo, "--base", "HEAD~1", "--pairs", "4", env=paths)
-    assert done.returncode == 1, done.stdout + done.stderr
-    base_line = next(
-        line for line in done.stdout.splitlines() if line.startswith("cudaperf ab: base:")
-    )
-    assert "imports abdemo from /" in base_line
-    assert str(repo / "src") not in base_line  # its worktree's src, not the main checkout's
-    assert "/src/abdemo" in base_line
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:

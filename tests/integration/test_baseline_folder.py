@@ -11,8 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from conftest import RecordOnce
 
 # these tests are about files, not verdicts: a wide tolerance keeps a busy machine's noise from
 # failing the unchanged reruns, and sleeps barely move with the load
@@ -128,19 +132,20 @@ def test_git_status_after_a_killed_update(pytester: pytest.Pytester, project: Pa
 
 
 def test_git_status_after_an_update_under_xdist(pytester: pytest.Pytester, project: Path) -> None:
-    # eight workers on a 2-core machine: each holds the device lock, the controller alone writes
-    # the baseline
-    result = pytester.runpytest("-n", "8", *FAST, "--cudaperf-update")
+    # three workers on a 2-core machine, two tests each: each holds the device lock, the
+    # controller alone writes the baseline
+    result = pytester.runpytest("-n", "3", *FAST, "--cudaperf-update")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["cudaperf: baselines *: 6 added, 0 updated, 0 kept"])
     _only_the_baseline_and_the_test(project)
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640])
-def test_a_rewritten_baseline_keeps_its_mode(pytester: pytest.Pytester, mode: int) -> None:
+def test_a_rewritten_baseline_keeps_its_mode(
+    pytester: pytest.Pytester, record_once: RecordOnce, mode: int
+) -> None:
     pytester.makepyfile(test_many=MANY)
-    pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=6)
-    (baseline,) = (pytester.path / ".cudaperf").glob("*.json")
+    baseline = record_once("test_many.py", MANY, FAST).write(pytester.path)
     baseline.chmod(mode)
     before = baseline.read_text()
     pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=6)

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from conftest import RecordOnce
 
 FAST = ["--cudaperf-max-time=0.2", "--cudaperf-tolerance=30%", "-p", "no:cacheprovider"]
 
@@ -38,9 +42,10 @@ def test_timed_nap(cuda_timer, cuda_device):  # cuda_device holds the device's l
 
 
 @pytest.fixture
-def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+def recorded(pytester: pytest.Pytester, record_once: RecordOnce) -> pytest.Pytester:
+    """NAPPER with its baseline of 2 ms naps (recorded once for every test here)."""
     pytester.makepyfile(test_napper=NAPPER)
-    pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=2)
+    record_once("test_napper.py", NAPPER, FAST).write(pytester.path)
     return pytester
 
 

@@ -90,9 +90,7 @@ def test_pinned_batch_on_cpu(pytester: pytest.Pytester) -> None:
     pytester.runpytest().assert_outcomes(passed=3)
 
 
-def test_body_rerun_by_the_plugin_records_its_measurements_once(
-    pytester: pytest.Pytester, mode: list[str]
-) -> None:
+def test_body_rerun_by_the_plugin_records_its_measurements_once(pytester: pytest.Pytester) -> None:
     """@no_leak and a whole-test @perf re-run the body: the cuda_timer and memory_guard calls
     inside it record on the test's own call only (not #2, #3… for every re-run), and the timer
     does not measure again."""
@@ -114,7 +112,7 @@ def test_body_rerun_by_the_plugin_records_its_measurements_once(
             with memory_guard():
                 time.sleep(0.001)
     """)
-    result = pytester.runpytest(*mode, "--cudaperf-json=out.json")
+    result = pytester.runpytest("--cudaperf-json=out.json")
     result.assert_outcomes(passed=2)
     runs = [int(n) for n in (pytester.path / "samples.txt").read_text().split()]
     assert len(runs) >= 3, runs

@@ -5,9 +5,12 @@ and the extra series an earlier version stored for a re-run (``"2"``) are obsole
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from conftest import RecordOnce
 
 pytest.importorskip("pytest_rerunfailures")
 
@@ -53,10 +56,13 @@ def test_a_flaky_test_stores_its_passing_attempt_only(
 
 
 def test_a_regressed_test_under_reruns_is_judged_by_its_last_attempt(
-    pytester: pytest.Pytester, mode: list[str], monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    mode: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    record_once: RecordOnce,
 ) -> None:
     pytester.makepyfile(test_sleepy=SLEEPY)
-    pytester.runpytest(*mode, *FAST, "--cudaperf-update").assert_outcomes(passed=1)
+    record_once("test_sleepy.py", SLEEPY, FAST).write(pytester.path)
     monkeypatch.setenv("SLOW", "10")
     slow = pytester.runpytest(*mode, *FAST, "--reruns=1", "--cudaperf-json=out.json")
     assert {k: v for k, v in slow.parseoutcomes().items() if k != "regressed"} == {
@@ -71,14 +77,13 @@ def test_a_regressed_test_under_reruns_is_judged_by_its_last_attempt(
 
 
 def test_an_extra_series_of_a_re_run_is_obsolete_and_pruned(
-    pytester: pytest.Pytester, mode: list[str]
+    pytester: pytest.Pytester, mode: list[str], record_once: RecordOnce
 ) -> None:
     """A baseline holding ``""`` and ``"2"`` for one test (what a re-run stored before): the
     test measures one series, so ``"2"`` is reported obsolete and ``--cudaperf-prune`` removes
     it; the test's own series is kept."""
     pytester.makepyfile(test_sleepy=SLEEPY)
-    pytester.runpytest(*mode, *FAST, "--cudaperf-update").assert_outcomes(passed=1)
-    (path,) = (pytester.path / ".cudaperf").glob("*.json")
+    path = record_once("test_sleepy.py", SLEEPY, FAST).write(pytester.path)
     document = json.loads(path.read_text())
     by_name = document["entries"]["test_sleepy.py::test_sleepy"]
     by_name["2"] = by_name[""]

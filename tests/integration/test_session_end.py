@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from conftest import RecordOnce
 
 FAST = ["--cudaperf-max-time=0.05", "--cudaperf-tolerance=30%", "-p", "no:cacheprovider"]
 
@@ -160,13 +164,16 @@ def test_github_summary_that_cannot_be_written(
     ids=["Infinity", "NaN", "negative", "negative-noise", "env-string", "ci-string"],
 )
 def test_a_bad_baseline_field_is_a_usage_error_naming_the_file(
-    pytester: pytest.Pytester, field: str, value: object, said: str
+    pytester: pytest.Pytester,
+    record_once: RecordOnce,
+    field: str,
+    value: object,
+    said: str,
 ) -> None:
     """Each bad field was once a traceback, an AttributeError in the test, or a series that can
     never fail."""
     pytester.makepyfile(test_one=ONE_TEST)
-    assert pytester.runpytest(*FAST, "--cudaperf-update").ret == 0
-    (path,) = (pytester.path / ".cudaperf").glob("*.json")
+    path = record_once("test_one.py", ONE_TEST, FAST).write(pytester.path)
     document = json.loads(path.read_text())
     entry = document["entries"]["test_one.py::test_one"][""]["time:wall"]
     (entry["recordings"][0] if field == "ci" else entry)[field] = value
