@@ -319,6 +319,16 @@ def contention_findings(
     ]
 
 
+def contention(meter: WaitMeter, environ: Mapping[str, str]) -> tuple[tuple[str, ...], float]:
+    """What the surroundings said while ``meter`` watched (:func:`contention_findings`, from
+    ``environ``'s xdist workers, the cores and the load), as a measurement's reasons and noise."""
+    return instability.combine(
+        contention_findings(
+            meter.waited(), xdist_workers(environ), usable_cores(), load_average(), meter.others()
+        )
+    )
+
+
 #: a batch of the CPU sampler aims at this much time at least: calls longer than a fifth of it
 #: come in smaller batches, down to one call (a 0.5 s call warms up with two calls, not ten)
 CPU_BATCH_TARGET_S = 0.1
@@ -460,15 +470,7 @@ class CpuBackend:
         notes = list(sampled.warnings)
         if self._device == "cpu" and sampler.group > 1:
             notes.append(f"timed in groups of {sampler.group} calls (each call < 20 µs)")
-        reasons, noise = instability.combine(
-            contention_findings(
-                self.meter.waited(),
-                xdist_workers(self._environ),
-                usable_cores(),
-                load_average(),
-                self.meter.others(),
-            )
-        )
+        reasons, noise = contention(self.meter, self._environ)
         return Measurement.from_samples(
             sampled.samples,
             metric="wall",

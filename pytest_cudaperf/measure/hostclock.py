@@ -16,16 +16,12 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 
-from pytest_cudaperf.measure import instability
 from pytest_cudaperf.measure.cpu import (
     MachineMeter,
     ReferenceProbe,
     WaitMeter,
-    contention_findings,
+    contention,
     intra_op_threads,
-    load_average,
-    usable_cores,
-    xdist_workers,
 )
 from pytest_cudaperf.measure.measurement import Measurement
 
@@ -78,15 +74,7 @@ class HostClock:
         time, with the reference loop timed once more now and the contention findings of the
         whole span."""
         self.probe.point()
-        reasons, noise = instability.combine(
-            contention_findings(
-                self.meter.waited(),
-                xdist_workers(self._environ),
-                usable_cores(),
-                load_average(),
-                self.meter.others(),
-            )
-        )
+        reasons, noise = contention(self.meter, self._environ)
         return Measurement.from_samples(
             [ms / calls for ms in self.samples_ms],
             metric="wall",
