@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_cudaperf.fixtures.arguments import ArgumentError, describe
 from pytest_cudaperf.fixtures.timer import check_arguments
-from pytest_cudaperf.fixtures.user_code import ArgumentError, describe
 
 
 def test_a_callable_is_required() -> None:
