@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
+from gitrepo import git
 
 if TYPE_CHECKING:
     from conftest import Stop
@@ -56,15 +57,6 @@ def test_steady():
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
 def _project(tmp_path: Path, src_layout: bool = False) -> Path:
     """A repository with two commits: the second makes ``light`` three times slower."""
     repo = tmp_path / "project"
@@ -75,15 +67,15 @@ def _project(tmp_path: Path, src_layout: bool = False) -> Path:
     (repo / "tests").mkdir()
     (repo / "tests" / "test_work.py").write_text(TESTS.format(package="abdemo"))
     (repo / "pytest.ini").write_text("[pytest]\n")
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "fast")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "fast")
     (package / "work.py").write_text(WORK.format(light=60000))
     (repo / "tests" / "test_new.py").write_text(
         "import pytest\n\n@pytest.mark.perf\ndef test_new():\n    pass\n"
     )
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "three times the work in light(), and a new test")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "three times the work in light(), and a new test")
     return repo
 
 
@@ -103,7 +95,7 @@ def _ab(
 
 
 def _worktrees(repo: Path) -> list[str]:
-    return [line for line in _git(repo, "worktree", "list").splitlines() if line]
+    return [line for line in git(repo, "worktree", "list").splitlines() if line]
 
 
 class Slowed(NamedTuple):
@@ -215,7 +207,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     outside = _ab(plain, "--base", "HEAD")
     assert outside.returncode == 2
     assert "is not in a git repository" in outside.stderr
-    _git(repo, "checkout", "--", ".")
+    git(repo, "checkout", "--", ".")
     setup = _ab(repo, "--base", "HEAD~1", "--setup", "echo building; exit 7")
     assert setup.returncode == 2
     assert "--setup failed on base" in setup.stderr
@@ -225,7 +217,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
 def test_a_side_that_fails_is_named_with_its_output(tmp_path: Path) -> None:
     repo = _project(tmp_path)
     (repo / "abdemo" / "work.py").write_text("def light(:\n")
-    _git(repo, "commit", "-q", "-am", "a syntax error")
+    git(repo, "commit", "-q", "-am", "a syntax error")
     done = _ab(repo, "--base", "HEAD~1", "--pairs", "3")
     assert done.returncode == 3, done.stdout + done.stderr
     assert (
@@ -243,8 +235,8 @@ def test_an_interrupted_comparison_leaves_no_worktree(
     (repo / "tests" / "test_slow.py").write_text(
         "import time\n\ndef test_slow():\n    time.sleep(60)\n"
     )
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "a slow test")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "a slow test")
     running = subprocess.Popen(
         [*interruptible_cudaperf, "ab", "--base", "HEAD~1", "--", *FAST],
         cwd=repo,

@@ -11,12 +11,12 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from gitrepo import git
 from history_reports import fill
 
 from pytest_cudaperf.ab.sides import Side
@@ -39,15 +39,6 @@ STEADY = "tests/test_work.py::test_steady"
 KNOBS = ["--pairs", "3", "--min-effect", "10%", "--no-kernels"]
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
 def _repository(
     tmp_path: Path, commits: int, slow_at: int | None, broken: int | None = None
 ) -> tuple[Path, list[str]]:
@@ -58,7 +49,7 @@ def _repository(
     (repo / "tests").mkdir()
     (repo / "demo" / "__init__.py").write_text("")
     (repo / "tests" / "test_work.py").write_text("from demo.work import light, steady\n")
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     shas = []
     for i in range(1, commits + 1):
         work = 300 if slow_at is not None and i >= slow_at else 100
@@ -67,10 +58,10 @@ def _repository(
             body += "def light(:\n"
         (repo / "demo" / "work.py").write_text(body)
         (repo / "README.md").write_text(f"release {i}\n")
-        _git(repo, "add", ".")
+        git(repo, "add", ".")
         subject = "light does three times the work" if i == slow_at else f"release {i}"
-        _git(repo, "commit", "-q", "-m", subject)
-        shas.append(_git(repo, "rev-parse", "HEAD"))
+        git(repo, "commit", "-q", "-m", subject)
+        shas.append(git(repo, "rev-parse", "HEAD"))
     return repo, shas
 
 
@@ -131,7 +122,7 @@ def _bisect(repo: Path, runner: CheckedOutCode, *args: str) -> int:
 
 
 def _worktrees(repo: Path) -> list[str]:
-    return [line for line in _git(repo, "worktree", "list").splitlines() if line]
+    return [line for line in git(repo, "worktree", "list").splitlines() if line]
 
 
 def _steps(out: str) -> list[str]:
@@ -260,15 +251,15 @@ def test_bad_input_is_one_line_before_anything_runs(
 
 def test_a_merge_is_one_commit_on_the_first_parent_line(tmp_path: Path) -> None:
     repo, shas = _repository(tmp_path, 2, slow_at=None)
-    _git(repo, "checkout", "-q", "-b", "side", shas[0])
+    git(repo, "checkout", "-q", "-b", "side", shas[0])
     for name in ("s1", "s2"):
         (repo / f"{name}.txt").write_text(name)
-        _git(repo, "add", ".")
-        _git(repo, "commit", "-q", "-m", name)
-    side = _git(repo, "rev-list", "--reverse", f"{shas[0]}..side").splitlines()
-    _git(repo, "checkout", "-q", "-")
-    _git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
-    merge = _git(repo, "rev-parse", "HEAD")
+        git(repo, "add", ".")
+        git(repo, "commit", "-q", "-m", name)
+    side = git(repo, "rev-list", "--reverse", f"{shas[0]}..side").splitlines()
+    git(repo, "checkout", "-q", "-")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = git(repo, "rev-parse", "HEAD")
     assert commits_between(repo, shas[0], merge, first_parent=True) == (shas[0], shas[1], merge)
     every = commits_between(repo, shas[0], merge, first_parent=False)
     assert set(every) == {shas[0], shas[1], *side, merge}
