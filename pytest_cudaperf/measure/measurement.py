@@ -6,6 +6,7 @@ JSON; :mod:`pytest_cudaperf.measure.timing` produces it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,10 @@ MAX_KEPT_SAMPLES = 2000
 
 @dataclass(frozen=True)
 class Measurement:
-    """One measured quantity: per-call time statistics in milliseconds and how they were taken."""
+    """One measured quantity: per-call time statistics in milliseconds and how they were taken.
+    Its derived figures (:attr:`rel_halfwidth`, :attr:`rel_iqr`, :attr:`noise`) are computed
+    once, when it is built (``dataclasses.replace`` builds it again), and are not part of its
+    JSON."""
 
     median_ms: float
     mean_ms: float
@@ -85,6 +89,27 @@ class Measurement:
     #: ``metric == "kernels"``: passes over the same seeded calls (2 where the calls differ from
     #: each other: the CI is how the passes agree, :func:`stats.repeated_median`)
     seeded_passes: int = 1
+    #: half the CI's width relative to the median (the CI covers every round's median):
+    #: the precision of the median (infinite for a non-positive median)
+    rel_halfwidth: float = field(init=False, repr=False, compare=False)
+    #: the IQR relative to the median (infinite for a non-positive median)
+    rel_iqr: float = field(init=False, repr=False, compare=False)
+    #: what a verdict should take as this measurement's relative half-width: the larger of
+    #: :attr:`rel_halfwidth` and :attr:`instability_noise`. Not their sum: the CI already
+    #: covers every round's median, so rounds that disagree would count twice (why:
+    #: docs/decisions.md, "Why is a measurement's noise the larger of its CI half-width and its
+    #: instability, not the sum?")
+    noise: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the arithmetic of stats.relative_halfwidth and stats.relative_iqr: a value derives its
+        # own figures
+        median, (low, high) = self.median_ms, self.ci_ms
+        halfwidth = (high - low) / 2 / median if median > 0 else math.inf
+        rel_iqr = self.iqr_ms / median if median > 0 else math.inf
+        object.__setattr__(self, "rel_halfwidth", halfwidth)
+        object.__setattr__(self, "rel_iqr", rel_iqr)
+        object.__setattr__(self, "noise", max(halfwidth, self.instability_noise))
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], **kwargs: Any) -> Measurement:
@@ -114,24 +139,6 @@ class Measurement:
         if self.cache not in ("cold", "hot"):
             return self.metric
         return f"{self.metric}/{self.cache}"
-
-    @property
-    def rel_iqr(self) -> float:
-        return stats.relative_iqr(self.iqr_ms, self.median_ms)
-
-    @property
-    def rel_halfwidth(self) -> float:
-        """Half the CI's width relative to the median (the CI covers every round's median)."""
-        return stats.relative_halfwidth(self.ci_ms, self.median_ms)
-
-    @property
-    def noise(self) -> float:
-        """What a verdict should take as this measurement's relative half-width: the larger of
-        :attr:`rel_halfwidth` and :attr:`instability_noise`. Not their sum: the CI already
-        covers every round's median, so rounds that disagree would count twice (why:
-        docs/decisions.md, "Why is a measurement's noise the larger of its CI half-width and its
-        instability, not the sum?")."""
-        return max(self.rel_halfwidth, self.instability_noise)
 
     @property
     def host_dominated(self) -> bool:
@@ -168,7 +175,7 @@ class Measurement:
         return f"{format_ms(self.median_ms)} median ({self.how()})"
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k not in _DERIVED}
         data["ci_ms"] = list(self.ci_ms)
         data["samples_ms"] = list(self.samples_ms)
         data["warnings"] = list(self.warnings)
@@ -182,7 +189,7 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
         values = {k: v for k, v in data.items() if k in known}
         values["ci_ms"] = tuple(values["ci_ms"])
         values["samples_ms"] = tuple(values["samples_ms"])
@@ -194,3 +201,7 @@ class Measurement:
             low, high = values["in_loops_ci"]
             values["in_loops_ci"] = (float(low), float(high))
         return cls(**values)
+
+
+#: the figures a Measurement derives from its fields when it is built (not in its JSON)
+_DERIVED = frozenset(f.name for f in dataclasses.fields(Measurement) if not f.init)
