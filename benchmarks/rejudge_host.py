@@ -51,10 +51,11 @@ from pytest_cudaperf import verdict
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.observation import Observation
-from pytest_cudaperf.series import LOOPS, Record, Recording, entry_of
+from pytest_cudaperf.series import Record, Recording, entry_of
 from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.store.schema import read_file
+from pytest_cudaperf.units import LOOPS
 
 
 def host_figures(path: Path) -> dict[str, dict[str, Any]]:

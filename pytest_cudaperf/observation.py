@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_cudaperf import series
 from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.measure import instability
-from pytest_cudaperf.series import LOOPS
-from pytest_cudaperf.units import format_ms, format_pct, format_size
+from pytest_cudaperf.units import LOOPS, format_ms, format_pct, format_value
 
 if TYPE_CHECKING:
     from pytest_cudaperf.series import Entry
@@ -64,16 +63,6 @@ def clean(x: float) -> float:
 
 def usable(x: float | None) -> bool:
     return x is not None and math.isfinite(x) and x > 0
-
-
-def format_value(value: float, unit: str) -> str:
-    if unit == "bytes":
-        return format_size(value)
-    if unit == "ms":
-        return format_ms(value)
-    if unit == series.LOOPS:  # a host-bound time: per call, in reference loops timed beside it
-        return f"{value:.3g} loops"
-    return f"{value:.4g} {unit}"
 
 
 def with_host_speed(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:

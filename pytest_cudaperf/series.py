@@ -20,11 +20,10 @@ from typing import Any
 
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
+from pytest_cudaperf.units import LOOPS
 
 #: recordings kept per series (oldest dropped first)
 MAX_RECORDINGS = 10
-#: the unit of a host-bound series: the time per call in reference loops
-LOOPS = "loops"
 #: the units of a time series: milliseconds, and a host-bound time in reference loops
 TIME_UNITS = frozenset({"ms", LOOPS})
 

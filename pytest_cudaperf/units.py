@@ -34,6 +34,9 @@ def _finite(value: float, text: object) -> float:
     return value
 
 
+#: the unit of a host-bound time: the time per call in reference loops
+LOOPS = "loops"
+
 #: percentages above this are refused as typos (a tolerance of 1000% judges nothing)
 MAX_PERCENT = 1000.0
 
@@ -165,3 +168,14 @@ def format_duration(seconds: float) -> str:
 
 def format_pct(fraction: float) -> str:
     return f"{fraction * 100:+.1f}%"
+
+
+def format_value(value: float, unit: str) -> str:
+    """A series' value in its unit: ``1.500 ms``, ``2.0 KiB``, ``3.1 loops``, ``12.5 GB/s``."""
+    if unit == "bytes":
+        return format_size(value)
+    if unit == "ms":
+        return format_ms(value)
+    if unit == LOOPS:  # a host-bound time: per call, in reference loops timed beside it
+        return f"{value:.3g} loops"
+    return f"{value:.4g} {unit}"

@@ -43,10 +43,9 @@ from pytest_cudaperf.observation import (
     Observation,
     adjusted,
     clean,
-    format_value,
     usable,
 )
-from pytest_cudaperf.units import format_ms, format_pct, format_size
+from pytest_cudaperf.units import format_ms, format_pct, format_size, format_value
 
 if TYPE_CHECKING:
     from pytest_cudaperf.series import Entry

@@ -14,11 +14,10 @@ from typing import Any
 from pytest_cudaperf import atomic
 from pytest_cudaperf.ab.paired import CONFIRM_PAIRS, Call, Paired
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.terminal import render_table
 from pytest_cudaperf.series import Recording
 from pytest_cudaperf.store.format import recording_to_json
-from pytest_cudaperf.units import format_pct
+from pytest_cudaperf.units import format_pct, format_value
 from pytest_cudaperf.verdict import ci_text
 
 SCHEMA = 1

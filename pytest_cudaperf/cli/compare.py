@@ -8,9 +8,9 @@ from pathlib import Path
 from pytest_cudaperf.breakdown.explain import explain_stored
 from pytest_cudaperf.cli.sources import load, rows
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.observation import Observation, format_value
+from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.report.terminal import render_table
-from pytest_cudaperf.units import format_pct
+from pytest_cudaperf.units import format_pct, format_value
 from pytest_cudaperf.verdict import Kind, ci_text, judge
 
 

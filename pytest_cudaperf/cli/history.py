@@ -25,11 +25,10 @@ from pytest_cudaperf.history.store import (
     open_store,
     report_source,
 )
-from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.document import read_report
 from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.report.terminal import render_table
-from pytest_cudaperf.units import format_pct
+from pytest_cudaperf.units import format_pct, format_value
 
 HEADER = [
     "test",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_cudaperf.cli.sources import load, rows
-from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.terminal import render_table
 from pytest_cudaperf.series import baseline_drift, blindness
+from pytest_cudaperf.units import format_value
 
 HEADER = ["test", "name", "series", "value", "noise", "processes", "since", "drift", "class"]
 

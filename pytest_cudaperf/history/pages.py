@@ -28,8 +28,7 @@ from pytest_cudaperf.history.timelines import (
     Timeline,
 )
 from pytest_cudaperf.measure.roofline import format_count
-from pytest_cudaperf.observation import format_value
-from pytest_cudaperf.units import format_pct
+from pytest_cudaperf.units import format_pct, format_value
 
 #: device classes' colours, in the order of the classes' names (Okabe and Ito's palette, then
 #: grey and black: told apart with every common colour-vision deficiency)

@@ -12,10 +12,9 @@ from pathlib import Path
 
 from pytest_cudaperf import atomic
 from pytest_cudaperf.breakdown.html import side_by_side_html
-from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
-from pytest_cudaperf.units import format_ms, format_size
+from pytest_cudaperf.units import format_ms, format_size, format_value
 
 
 def _finite(value: float | None) -> bool:

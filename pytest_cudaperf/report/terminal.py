@@ -10,10 +10,9 @@ from typing import Protocol
 
 from pytest_cudaperf.measure.energy import format_joules
 from pytest_cudaperf.memory.sweep import SweepStatus
-from pytest_cudaperf.observation import format_value
 from pytest_cudaperf.report.document import Report, SweepSummary
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
-from pytest_cudaperf.units import format_ms, format_pct, format_size
+from pytest_cudaperf.units import format_ms, format_pct, format_size, format_value
 from pytest_cudaperf.verdict import Kind, ci_text
 
 

@@ -27,7 +27,8 @@ from pytest_cudaperf.report.model import (
     OtherDevice,
 )
 from pytest_cudaperf.run.context import TestContext
-from pytest_cudaperf.series import LOOPS, Record, Recording, metric_of
+from pytest_cudaperf.series import Record, Recording, metric_of
+from pytest_cudaperf.units import LOOPS
 from pytest_cudaperf.verdict import Kind, budget_failure, confirm, judge
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ import pytest
 
 from pytest_cudaperf import series as evidence
 from pytest_cudaperf.measure import instability
-from pytest_cudaperf.observation import Observation, format_value, host_state
+from pytest_cudaperf.observation import Observation, host_state
 from pytest_cudaperf.series import Entry, Recording, entry_of
-from pytest_cudaperf.units import format_ms, format_pct
+from pytest_cudaperf.units import format_ms, format_pct, format_value
 from pytest_cudaperf.verdict import (
     Kind,
     budget_failure,
