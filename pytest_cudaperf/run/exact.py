@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pytest_cudaperf.run.judged import JudgedMeasurement, Target
-from pytest_cudaperf.run.judging import add_time, judge_time
+from pytest_cudaperf.run.judged import JudgedMeasurement, Target, add_time
+from pytest_cudaperf.run.judging import judge_time
 from pytest_cudaperf.verdict import Kind, Verdict
 
 if TYPE_CHECKING:

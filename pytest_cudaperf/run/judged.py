@@ -3,9 +3,10 @@
 result, confirms a regression (again, in cycle space, and where a process's state can move it in
 a fresh process), attaches the kernel breakdown (on an update) or what it says changed (on a
 non-pass verdict), and records it in the test's state. The fixtures build one and call
-:meth:`JudgedMeasurement.run`; the policy is :mod:`pytest_cudaperf.verdict`'s, the record and
-its failures :mod:`pytest_cudaperf.run.judging`'s, the sampling the backends' below (why:
-docs/decisions.md, "Why is one judged measurement one object?").
+:meth:`JudgedMeasurement.run`; the policy is :mod:`pytest_cudaperf.verdict`'s, the judged record
+:mod:`pytest_cudaperf.run.judging`'s, the sampling the backends' below (why: docs/decisions.md,
+"Why is one judged measurement one object?"); the record and its failures join the test's state
+here, once the path has settled it (:func:`add_time`).
 """
 
 from __future__ import annotations
@@ -20,20 +21,19 @@ from typing import TYPE_CHECKING
 
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
-from pytest_cudaperf.report.model import JudgedRecord
+from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.context import TestContext
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.run.judging import (
     add_comparison,
     add_peak,
-    add_time,
     confirm_time,
     judge_time,
     tolerance,
     visible_device,
 )
 from pytest_cudaperf.run.speed_of_light import Declared, Measured, after_measurement
-from pytest_cudaperf.verdict import Kind
+from pytest_cudaperf.verdict import Kind, budget_failure
 
 if TYPE_CHECKING:
     from pytest_cudaperf.devices.placement import DeviceContext
@@ -94,6 +94,16 @@ class Backends:
 
 
 @dataclass(frozen=True)
+class Times:
+    """A measurement's time budget as its caller gave it (``cuda_timer(fn, warmup=...)``), in
+    seconds; None: the marker's, else the run's (:func:`budget_for`)."""
+
+    warmup: float | None = None
+    min_time: float | None = None
+    max_time: float | None = None
+
+
+@dataclass(frozen=True)
 class Target:
     """What a judged measurement times: ``fn`` on ``device``, sampled by the test's ``backends``
     in ``cache`` mode (``graph``: replayed as a CUDA graph), with the device to itself under
@@ -102,7 +112,9 @@ class Target:
     the host's state now (the launch reference timed back to back, ms) for a host-bound change
     read in another state, None where there is none (the CPU, a rank); ``declared``: the work
     per call the caller declared, for its speed of light and energy where asked (None: neither,
-    as for a whole test body); ``uuid``: the GPU's, as NVML knows it (the energy counter)."""
+    as for a whole test body); ``uuid``: the GPU's, as NVML knows it (the energy counter);
+    ``times``: the time budget its caller gave (:meth:`JudgedMeasurement.run` derives the
+    budget from them)."""
 
     fn: Callable[[], object]
     device: str
@@ -116,6 +128,7 @@ class Target:
     probe: Callable[[], float] | None = None
     declared: Declared | None = None
     uuid: str = ""
+    times: Times = Times()
 
     def measure(self, budget: Budget) -> Measurement:
         """One measurement within ``budget``, the device held (:func:`measure.timing.measure`)."""
@@ -193,10 +206,18 @@ class JudgedMeasurement:
         test = self.test
         return self.target.profiled and test.run.rank is None and test.settings.breakdown != "off"
 
+    def budget(self) -> Budget:
+        """The budget the test's marker and settings give with the target's times
+        (:func:`budget_for`)."""
+        times, perf = self.target.times, self.test.perf or PerfOptions()
+        return budget_for(self.test.settings, perf, times.warmup, times.min_time, times.max_time)
+
     # --- the path ------------------------------------------------------------------------------
 
-    def run(self, budget: Budget) -> Measurement:
-        """Measure and judge against the baseline; re-measure an inconclusive result (twice the
+    def run(self, budget: Budget | None = None) -> Measurement:
+        """Measure within ``budget`` (by default the one the test's marker and settings give
+        with the target's :attr:`Target.times`: :func:`budget_for`) and judge against the
+        baseline; re-measure an inconclusive result (twice the
         time budget each time, at most :data:`REMEASURE` times; one left undecided for the host's
         state with the same budget, as often as the state wait allows); confirm a regression or
         an improvement by measuring again (in a fresh process too, where the process's state can
@@ -213,6 +234,7 @@ class JudgedMeasurement:
         (``time:kernels``), and the host time's verdict takes their time as the part of each
         call that does not follow the host's speed (:attr:`Measurement.fixed_ms`)."""
         test = self.test
+        budget = budget or self.budget()
         attempt = 0
         while True:
             measurement = self._measured(
@@ -443,6 +465,35 @@ def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:
     said = "unchanged" if theirs.kind is Kind.PASS else theirs.kind.value
     message = f"{verdict.message}; kernels {said} ({moved} per call)"
     return dataclasses.replace(record, verdict=dataclasses.replace(verdict, message=message))
+
+
+def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
+    """Record a judged time; a regression, a missing baseline under --cudaperf-strict, or a
+    median over ``max_ms`` fails the test."""
+    state, settings, label = test.state, test.settings, record.key.label()
+    state.records.append(record)
+    if record.verdict.kind is Kind.REGRESSION and not settings.update:
+        state.fail(FailureKind.REGRESSION, f"{label}{record.verdict.message}")
+    if record.verdict.kind is Kind.NEW and settings.strict and not settings.update:
+        state.fail(
+            FailureKind.MISSING,
+            f"{label}no baseline for {record.series} on {record.device_class} "
+            "(--cudaperf-strict); record one with pytest --cudaperf-update",
+        )
+    perf = test.perf
+    subject = record.key.nodeid.rsplit("::", 1)[-1]
+    over = budget_failure(m.median_ms, perf.max_ms if perf else None, "ms", m.how(), subject)
+    if over:
+        state.fail(FailureKind.BUDGET, f"{label}{over}")
+    if perf is not None and perf.max_recompiles is not None and m.recompiles > perf.max_recompiles:
+        state.fail(
+            FailureKind.BUDGET,
+            f"{label}perf: {subject} recompiled {m.recompiles} times while sampling > "
+            f"max_recompiles {perf.max_recompiles}",
+        )
+    state.details.extend(f"{label}{line}" for line in record.explanation)
+    state.details.extend(f"{label}unstable: {why}" for why in m.instability)
+    state.details.extend(f"{label}{w}" for w in m.warnings)
 
 
 def compare_judged(

@@ -4,8 +4,10 @@ the test's body passed, the failures of that test (in its :class:`ItemState`).
 The comparison itself is :func:`pytest_cudaperf.verdict.judge`, called in one place
 (:func:`_judge`); its confirmation :func:`pytest_cudaperf.verdict.confirm` in one
 (:func:`confirm_time`). The path of one measured callable that calls them (measure, confirm,
-judge, record) is :class:`pytest_cudaperf.run.judged.JudgedMeasurement`. The functions here run
-in the process that runs the test.
+judge, record) is :class:`pytest_cudaperf.run.judged.JudgedMeasurement`, which records a time
+and its failures at the end of that path (:func:`pytest_cudaperf.run.judged.add_time`); a
+peak, a comparison and a leak are recorded here. The functions here run in the process that
+runs the test.
 """
 
 from __future__ import annotations
@@ -152,35 +154,6 @@ def visible_device(device: str, environ: Mapping[str, str] | None = None) -> dic
     visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     listed = [v.strip() for v in visible.split(",")] if visible else []
     return {"CUDA_VISIBLE_DEVICES": listed[index] if index < len(listed) else str(index)}
-
-
-def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
-    """Record a judged time; a regression, a missing baseline under --cudaperf-strict, or a
-    median over ``max_ms`` fails the test."""
-    state, settings, label = test.state, test.settings, record.key.label()
-    state.records.append(record)
-    if record.verdict.kind is Kind.REGRESSION and not settings.update:
-        state.fail(FailureKind.REGRESSION, f"{label}{record.verdict.message}")
-    if record.verdict.kind is Kind.NEW and settings.strict and not settings.update:
-        state.fail(
-            FailureKind.MISSING,
-            f"{label}no baseline for {record.series} on {record.device_class} "
-            "(--cudaperf-strict); record one with pytest --cudaperf-update",
-        )
-    perf = test.perf
-    subject = record.key.nodeid.rsplit("::", 1)[-1]
-    over = budget_failure(m.median_ms, perf.max_ms if perf else None, "ms", m.how(), subject)
-    if over:
-        state.fail(FailureKind.BUDGET, f"{label}{over}")
-    if perf is not None and perf.max_recompiles is not None and m.recompiles > perf.max_recompiles:
-        state.fail(
-            FailureKind.BUDGET,
-            f"{label}perf: {subject} recompiled {m.recompiles} times while sampling > "
-            f"max_recompiles {perf.max_recompiles}",
-        )
-    state.details.extend(f"{label}{line}" for line in record.explanation)
-    state.details.extend(f"{label}unstable: {why}" for why in m.instability)
-    state.details.extend(f"{label}{w}" for w in m.warnings)
 
 
 def add_peak(

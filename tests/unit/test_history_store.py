@@ -37,6 +37,7 @@ from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
+from pytest_cudaperf.run.judged import add_time
 from pytest_cudaperf.run.results import Results
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
@@ -60,7 +61,7 @@ def report(tmp_path: Path, run_id: str, medians: dict[str, float]) -> Report:
         m = Measurement.from_samples(
             [median * (1 + 0.001 * i) for i in range(-5, 6)], metric="device", cache="cold"
         )
-        judging.add_time(test, judging.judge_time(test, SeriesKey(nodeid), m, "GPU X"), m)
+        add_time(test, judging.judge_time(test, SeriesKey(nodeid), m, "GPU X"), m)
         results.add(nodeid, "call", test.state.outcome(True, None).to_json())
     return results.report(run_id=run_id)
 

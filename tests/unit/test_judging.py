@@ -20,7 +20,7 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import render_table, summary_line, table_rows
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
-from pytest_cudaperf.run.judged import JudgedMeasurement, Target, budget_for
+from pytest_cudaperf.run.judged import JudgedMeasurement, Target, Times, add_time, budget_for
 from pytest_cudaperf.run.results import Results
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
@@ -54,7 +54,7 @@ def new_test(run: RunContext, perf: PerfOptions | None = None) -> TestContext:
 def judged(test: TestContext, median: float, device_class: str = "GPU X") -> None:
     """Measure-and-record as cuda_timer does, for a test called t.py::a."""
     m = measured(median)
-    judging.add_time(test, judging.judge_time(test, A, m, device_class), m)
+    add_time(test, judging.judge_time(test, A, m, device_class), m)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,6 +272,27 @@ def test_budget_for_takes_arguments_then_the_marker_then_the_settings() -> None:
     assert budget_for(settings, PerfOptions(max_time=0.5), max_time=0.1).max_time == 0.1
 
 
+def test_a_judged_measurement_without_a_budget_takes_the_one_its_target_times_give(
+    tmp_path: Path,
+) -> None:
+    """``cuda_timer(fn, max_time=...)``: the fixture hands the times on with the target and the
+    path derives the budget (:func:`budget_for`), as the fixture would have."""
+    test = new_test(run_context(tmp_path, max_time=2.0, rounds=4), PerfOptions(tolerance=0.01))
+    budgets: list[Any] = []
+
+    def run_once(budget: Any) -> Measurement:
+        budgets.append(budget)
+        return measured(1.0)
+
+    times = Times(warmup=0.2, max_time=0.5)
+    target = Scripted(lambda: None, "cpu", profiled=False, run_once=run_once, times=times)
+    JudgedMeasurement(test, A, target, "CPU X").run()
+    expected = budget_for(test.settings, PerfOptions(tolerance=0.01), 0.2, None, 0.5)
+    assert budgets == [expected]
+    assert (expected.warmup, expected.max_time, expected.rounds) == (0.2, 0.5, 4)
+    assert expected.precision == pytest.approx(0.001)
+
+
 def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) -> None:
     import dataclasses
 
@@ -397,7 +418,7 @@ def recorded_at_four_loops(tmp_path: Path, **settings: object) -> RunContext:
     run = run_context(tmp_path, **settings)
     first = new_test(run)
     m = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
     run.store.update("GPU X", stored(first))
     return run
 
@@ -406,7 +427,7 @@ def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: P
     run = run_context(tmp_path)
     first = new_test(run)
     m = host_bound(4.0, ms=2.0)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
     (record,) = stored(first)
     assert (record.series, record.unit, record.value) == ("time:host", "loops", 4.0)
     # the host's speed is in the loops already; the reference's time is kept for the kernels'
@@ -426,7 +447,7 @@ def test_kernels_that_do_not_follow_a_faster_host_are_set_aside(tmp_path: Path) 
     first = new_test(run)
     # 2 ms per call: 1.5 ms of host work and 0.5 ms of kernels it waits for; reference 0.5 ms
     m = dataclasses.replace(host_bound(4.0, ms=2.0), fixed_ms=0.5)
-    judging.add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
+    add_time(first, judging.judge_time(first, A, m, "GPU X"), m)
     assert stored(first)[0].recording.fixed_ms == 0.5  # the series' recordings keep it
     run.store.update("GPU X", stored(first))
     # the host runs 1.2x as fast: 1.25 ms of host work, the same 0.5 ms of kernels, reference
@@ -782,13 +803,13 @@ def test_a_host_bound_test_has_two_rows_in_the_table(tmp_path: Path) -> None:
     run = run_context(tmp_path)
     first = new_test(run)
     host = host_bound(4.0)
-    judging.add_time(first, judging.judge_time(first, A, host, "GPU X"), host)
+    add_time(first, judging.judge_time(first, A, host, "GPU X"), host)
     kernels = Measurement.from_samples([0.1] * 5, metric="kernels", device="cuda:1")
-    judging.add_time(first, judging.judge_time(first, A, kernels, "GPU X"), kernels)
+    add_time(first, judging.judge_time(first, A, kernels, "GPU X"), kernels)
     run.store.update("GPU X", stored(first))
     test = new_test(run)
     for m in (host_bound(4.4), kernels):
-        judging.add_time(test, judging.judge_time(test, A, m, "GPU X"), m)
+        add_time(test, judging.judge_time(test, A, m, "GPU X"), m)
     results = Results()
     results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
     rows = {row[0]: row[1:4] for row in table_rows(results.report())}
@@ -826,7 +847,7 @@ def test_a_host_bound_time_is_judged_at_the_host_tolerance(
     for loops in (2.99, 3.0, 3.01):  # three processes: the series' own noise under 1%
         first = new_test(run, perf)
         m = host_measured(loops)
-        judging.add_time(first, judging.judge_time(first, A, m, "G"), m)
+        add_time(first, judging.judge_time(first, A, m, "G"), m)
         run.store.update("G", stored(first))
     test = new_test(run, perf)
     found = judging.judge_time(test, A, host_measured(3.24), "G")  # +8%
@@ -854,7 +875,7 @@ def test_drift_is_checked_at_the_tolerance_each_record_was_judged_at(
     for loops in (3.0, 3.06, 3.12, 3.18):  # +2% a recording, +6% in all
         test = new_test(run)
         m = host_measured(loops)
-        judging.add_time(test, judging.judge_time(test, A, m, "G"), m)
+        add_time(test, judging.judge_time(test, A, m, "G"), m)
         run.store.update("G", stored(test))
     results = Results()
     results.add("t.py::a", "setup", None)
@@ -901,7 +922,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     assert m.n == 20
     assert m.seeded_passes == 2
     assert m.ci_ms == pytest.approx((m.median_ms, m.median_ms))
-    judging.add_time(first, record, m)
+    add_time(first, record, m)
     run.store.update("GPU X", stored(first))
     slower["by"] = 1.10  # every drawn op 10% slower
     found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
@@ -932,7 +953,7 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     assert found is not None
     assert passes == [(10, False)]
     assert (found[1].n, found[1].seeded_passes) == (10, 1)
-    judging.add_time(first, *found)
+    add_time(first, *found)
     run.store.update("GPU X", stored(first))
     # a slower kernel is confirmed by profiling again, not in a fresh process: the GPU alone
     slower["by"] = 1.2

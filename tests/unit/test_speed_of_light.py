@@ -22,6 +22,7 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import header_of, render_table, summary_line, table_rows
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
+from pytest_cudaperf.run.judged import add_time
 from pytest_cudaperf.run.results import Results
 from pytest_cudaperf.run.speed_of_light import (
     Declared,
@@ -57,7 +58,7 @@ def timed(test: TestContext, ms: float, device: str = "cuda:0") -> Measurement:
     m = Measurement.from_samples(
         [ms * (1 + 0.001 * i) for i in range(-10, 11)], metric="device", device=device
     )
-    judging.add_time(test, judging.judge_time(test, A, m, H100), m)
+    add_time(test, judging.judge_time(test, A, m, H100), m)
     return m
 
 
