@@ -194,7 +194,9 @@ class RunContext:
 @dataclass
 class TestContext:
     """One test's view of the plugin: the run, what the test measured so far, its markers and
-    the device it runs on (set by the ``cuda_device`` fixture)."""
+    the device it runs on (set by the ``cuda_device`` fixture). The run's settings and the
+    test's marker options are resolved once, when it is built (the settings are final by then:
+    ``pytest_configure`` settles them before any test starts)."""
 
     __test__ = False  # not a pytest test class
 
@@ -202,22 +204,21 @@ class TestContext:
     state: ItemState
     marks: Marks = field(default_factory=Marks)
     device: DeviceContext | None = None
+    #: the run's settings
+    settings: Settings = field(init=False, repr=False, compare=False)
+    #: the test's ``@perf`` options (None: not marked)
+    perf: PerfOptions | None = field(init=False, repr=False, compare=False)
+    #: the test's ``@no_leak`` options (None: not marked)
+    no_leak: LeakOptions | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.settings = self.run.settings
+        self.perf = self.marks.perf
+        self.no_leak = self.marks.no_leak
 
     @property
     def nodeid(self) -> str:
         return self.state.nodeid
-
-    @property
-    def settings(self) -> Settings:
-        return self.run.settings
-
-    @property
-    def perf(self) -> PerfOptions | None:
-        return self.marks.perf
-
-    @property
-    def no_leak(self) -> LeakOptions | None:
-        return self.marks.no_leak
 
     @property
     def memory_device_type(self) -> str:
@@ -232,7 +233,7 @@ class TestContext:
     def measuring(self) -> bool:
         """Does a measurement or guard called now record anything? (not when disabled, nor
         while the plugin re-runs the body)"""
-        return not (self.run.settings.disable or self.state.replaying)
+        return not (self.settings.disable or self.state.replaying)
 
 
 @dataclass
