@@ -215,26 +215,26 @@ class JudgedMeasurement:
     # --- the path ------------------------------------------------------------------------------
 
     def run(self, budget: Budget | None = None) -> Measurement:
-        """Measure within ``budget`` (by default the one the test's marker and settings give
-        with the target's :attr:`Target.times`: :func:`budget_for`) and judge against the
-        baseline; re-measure an inconclusive result (twice the
-        time budget each time, at most :data:`REMEASURE` times; one left undecided for the host's
-        state with the same budget, as often as the state wait allows); confirm a regression or
-        an improvement by measuring again (in a fresh process too, where the process's state can
-        move it); then attach the breakdown (update) or what it says changed (non-pass verdict),
-        and record it. With the target's ``peak``, the callable's peak memory is read after and
-        judged as a series of its own. With a ``probe``, a host-bound change read while the host
-        ran in another state than at recording waits for it before it is measured again
-        (:meth:`host_back`), within ``--cudaperf-state-wait`` in all (measurements included):
-        the host's states last seconds, and a re-measurement that meets the other state again is
-        no less precise than the one before it, only unlucky.
+        """Measure within ``budget`` (by default the one the test's marker and settings give with
+        the target's :attr:`Target.times`: :func:`budget_for`) and judge against the baseline;
+        re-measure an inconclusive result (twice the time budget each time, at most
+        :data:`REMEASURE` times; one left undecided for the host's state with the same budget, as
+        often as the state wait allows); confirm a regression or an improvement by measuring again
+        (in a fresh process too, where the process's state can move it); then attach the breakdown
+        (update) or what it says changed (non-pass verdict), and record it. With the target's
+        ``peak``, the callable's peak memory is read after and judged as a series of its own. With a
+        ``probe``, a host-bound change read while the host ran in another state than at recording
+        waits for it before it is measured again (:meth:`host_back`), within
+        ``--cudaperf-state-wait`` in all (measurements included): the host's states last seconds,
+        and a re-measurement that meets the other state again is no less precise than the one before
+        it, only unlucky.
 
         GPU code that synchronizes inside (``metric == "host"``) has its kernels timed apart
         after its first measurement and before its verdict: they are a series of their own
         (``time:kernels``), and the host time's verdict takes their time as the part of each
         call that does not follow the host's speed (:attr:`Measurement.fixed_ms`)."""
         test = self.test
-        budget = budget or self.budget()
+        budget = self.budget() if budget is None else budget
         attempt = 0
         while True:
             measurement = self._measured(
