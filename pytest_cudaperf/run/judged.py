@@ -87,14 +87,20 @@ class Backends:
         self._memory = memory
 
     def get(self, cache: str) -> Backend:
+        """The backend for a new measurement in ``cache`` mode: a CUDA one built at its first
+        (new, nothing to reset), else the one kept, reset (the previous measurement's warnings
+        and clock readings dropped)."""
         if self._given is not None:
+            self._given.reset()
             return self._given
-        if cache not in self._cuda:
-            from pytest_cudaperf.measure.cuda import CudaBackend
+        if cache in self._cuda:
+            self._cuda[cache].reset()
+            return self._cuda[cache]
+        from pytest_cudaperf.measure.cuda import CudaBackend
 
-            ctx = self._device
-            assert ctx is not None, "a CUDA backend needs the test's device"
-            self._cuda[cache] = CudaBackend(ctx.device, cache, ctx.l2_bytes, ctx.uuid)
+        ctx = self._device
+        assert ctx is not None, "a CUDA backend needs the test's device"
+        self._cuda[cache] = CudaBackend(ctx.device, cache, ctx.l2_bytes, ctx.uuid)
         return self._cuda[cache]
 
     @property
@@ -166,7 +172,6 @@ class Target:
         assert self.backends is not None, "a target to measure needs its backends"
         with self.lock():
             backend = self.backends.get(self.cache)
-            backend.reset()
             return measure(backend, self.fn, budget, self.graph, self.name)
 
     def read_peak(self) -> PeakResult | None:
