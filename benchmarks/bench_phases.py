@@ -49,6 +49,7 @@ STEPS: dict[str, str] = {
     "run_adaptive": "sampling rounds",
     "_rounds": "sampler set-up and finish",
     "measure_judged": "judging",
+    "judge_measured": "judging",
     "judge_time": "judging",
     "add_time": "judging",
     "state_wait": "judging",

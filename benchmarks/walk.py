@@ -1,8 +1,10 @@
 """The walk of one measurement: which package modules one ``cuda_timer(fn)`` enters, in order,
 and how often it enters again a module it entered before. The walk proper (the visits that hand
 on to another package module) must enter each module once: the script exits 1 where it enters
-one again (on the CPU, the walk that the benchmarks' smoke run checks; on CUDA the peak memory
-is judged as a second series after the time, so there the repeats are listed, not failed).
+one again, on any device. A measurement on CUDA reads its peak memory too and judges it with
+its time; on the CPU, where there is no peak to read, the walk reads one through a stand-in of
+the CUDA allocator's reader (:class:`StandInPeak`: ``CudaMemory.peak`` with a fixed window), so
+that the CPU walk the benchmarks' smoke run checks is the path of a measurement with a peak.
 
 The test's context is built as the plugin builds it (a run context over an empty baseline
 folder, the device opened as ``cuda_device`` opens it), a first measurement is recorded as the
@@ -16,18 +18,19 @@ measurement (which would otherwise label itself traced and skip its verdict), so
 that of a measurement judged as any other.
 
     python benchmarks/walk.py                  # CPU: a second or two; exit 1 on a repeat
-    python benchmarks/walk.py --device cuda    # the CUDA backend, on a GPU
+    python benchmarks/walk.py --device cuda    # the CUDA backend and allocator, on a GPU
     python benchmarks/walk.py --calls          # and each entry: caller -> callee function
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -42,7 +45,10 @@ from pytest_cudaperf.fixtures.timer import Timer  # noqa: E402
 from pytest_cudaperf.locks import LockRegistry  # noqa: E402
 from pytest_cudaperf.markers import Marks, PerfOptions  # noqa: E402
 from pytest_cudaperf.measure import timing  # noqa: E402
+from pytest_cudaperf.measure.cpu import CpuBackend  # noqa: E402
+from pytest_cudaperf.memory import CudaMemory, PeakResult, PeakWindow  # noqa: E402
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext  # noqa: E402
+from pytest_cudaperf.run.judged import Backends  # noqa: E402
 from pytest_cudaperf.settings import Settings  # noqa: E402
 from pytest_cudaperf.store.baselines import BaselineStore  # noqa: E402
 
@@ -133,6 +139,31 @@ def test_context(device: str, folder: Path) -> TestContext:
     return test
 
 
+class StandInPeak(CudaMemory):
+    """The CUDA allocator's peak reader (``CudaMemory.peak``: one call, the same random draws)
+    whose window reads a fixed peak instead of the allocator's statistics: a peak without a
+    GPU."""
+
+    #: the peak it reads: one 256x256 float32 result
+    PEAK_BYTES = 256 * 256 * 4
+
+    @contextlib.contextmanager
+    def peak_window(self) -> Iterator[PeakWindow]:
+        window = PeakWindow()
+        yield window
+        window.result = PeakResult(self.PEAK_BYTES, device="stand-in")
+
+
+def backends_of(test: TestContext) -> Backends | None:
+    """The timer's backends: on CUDA the test's own (None: the timer builds them); on the CPU
+    the CPU backend with :class:`StandInPeak` reading the peak."""
+    assert test.device is not None
+    if test.device.is_cuda:
+        return None
+    threads = test.settings.cpu_threads
+    return Backends(test.device, CpuBackend(threads=threads), memory=StandInPeak(pinned=False))
+
+
 def untraced(monitoring: Any = None) -> str | None:
     """No tracer: what the measurement sees while the walk's profile function runs."""
     return None
@@ -147,7 +178,7 @@ def work(device: str) -> Callable[[], object]:
 
 def measure_once(device: str, folder: Path, walk: Walk | None) -> TestContext:
     test = test_context(device, folder)
-    timer = Timer(test)
+    timer = Timer(test, backends_of(test))
     fn = work(str(test.device.device) if test.device else "cpu")
     try:
         if walk is None:
@@ -187,7 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         walk = Walk()
         test = measure_once(args.device, folder, walk)
     (judged,) = [r for r in test.state.records if r.series.startswith("time:")]
-    print(f"device: {judged.device_class}; verdict: {judged.verdict.kind.value}")
+    (peak,) = [r for r in test.state.records if r.series == "memory:peak"]
+    assert test.device is not None
+    reader = "" if test.device.is_cuda else " (stand-in reader)"
+    print(
+        f"device: {judged.device_class}; verdict: {judged.verdict.kind.value}; "
+        f"peak memory{reader}: {peak.verdict.kind.value}"
+    )
     path = walk.path()
     repeats = {m: n - 1 for m, n in Counter(path).items() if n > 1}
     said = ", ".join(f"{m} {n + 1}x" for m, n in repeats.items()) or "each module once"
@@ -213,9 +250,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {module} called back: {call}")
     print(f"took {time.perf_counter() - began:.1f} s")
     if not repeats:
-        return 0
-    if test.device is not None and test.device.is_cuda:
-        print("repeats not failed on CUDA: the peak memory is judged after the time")
         return 0
     print(f"walk.py: the walk proper enters a module again: {said}", file=sys.stderr)
     return 1

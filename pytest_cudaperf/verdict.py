@@ -31,7 +31,7 @@ Peak memory (unit ``bytes``) is exact: compared with no noise at the caller's to
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -219,6 +219,14 @@ def judge(obs: Observation, entry: Entry | None, tolerance: float, device_class:
         kind=Kind.INCONCLUSIVE,
         message=f"not judged: measured under {obs.traced}, which slows Python code — {message}",
     )
+
+
+def judge_all(
+    series: Sequence[tuple[Observation, Entry | None, float, str]],
+) -> list[Verdict]:
+    """The verdicts of the series one measurement measured (its time, then its peak memory),
+    in order: each ``(obs, entry, tolerance, device_class)`` as :func:`judge` judges it alone."""
+    return [judge(obs, entry, tolerance, klass) for obs, entry, tolerance, klass in series]
 
 
 def _head(obs: Observation, base: float) -> str:

@@ -428,12 +428,11 @@ class CudaBackend:
                 f"host-bound: {format_ms(host)} per call on the host vs "
                 f"{format_ms(device_ms)} on the device"
             )
-        clock_warning = self.clocks.warning()
+        clocks, clock_warning = self.clocks.report()
         if clock_warning:
             notes.append(clock_warning)
         graph = sampler.graph
         gap = None if graph else launch_gap_us(self.torch, self.device, self.cycles_per_ms)
-        clocks = self.clocks.summary()
         spin = clocks.get("spin_sm_mhz")
         return Measurement.from_samples(
             samples,

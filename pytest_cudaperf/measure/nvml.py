@@ -91,9 +91,15 @@ class ClockWatch:
         p10, median, p90 = quantiles(self.spin_mhz, (0.1, 0.5, 0.9))
         return p10, median, p90
 
-    def summary(self) -> dict[str, Any]:
-        """NVML's readings (``recorded``) and the blocker's (``spin_sm_mhz``: p10, median,
-        p90 over the samples), each where available."""
+    def report(self) -> tuple[dict[str, Any], str | None]:
+        """One measurement's clocks: NVML's readings (``recorded``) and the blocker's
+        (``spin_sm_mhz``: p10, median, p90 over the samples), each where available, and the
+        warning they give, if any (throttling NVML saw, else a dip of the blocker's clock); the
+        blocker's quantiles taken once for both."""
+        spin = self.spin_quantiles()
+        return self._summary(spin), self._warning(spin)
+
+    def _summary(self, spin: tuple[float, float, float] | None) -> dict[str, Any]:
         out: dict[str, Any] = {"recorded": False}
         if self.available:
             out = {
@@ -103,7 +109,6 @@ class ClockWatch:
                 "throttle_reasons": sorted(self.reasons),
                 "throttled_samples": self.throttled_samples,
             }
-        spin = self.spin_quantiles()
         if spin is not None:
             out["spin_sm_mhz"] = {
                 "p10": round(spin[0], 1),
@@ -112,13 +117,12 @@ class ClockWatch:
             }
         return out
 
-    def warning(self) -> str | None:
+    def _warning(self, spin: tuple[float, float, float] | None) -> str | None:
         if self.throttled_samples:
             return (
                 f"throttled: {self.throttled_samples} of {self.samples} samples taken while "
                 f"{', '.join(sorted(self.reasons))}"
             )
-        spin = self.spin_quantiles()
         if spin is not None and spin[0] < CLOCK_DIP * spin[1]:
             return (
                 f"SM clock dipped: a tenth of the samples at or below {spin[0]:.0f} MHz, "

@@ -6,7 +6,7 @@ non-pass verdict), and records it in the test's state. The fixtures build one an
 :meth:`JudgedMeasurement.run`; the policy is :mod:`pytest_cudaperf.verdict`'s, the judged record
 :mod:`pytest_cudaperf.run.judging`'s, the sampling the backends' below (why: docs/decisions.md,
 "Why is one judged measurement one object?"); the record and its failures join the test's state
-here, once the path has settled it (:func:`add_time`).
+here, once the path has settled it (:func:`add_time`, :func:`add_peak`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
@@ -26,8 +26,8 @@ from pytest_cudaperf.run.context import TestContext
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.run.judging import (
     add_comparison,
-    add_peak,
     confirm_time,
+    judge_measured,
     judge_time,
     tolerance,
     visible_device,
@@ -60,27 +60,61 @@ _EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
 Lock = Callable[[], AbstractContextManager[object]]
 
 
+class PeakReader(Protocol):
+    """What reads a callable's peak memory (:meth:`pytest_cudaperf.memory.CudaMemory.peak`)."""
+
+    def peak(self, fn: Callable[[], object]) -> PeakResult | None: ...
+
+
 class Backends:
     """A test's timing backends: on a CUDA device one per cache mode, built at first use (under
     the GPU's lock, as every use) and reused by each later measurement of the test, so that
     re-measuring does not rebuild the flush buffer and the blocker; elsewhere the one ``given``
-    (the CPU's, a rank's; a test without ``cuda_device`` has only that)."""
+    (the CPU's, a rank's; a test without ``cuda_device`` has only that). Beside them the
+    reader of a measured callable's peak memory: on a CUDA device the caching allocator's
+    (:class:`pytest_cudaperf.memory.CudaMemory`, built at first use), else the one given as
+    ``memory`` (anything with ``peak(fn)``), else none."""
 
-    def __init__(self, device: DeviceContext | None, given: Backend | None = None) -> None:
+    def __init__(
+        self,
+        device: DeviceContext | None,
+        given: Backend | None = None,
+        memory: PeakReader | None = None,
+    ) -> None:
         self._device = device
         self._given = given
         self._cuda: dict[str, Backend] = {}
+        self._memory = memory
 
     def get(self, cache: str) -> Backend:
+        """The backend for a new measurement in ``cache`` mode: a CUDA one built at its first
+        (new, nothing to reset), else the one kept, reset (the previous measurement's warnings
+        and clock readings dropped)."""
         if self._given is not None:
+            self._given.reset()
             return self._given
-        if cache not in self._cuda:
-            from pytest_cudaperf.measure.cuda import CudaBackend
+        if cache in self._cuda:
+            self._cuda[cache].reset()
+            return self._cuda[cache]
+        from pytest_cudaperf.measure.cuda import CudaBackend
 
-            ctx = self._device
-            assert ctx is not None, "a CUDA backend needs the test's device"
-            self._cuda[cache] = CudaBackend(ctx.device, cache, ctx.l2_bytes, ctx.uuid)
+        ctx = self._device
+        assert ctx is not None, "a CUDA backend needs the test's device"
+        self._cuda[cache] = CudaBackend(ctx.device, cache, ctx.l2_bytes, ctx.uuid)
         return self._cuda[cache]
+
+    @property
+    def reads_peak(self) -> bool:
+        """Whether a measurement on these backends reads its peak memory (:meth:`memory`)."""
+        return self._memory is not None or (self._device is not None and self._device.is_cuda)
+
+    def memory(self) -> PeakReader:
+        """The peak memory's reader (:attr:`reads_peak`)."""
+        if self._memory is None:
+            from pytest_cudaperf.memory import CudaMemory
+
+            self._memory = CudaMemory(pinned=False)
+        return self._memory
 
     def built(self) -> dict[str, Backend]:
         """The CUDA backends built so far, by cache mode."""
@@ -108,7 +142,8 @@ class Target:
     """What a judged measurement times: ``fn`` on ``device``, sampled by the test's ``backends``
     in ``cache`` mode (``graph``: replayed as a CUDA graph), with the device to itself under
     ``lock``. ``profiled``: its kernels may be profiled (the breakdown; a host-bound call's
-    kernels timed apart); ``peak``: its peak CUDA memory is read after it is judged; ``probe``:
+    kernels timed apart); ``peak``: its peak memory is read after its first time is measured
+    (:meth:`read_peak`) and judged with it; ``probe``:
     the host's state now (the launch reference timed back to back, ms) for a host-bound change
     read in another state, None where there is none (the CPU, a rank); ``declared``: the work
     per call the caller declared, for its speed of light and energy where asked (None: neither,
@@ -137,16 +172,15 @@ class Target:
         assert self.backends is not None, "a target to measure needs its backends"
         with self.lock():
             backend = self.backends.get(self.cache)
-            backend.reset()
             return measure(backend, self.fn, budget, self.graph, self.name)
 
     def read_peak(self) -> PeakResult | None:
-        """The callable's peak requested CUDA memory, where asked (``peak``)."""
+        """The callable's peak memory, where asked (``peak``), read by the backends' reader
+        (:meth:`Backends.memory`: the requested CUDA bytes of one call)."""
         if not self.peak:
             return None
-        from pytest_cudaperf.memory import CudaMemory
-
-        return CudaMemory(pinned=False).peak(self.fn)
+        assert self.backends is not None, "a target that reads its peak needs its backends"
+        return self.backends.memory().peak(self.fn)
 
 
 def budget_for(
@@ -222,7 +256,9 @@ class JudgedMeasurement:
         often as the state wait allows); confirm a regression or an improvement by measuring again
         (in a fresh process too, where the process's state can move it); then attach the breakdown
         (update) or what it says changed (non-pass verdict), and record it. With the target's
-        ``peak``, the callable's peak memory is read after and judged as a series of its own. With a
+        ``peak``, the callable's peak memory is read once, after the first time is measured, and
+        judged as a series of its own in the same call of the verdict as that time
+        (:func:`judge_measured`); it is recorded after the time. With a
         ``probe``, a host-bound change read while the host ran in another state than at recording
         waits for it before it is measured again (:meth:`host_back`), within
         ``--cudaperf-state-wait`` in all (measurements included): the host's states last seconds,
@@ -235,18 +271,19 @@ class JudgedMeasurement:
         call that does not follow the host's speed (:attr:`Measurement.fixed_ms`)."""
         test = self.test
         budget = self.budget() if budget is None else budget
+        measurement = self._measured(budget)
+        found = self.target.read_peak()
+        record, peak_judged = judge_measured(test, self.key, measurement, self.device_class, found)
         attempt = 0
-        while True:
-            measurement = self._measured(
-                dataclasses.replace(budget, max_time=budget.max_time * 2**attempt)
-            )
-            record = self.judge(measurement)
-            if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
-                break
+        while record.verdict.kind is Kind.INCONCLUSIVE and not measurement.traced:
             again = self._again(record, measurement, attempt)
             if again is None:
                 break
             attempt = again  # the same budget again where it was for the host's state
+            measurement = self._measured(
+                dataclasses.replace(budget, max_time=budget.max_time * 2**attempt)
+            )
+            record = self.judge(measurement)
         if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
             record, measurement = self._confirmed(record, budget)
         if self._may_profile:
@@ -257,11 +294,8 @@ class JudgedMeasurement:
         add_time(test, record, measurement)
         if kernels is not None:
             add_time(test, *kernels)
-        found = self.target.read_peak()
-        if found is not None:
-            perf = test.perf
-            limit = perf.max_peak if perf is not None else None
-            add_peak(test, self.key, found, self.device_class, limit)
+        if peak_judged is not None:
+            add_peak(test, peak_judged, test.perf.max_peak if test.perf is not None else None)
         target = self.target
         if target.declared is not None:
             where = Measured(target.fn, target.device, self.device_class, target.uuid, target.lock)
@@ -494,6 +528,34 @@ def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
     state.details.extend(f"{label}{line}" for line in record.explanation)
     state.details.extend(f"{label}unstable: {why}" for why in m.instability)
     state.details.extend(f"{label}{w}" for w in m.warnings)
+
+
+def add_peak(test: TestContext, record: JudgedRecord, max_peak: int | None) -> None:
+    """Record a judged peak (:func:`judge_measured`); a regression or a peak over ``max_peak``
+    fails the test."""
+    state, key, peak = test.state, record.key, record.peak
+    assert peak is not None, "a peak's record keeps its reading"
+    state.records.append(record)
+    if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
+        state.fail(FailureKind.REGRESSION, f"{key.label()}{record.verdict.message}")
+    check_peak(test, key, peak, max_peak)
+    if peak.alloc_retries or peak.ooms:
+        state.details.append(
+            f"{key.label()}allocator retried {peak.alloc_retries} times, "
+            f"{peak.ooms} OOMs (near the memory limit)"
+        )
+
+
+def check_peak(
+    test: TestContext, key: SeriesKey, peak: PeakResult | None, limit: int | None
+) -> None:
+    """The ``max_peak`` budget of a marker or ``memory_guard`` (no peak: nothing to check)."""
+    if peak is None:
+        return
+    where = f"requested bytes on {peak.device}"
+    over = budget_failure(peak.peak_bytes, limit, "bytes", where)
+    if over:
+        test.state.fail(FailureKind.MEMORY, f"{key.label()}{over}")
 
 
 def compare_judged(

@@ -1,13 +1,15 @@
 """Judging: a measurement, the baseline and the test's limits become a judged record and, when
 the test's body passed, the failures of that test (in its :class:`ItemState`).
 
-The comparison itself is :func:`pytest_cudaperf.verdict.judge`, called in one place
-(:func:`_judge`); its confirmation :func:`pytest_cudaperf.verdict.confirm` in one
-(:func:`confirm_time`). The path of one measured callable that calls them (measure, confirm,
-judge, record) is :class:`pytest_cudaperf.run.judged.JudgedMeasurement`, which records a time
-and its failures at the end of that path (:func:`pytest_cudaperf.run.judged.add_time`); a
-peak, a comparison and a leak are recorded here. The functions here run in the process that
-runs the test.
+The comparison itself is :func:`pytest_cudaperf.verdict.judge_all`, called in one place
+(:func:`_judge_all`): the series one measurement of a callable measured (its time and, on CUDA,
+its peak memory) are judged together (:func:`judge_measured`); a confirmation calls
+:func:`pytest_cudaperf.verdict.confirm` in one (:func:`confirm_time`). The path of one measured
+callable that calls them (measure, judge, confirm, record) is
+:class:`pytest_cudaperf.run.judged.JudgedMeasurement`, which records a time and a peak and their
+failures at the end of that path (:func:`pytest_cudaperf.run.judged.add_time`,
+:func:`pytest_cudaperf.run.judged.add_peak`); a comparison and a leak are recorded here. The
+functions here run in the process that runs the test.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
@@ -31,7 +33,7 @@ from pytest_cudaperf.report.model import (
 from pytest_cudaperf.run.context import TestContext
 from pytest_cudaperf.series import Record, Recording, metric_of
 from pytest_cudaperf.units import LOOPS
-from pytest_cudaperf.verdict import Kind, budget_failure, confirm, judge
+from pytest_cudaperf.verdict import confirm, judge_all
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.comparison import Comparison
@@ -85,22 +87,42 @@ def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
     )
 
 
-def _judge(test: TestContext, record: Record, obs: Observation, allowed: float) -> JudgedRecord:
-    """The one call of the verdict: a measured record against its baseline entry, with the
-    same series on other device classes beside it."""
+class _Observed(NamedTuple):
+    """One series of a measurement as measured, before its verdict: its record, the current
+    side of the verdict and the tolerance it is judged at."""
+
+    record: Record
+    obs: Observation
+    allowed: float
+
+
+def _judge_all(test: TestContext, measured: Sequence[_Observed]) -> list[JudgedRecord]:
+    """The one call of the verdict (:func:`pytest_cudaperf.verdict.judge_all`): each measured
+    record against its baseline entry, in order, with the same series on other device classes
+    beside it."""
     store = test.run.store
-    klass, key, series = record.device_class, record.key, record.series
-    entry = store.lookup(klass, key, series)
-    verdict = judge(obs, entry, allowed, klass)
-    others = tuple(OtherDevice(c, float(e.value)) for c, e in store.others(klass, key, series))
-    return JudgedRecord(record, verdict, others=others)
+    asked = []
+    for m in measured:
+        klass, key, series = m.record.device_class, m.record.key, m.record.series
+        asked.append((m.obs, store.lookup(klass, key, series), m.allowed, klass))
+    judged = []
+    for m, verdict in zip(measured, judge_all(asked), strict=True):
+        klass, key, series = m.record.device_class, m.record.key, m.record.series
+        others = tuple(OtherDevice(c, float(e.value)) for c, e in store.others(klass, key, series))
+        judged.append(JudgedRecord(m.record, verdict, others=others))
+    return judged
 
 
-def judge_time(
-    test: TestContext, key: SeriesKey, m: Measurement, device_class: str
-) -> JudgedRecord:
-    """A time's record and verdict (the measurement's fields kept for the reports)."""
-    env = environment(test.run.probe, _device_of(test))
+def _time_observed(
+    test: TestContext,
+    key: SeriesKey,
+    m: Measurement,
+    device_class: str,
+    env: Mapping[str, object],
+) -> _Observed:
+    """A time's record and the current side of its verdict (``env``: the record's environment,
+    before the measurement's threads join it)."""
+    env = dict(env)
     if m.threads is not None:  # the threads it was measured with, not the process's
         env["torch_threads"] = str(m.threads)
     obs = observation(m, env)
@@ -124,8 +146,54 @@ def judge_time(
         fixed_ms=m.fixed_ms if loops else None,
     )
     record = Record(key, series, device_class, obs.unit, recording, env, None, allowed)
-    judged = _judge(test, record, obs, allowed)
-    return dataclasses.replace(judged, measurement=m)
+    return _Observed(record, obs, allowed)
+
+
+def _peak_observed(
+    key: SeriesKey, peak: PeakResult, device_class: str, env: Mapping[str, object]
+) -> _Observed:
+    """A peak's record (``memory:peak``, bytes) and the current side of its verdict: exact, at
+    :data:`MEMORY_TOLERANCE`."""
+    size = peak.peak_bytes
+    recording = Recording(str(env["date"]), size, 0.0, 1, ci=(size, size))
+    record = Record(key, "memory:peak", device_class, "bytes", recording, dict(env))
+    obs = Observation(float(size), env=dict(env), unit="bytes")
+    return _Observed(record, obs, MEMORY_TOLERANCE)
+
+
+def judge_measured(
+    test: TestContext,
+    key: SeriesKey,
+    m: Measurement,
+    device_class: str,
+    peak: PeakResult | None = None,
+) -> tuple[JudgedRecord, JudgedRecord | None]:
+    """The series one measurement of a callable measured, judged together in one call of the
+    verdict: its time (the record keeps the measurement's fields for the reports) and, where
+    it was read, its peak memory (a ``memory:peak`` series; None where not read)."""
+    env = environment(test.run.probe, _device_of(test))
+    measured = [_time_observed(test, key, m, device_class, env)]
+    if peak is not None:
+        measured.append(_peak_observed(key, peak, device_class, env))
+    judged = _judge_all(test, measured)
+    time = dataclasses.replace(judged[0], measurement=m)
+    return time, (dataclasses.replace(judged[1], peak=peak) if peak is not None else None)
+
+
+def judge_time(
+    test: TestContext, key: SeriesKey, m: Measurement, device_class: str
+) -> JudgedRecord:
+    """A time's record and verdict (the measurement's fields kept for the reports)."""
+    return judge_measured(test, key, m, device_class)[0]
+
+
+def judge_peak(
+    test: TestContext, key: SeriesKey, peak: PeakResult, device_class: str
+) -> JudgedRecord:
+    """A peak's record and verdict alone (a ``memory:peak`` series)."""
+    env = environment(test.run.probe, _device_of(test))
+    (judged,) = _judge_all(test, [_peak_observed(key, peak, device_class, env)])
+    return dataclasses.replace(judged, peak=peak)
 
 
 def confirm_time(
@@ -154,44 +222,6 @@ def visible_device(device: str, environ: Mapping[str, str] | None = None) -> dic
     visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     listed = [v.strip() for v in visible.split(",")] if visible else []
     return {"CUDA_VISIBLE_DEVICES": listed[index] if index < len(listed) else str(index)}
-
-
-def add_peak(
-    test: TestContext,
-    key: SeriesKey,
-    peak: PeakResult,
-    device_class: str,
-    max_peak: int | None,
-) -> None:
-    """Record a judged peak; a regression or a peak over ``max_peak`` fails the test."""
-    size = peak.peak_bytes
-    env = environment(test.run.probe, _device_of(test))
-    recording = Recording(str(env["date"]), size, 0.0, 1, ci=(size, size))
-    measured = Record(key, "memory:peak", device_class, "bytes", recording, env)
-    obs = Observation(float(size), env=env, unit="bytes")
-    judged = _judge(test, measured, obs, MEMORY_TOLERANCE)
-    record = dataclasses.replace(judged, peak=peak)
-    test.state.records.append(record)
-    if record.verdict.kind is Kind.REGRESSION and not test.settings.update:
-        test.state.fail(FailureKind.REGRESSION, f"{key.label()}{record.verdict.message}")
-    check_peak(test, key, peak, max_peak)
-    if peak.alloc_retries or peak.ooms:
-        test.state.details.append(
-            f"{key.label()}allocator retried {peak.alloc_retries} times, "
-            f"{peak.ooms} OOMs (near the memory limit)"
-        )
-
-
-def check_peak(
-    test: TestContext, key: SeriesKey, peak: PeakResult | None, limit: int | None
-) -> None:
-    """The ``max_peak`` budget of a marker or ``memory_guard`` (no peak: nothing to check)."""
-    if peak is None:
-        return
-    where = f"requested bytes on {peak.device}"
-    over = budget_failure(peak.peak_bytes, limit, "bytes", where)
-    if over:
-        test.state.fail(FailureKind.MEMORY, f"{key.label()}{over}")
 
 
 def add_comparison(

@@ -20,7 +20,15 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import render_table, summary_line, table_rows
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
-from pytest_cudaperf.run.judged import JudgedMeasurement, Target, Times, add_time, budget_for
+from pytest_cudaperf.run.judged import (
+    JudgedMeasurement,
+    Target,
+    Times,
+    add_peak,
+    add_time,
+    budget_for,
+    check_peak,
+)
 from pytest_cudaperf.run.results import Results
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
@@ -190,18 +198,21 @@ def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -
 
     run = run_context(tmp_path)
     first = new_test(run)
-    judging.add_peak(first, A, PeakResult(1 << 20, device="cuda:0"), "GPU X", None)
+    add_peak(
+        first, judging.judge_peak(first, A, PeakResult(1 << 20, device="cuda:0"), "GPU X"), None
+    )
     run.store.update("GPU X", stored(first))
     test = new_test(run)
     judged(test, 1.0)
-    judging.add_peak(test, A, PeakResult(2 << 20, device="cuda:0"), "GPU X", 1 << 20)
+    peak = judging.judge_peak(test, A, PeakResult(2 << 20, device="cuda:0"), "GPU X")
+    add_peak(test, peak, 1 << 20)
     failures = test.state.failures
     assert [f.kind for f in failures] == [FailureKind.REGRESSION, FailureKind.MEMORY]
     assert failures[0].message.startswith("memory regression: peak memory 2.0 MiB vs baseline")
     assert failures[1].message == (
         "memory: peak 2.0 MiB > max_peak 1.0 MiB (requested bytes on cuda:0)"
     )
-    judging.check_peak(test, A, None, 1)  # no peak read (CPU): nothing to check
+    check_peak(test, A, None, 1)  # no peak read (CPU): nothing to check
     assert len(test.state.failures) == 2
     results = Results()
     results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
@@ -992,3 +1003,71 @@ def test_a_target_measures_on_its_backend_under_its_lock(tmp_path: Path) -> None
     (record,) = test.state.records
     assert record.verdict.kind is Kind.NEW
     assert record.measurement == m
+
+
+class Peaks:
+    """A peak-memory reader that needs no GPU: each call of ``peak`` reads ``size`` bytes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.read: list[object] = []
+
+    def peak(self, fn: Callable[[], object]) -> Any:
+        from pytest_cudaperf.memory import PeakResult
+
+        self.read.append(fn)
+        return PeakResult(self.size, device="cuda:0")
+
+
+def test_a_peak_is_read_once_and_judged_with_the_time_then_recorded_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target whose backends read its peak: the peak is read once, after the first time is
+    measured, and judged in the same call of the verdict (a re-measured time alone); the
+    records and failures come in the order the path always gave them: the time's, then the
+    peak's (its regression, then its budget)."""
+    from pytest_cudaperf import verdict
+    from pytest_cudaperf.measure.cpu import CpuBackend
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run.judged import Backends
+
+    asked: list[list[str]] = []
+    judge_all = verdict.judge_all
+
+    def counted(series: Any) -> list[verdict.Verdict]:
+        asked.append([obs.unit for obs, *_ in series])
+        return judge_all(series)
+
+    monkeypatch.setattr(judging, "judge_all", counted)
+    peaks = Peaks(1 << 20)
+    backends = Backends(None, CpuBackend(environ={}), memory=peaks)
+    assert backends.reads_peak
+    assert not Backends(None, CpuBackend(environ={})).reads_peak  # the CPU's: no peak
+
+    def fn() -> int:
+        return sum(range(100))
+
+    target = Target(fn, "cpu", backends=backends, profiled=False, peak=backends.reads_peak)
+    budget = Budget(warmup=0.0, max_time=0.02)
+    run = run_context(tmp_path)
+    first = new_test(run)
+    JudgedMeasurement(first, A, target, "CPU X").run(budget)
+    assert peaks.read == [fn]
+    assert [r.series for r in first.state.records] == ["time:wall", "memory:peak"]
+    assert [r.verdict.kind for r in first.state.records] == [Kind.NEW, Kind.NEW]
+    assert asked[0] == ["ms", "bytes"]
+    run.store.update("CPU X", stored(first))
+    peaks.size, peaks.read, asked[:] = 2 << 20, [], []
+    test = new_test(run, PerfOptions(tolerance=10.0, max_peak=1 << 20))
+    JudgedMeasurement(test, A, target, "CPU X").run(budget)
+    assert peaks.read == [fn]  # once, however often the time was measured again
+    assert asked[0] == ["ms", "bytes"]
+    assert all(units == ["ms"] for units in asked[1:])
+    time, peak = test.state.records
+    assert (time.series, peak.series) == ("time:wall", "memory:peak")
+    assert peak.peak is not None
+    assert peak.peak.peak_bytes == 2 << 20
+    assert peak.verdict.kind is Kind.REGRESSION
+    kinds = [f.kind for f in test.state.failures]
+    assert kinds[-2:] == [FailureKind.REGRESSION, FailureKind.MEMORY]
+    assert test.state.failures[-2].message.startswith("memory regression: peak memory 2.0 MiB")

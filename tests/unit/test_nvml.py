@@ -17,8 +17,8 @@ def test_without_nvml_clocks_are_not_recorded(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     watch = ClockWatch("abc")
     watch.observe(10)
-    assert watch.summary() == {"recorded": False}
-    assert watch.warning() is None
+    assert watch.report()[0] == {"recorded": False}
+    assert watch.report()[1] is None
 
 
 def test_throttled_batches_are_counted_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,14 +34,14 @@ def test_throttled_batches_are_counted_and_named(monkeypatch: pytest.MonkeyPatch
     watch = ClockWatch("abc")
     for _ in range(3):
         watch.observe(8)
-    assert watch.summary() == {
+    assert watch.report()[0] == {
         "recorded": True,
         "sm_mhz_min": 1980,
         "sm_mhz_max": 1980,
         "throttle_reasons": ["sw-power-cap"],
         "throttled_samples": 8,
     }
-    assert watch.warning() == "throttled: 8 of 24 samples taken while sw-power-cap"
+    assert watch.report()[1] == "throttled: 8 of 24 samples taken while sw-power-cap"
 
 
 def test_reset_starts_a_new_measurement() -> None:
@@ -54,7 +54,7 @@ def test_reset_starts_a_new_measurement() -> None:
         0,
         0,
     )
-    assert watch.warning() is None
+    assert watch.report()[1] is None
 
 
 def test_blocker_clock_readings_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,19 +62,19 @@ def test_blocker_clock_readings_without_nvml(monkeypatch: pytest.MonkeyPatch) ->
     watch = ClockWatch("abc")
     # single readings jitter by a few percent: no warning
     watch.observe_spin([1980.0, 1950.0, 2010.0, 1975.0, 1990.0] * 4)
-    summary = watch.summary()
+    summary = watch.report()[0]
     assert summary["recorded"] is False  # NVML's readings: absent
     assert summary["spin_sm_mhz"] == {"p10": 1950.0, "median": 1980.0, "p90": 2010.0}
-    assert watch.warning() is None
+    assert watch.report()[1] is None
     # a tenth of the samples or more well below the median: a dip, said with its numbers
     watch.observe_spin([1650.0] * 6)
-    assert watch.warning() == (
+    assert watch.report()[1] == (
         "SM clock dipped: a tenth of the samples at or below 1650 MHz, median 1975 MHz "
         "(measured in the stream blocker)"
     )
     watch.reset()
     assert watch.spin_mhz == []
-    assert "spin_sm_mhz" not in watch.summary()
+    assert "spin_sm_mhz" not in watch.report()[0]
 
 
 def test_nvml_throttling_is_said_before_a_blocker_dip(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,8 +89,8 @@ def test_nvml_throttling_is_said_before_a_blocker_dip(monkeypatch: pytest.Monkey
     watch = ClockWatch("abc")
     watch.observe(4)
     watch.observe_spin([1980.0, 1980.0, 1650.0, 1650.0])
-    assert watch.warning() == "throttled: 4 of 4 samples taken while sw-power-cap"
-    assert watch.summary()["spin_sm_mhz"]["median"] == 1815.0
+    assert watch.report()[1] == "throttled: 4 of 4 samples taken while sw-power-cap"
+    assert watch.report()[0]["spin_sm_mhz"]["median"] == 1815.0
 
 
 def _fake_nvml(**getters: object) -> types.SimpleNamespace:
