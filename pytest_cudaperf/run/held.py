@@ -2,8 +2,9 @@
 test runs as pytest runs it (``runtestprotocol``), its reports logged at once unless its call left
 a suspect (:class:`pytest_cudaperf.run.context.Suspect`); those are held, and logged after the
 loop's suspects were confirmed in one fresh process (:func:`confirm.confirm_deferred`), their call
-reports finished again from the tests' state. Confirmed sooner where ``--maxfail`` (``-x``) could
-be reached counting the held tests, so that the run stops where it would have. A test that
+reports finished again from the tests' state. Confirmed sooner where ``--maxfail`` (``-x``, or
+``--sw``'s stop) could be reached counting the held tests, so that the run stops where it would
+have. A test that
 pytest-rerunfailures re-runs is run by it, its suspects confirmed inside its call: each attempt
 needs its verdict at once. On Ctrl-C (or ``pytest.exit``) the held tests are logged as they
 were, each suspect saying it was not re-measured; the fresh process is killed and its folder
@@ -59,9 +60,8 @@ class HeldReports:
     def hold(self, item: pytest.Item, reports: list[pytest.TestReport], test: TestContext) -> None:
         """Hold ``item``'s reports (its outcome as the call report has it noted)."""
         call = next((r for r in reports if r.when == "call"), None)
-        before = None
-        if call is not None and not test.state.empty:
-            before = test.state.outcome(body_passed_of(call), location_of(call))
+        payload = getattr(call, "cudaperf", None)
+        before = TestOutcome.from_json(payload) if payload is not None else None
         self.held.append(HeldTest(item, reports, test, before))
 
     def __len__(self) -> int:
@@ -141,9 +141,7 @@ class HeldLoop:
             self.held.hold(item, reports, test)
         else:
             _log(item, reports)
-        session = item.session
-        maxfail = int(item.config.getoption("maxfail", 0) or 0)
-        if len(self.held) and maxfail and session.testsfailed + len(self.held) >= maxfail:
+        if len(self.held) and _may_stop(item.session, len(self.held)):
             self.finish(confirm=True)
         return True
 
@@ -161,6 +159,14 @@ class HeldLoop:
             for held in self.held.release():
                 with _as_current(held.item):
                     _log(held.item, held.reports)
+
+
+def _may_stop(session: pytest.Session, held: int) -> bool:
+    """Whether ``held`` more failures could stop the run (``--maxfail``, ``-x``, ``--sw``)."""
+    maxfail = int(session.config.getoption("maxfail", 0) or 0)
+    if session.config.getoption("stepwise", False):
+        maxfail = 1
+    return bool(maxfail) and session.testsfailed + held >= maxfail
 
 
 @contextlib.contextmanager
