@@ -3,17 +3,20 @@
 A 30-test CPU suite written for pytest-benchmark (the ``benchmark`` fixture: 3 torch ops x 10
 sizes) is run by pytest-benchmark itself, recorded by ``cudaperf record --runs K`` with the
 fixture served by this plugin (``--cudaperf-benchmark``), then judged against those baselines
-unchanged and with ``--planted`` tests made 3x slower (the timed callable called three times);
-``--repeat`` rounds of (pytest-benchmark, unchanged, planted), in that order. With ``--before
-DIR`` the planted run is also made with the package of another checkout (an earlier design of
-the confirmation), in the same round.
+unchanged and with the ``--planted`` tests made slower by each of ``--factors`` (the timed
+callable called that many times); ``--repeat`` rounds of (pytest-benchmark, unchanged, each
+planted run), in that order. With ``--before DIR`` each planted run is also made with the package
+of another checkout (an earlier design of the confirmation), in the same round. On a shared host
+a 3x plant can read INCONCLUSIVE (the CPU contention rule), and then no fresh process confirms
+anything: a larger factor shows what the confirmation costs.
 
 Prints each run's wall time, its verdicts (REGRESSION / INCONCLUSIVE counts) and the fresh
 processes it started, the load average before each, and the ratios the acceptance reads: the
 planted run against the unchanged one, the unchanged one against pytest-benchmark's, and the
 recording against one judged run.
 
-    python benchmarks/bench_batch_confirm.py --repeat 3 --out out/batch [--before /path/to/old]
+    python benchmarks/bench_batch_confirm.py --repeat 2 --factors 3,10 --out out/batch
+        [--before /path/to/old]
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS") and os.environ.get("FRESH_LOG
 def test_op(benchmark, op, n):
     x = torch.randn(n, n, generator=torch.Generator().manual_seed(n))
     fn = OPS[op]
-    times = 3 if f"{op}-{n}" in PLANTED else 1
+    times = int(os.environ.get("FACTOR", "3")) if f"{op}-{n}" in PLANTED else 1
 
     def call():
         for _ in range(times):
@@ -91,7 +94,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5, help="cudaperf record --runs")
-    parser.add_argument("--planted", default=PLANTED, help="op-size of each test planted 3x")
+    parser.add_argument("--planted", default=PLANTED, help="op-size of each test planted")
+    parser.add_argument("--factors", default="3", help="comma-separated slowdowns planted")
     parser.add_argument("--before", help="a checkout whose package also runs the planted run")
     parser.add_argument("--max-time", help="--cudaperf-max-time (default: the plugin's)")
     parser.add_argument("--smoke", action="store_true", help="4 tests, 2 recordings, 1 round")
@@ -123,11 +127,13 @@ def main() -> int:
             theirs = {"wall": wall, "load": load, "kinds": [], "fresh": 0}
             runs = {"pytest-benchmark": theirs}
             runs["judged, unchanged"] = judged(folder, store, env, timing, "unchanged")
-            planted = {**env, "PLANT": args.planted}
-            runs["judged, planted 3x"] = judged(folder, store, planted, timing, "planted")
-            if args.before:
-                old = {**planted, "PYTHONPATH": args.before}
-                runs["planted, --before"] = judged(folder, store, old, timing, "before")
+            for factor in args.factors.split(","):
+                planted = {**env, "PLANT": args.planted, "FACTOR": factor}
+                name = f"judged, planted {factor}x"
+                runs[name] = judged(folder, store, planted, timing, "planted")
+                if args.before:
+                    old = {**planted, "PYTHONPATH": args.before}
+                    runs[f"{name}, --before"] = judged(folder, store, old, timing, "before")
             for name, found in runs.items():
                 rows.setdefault(name, []).append(found)
                 print(f"{name}: {found['wall']:.0f} s (load {found['load']:.1f})", flush=True)
@@ -158,14 +164,12 @@ def table(rows: dict[str, list[dict[str, object]]]) -> list[str]:
     record = next(v for k, v in rows.items() if k.startswith("record"))
     lines += [
         "",
-        f"planted / unchanged: {_median(rows['judged, planted 3x']) / unchanged:.2f}x; "
         f"unchanged / pytest-benchmark: {unchanged / _median(rows['pytest-benchmark']):.2f}x; "
         f"record / unchanged: {_median(record) / unchanged:.2f}x (medians)",
     ]
-    if "planted, --before" in rows:
-        lines.append(
-            f"--before planted / unchanged: {_median(rows['planted, --before']) / unchanged:.2f}x"
-        )
+    for name, found in rows.items():
+        if name.startswith("judged, planted"):
+            lines.append(f"{name} / unchanged: {_median(found) / unchanged:.2f}x")
     return lines
 
 

@@ -4,11 +4,10 @@ a suspect (:class:`pytest_cudaperf.run.context.Suspect`); those are held, and lo
 loop's suspects were confirmed in one fresh process (:func:`confirm.confirm_deferred`), their call
 reports finished again from the tests' state. Confirmed sooner where ``--maxfail`` (``-x``, or
 ``--sw``'s stop) could be reached counting the held tests, so that the run stops where it would
-have. A test that
-pytest-rerunfailures re-runs is run by it, its suspects confirmed inside its call: each attempt
-needs its verdict at once. On Ctrl-C (or ``pytest.exit``) the held tests are logged as they
-were, each suspect saying it was not re-measured; the fresh process is killed and its folder
-removed (:class:`pytest_cudaperf.run.child.FreshProcess`).
+have. A test that pytest-rerunfailures re-runs is run by it, its suspects confirmed inside its
+call: each attempt needs its verdict at once. On Ctrl-C (or ``pytest.exit``) the held tests are
+logged as they were, each suspect saying it was not re-measured; the fresh process is killed and
+its folder removed (:class:`pytest_cudaperf.run.child.FreshProcess`).
 """
 
 from __future__ import annotations
