@@ -300,3 +300,16 @@ def test_ctrl_c_during_the_batch_reports_the_held_tests_unconfirmed(
     with pytest.raises(ProcessLookupError):  # the fresh process was killed, and reaped
         os.kill(pid, 0)
     assert not [p for p in tmp.iterdir() if p.name.startswith("cudaperf-fresh-")]
+
+
+def test_a_test_that_pytest_rerunfailures_reruns_is_confirmed_inside_its_call(
+    batch: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:benchmark")  # rerunfailures loaded
+    (batch.path / "slow-always-1").touch()
+    result = batch.runpytest(*FAST, "--reruns=1", "-k", "test_nap[1]")
+    assert result.parseoutcomes() == {"failed": 1, "deselected": 3, "rerun": 1}
+    result.stdout.fnmatch_lines(["*perf regression: *; confirmed in a fresh process"])
+    result.stdout.no_fnmatch_line("cudaperf: confirming *")
+    assert len(_fresh_pids(batch)) == 1  # inside the first call; the rerun reads its result
