@@ -1,8 +1,9 @@
-"""One test item run again in a child pytest process.
+"""Test items run again in a child pytest process.
 
 Two parts of the plugin do this: the launcher of a ``@distributed`` test runs its item in each rank
 (:mod:`pytest_cudaperf.distributed`), and a regression measured on the CPU is measured again in a
-fresh process before it fails its test (:class:`FreshProcess`). Both pass the run's resolved
+fresh process before it fails its test (:class:`FreshProcess`: the suspects of a test loop
+together, after it, :mod:`pytest_cudaperf.run.confirm`). Both pass the run's resolved
 settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select exactly their items
 (:func:`item_args`, :func:`items_args`).
 
