@@ -57,6 +57,7 @@ STEPS: dict[str, str] = {
     "confirm_time": "confirming (in process)",
     "host_back": "confirming (in process)",
     "confirm_fresh": "confirming (fresh process)",
+    "confirm_deferred": "confirming (fresh process)",
     "_with_breakdown": "breakdown",
     "peak": "peak memory",
     "add_peak": "peak memory",

@@ -72,6 +72,7 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_bisect.py": [["bench_bisect.py", "--smoke", "--out", "{out}/bisect"]],
     "walk.py": [["walk.py"]],
     "bench_busy_entry.py": [["bench_busy_entry.py", "--smoke", "--out", "{out}"]],
+    "bench_batch_confirm.py": [["bench_batch_confirm.py", "--smoke", "--out", "{out}"]],
 }
 
 #: scripts that another script's smoke runs, not run on their own

@@ -24,7 +24,8 @@ from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import terminal_summary
 from pytest_cudaperf.run.callreport import finish_call_report
 from pytest_cudaperf.run.child import FRESH_ENV
-from pytest_cudaperf.run.context import ItemState, RunContext, TestContext, other_outputs
+from pytest_cudaperf.run.context import Deferred, ItemState, RunContext, TestContext, other_outputs
+from pytest_cudaperf.run.held import HeldLoop, progress_writer
 from pytest_cudaperf.run.results import Results, finish_run
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
 from pytest_cudaperf.store.format import BaselineError
@@ -57,6 +58,9 @@ class CudaperfRun:
         self.report = Report()
         self.annotations: list[str] = []
         self.devices_reported = False
+        #: the test loop that holds back the reports of tests with suspects (None: each suspect
+        #: is confirmed inside its test's call)
+        self.loop: HeldLoop | None = None
 
     # Hooks of the registered run object (as pytest's junitxml registers LogXML).
 
@@ -312,6 +316,13 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--cudaperf-require-gpu: no usable GPU: {reason}")
     if config.stash.get(SERVING, bench_serving.Serving(ours=False)).ours:
         _serve_benchmark(config, run)
+    if run.ctx.fresh is not None:
+        run.ctx.deferred = Deferred()
+        run.loop = HeldLoop(run.ctx.deferred, run.ctx.fresh, _test_of, progress_writer(config))
+
+
+def _test_of(item: pytest.Item) -> TestContext | None:
+    return item.stash.get(TEST, None)
 
 
 def _serve_benchmark(config: pytest.Config, run: CudaperfRun) -> None:
@@ -510,6 +521,31 @@ def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
     merged = launcher.run_test(pyfuncitem, marks.distributed, _run(pyfuncitem.config).ctx)
     launcher.apply(pyfuncitem, merged, _test(pyfuncitem).state)
     return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """Each test run, its reports held back where its call left a suspect (run/held.py)."""
+    loop = _run(item.config).loop
+    return loop.protocol(item, nextitem) if loop is not None else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    """After the loop: its suspects confirmed in one fresh process, the held reports logged."""
+    loop = _run(session.config).loop
+    if loop is None:
+        return (yield)
+    try:
+        result = yield
+    except (KeyboardInterrupt, pytest.exit.Exception):
+        loop.finish(confirm=False)
+        raise
+    except BaseException:
+        loop.finish(confirm=True)
+        raise
+    loop.finish(confirm=True)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)

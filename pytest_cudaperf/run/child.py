@@ -1,10 +1,11 @@
-"""One test item run again in a child pytest process.
+"""Test items run again in a child pytest process.
 
 Two parts of the plugin do this: the launcher of a ``@distributed`` test runs its item in each rank
 (:mod:`pytest_cudaperf.distributed`), and a regression measured on the CPU is measured again in a
-fresh process before it fails its test (:class:`FreshProcess`). Both pass the run's resolved
-settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select exactly the one item
-(:func:`item_args`).
+fresh process before it fails its test (:class:`FreshProcess`: the suspects of a test loop
+together, after it, :mod:`pytest_cudaperf.run.confirm`). Both pass the run's resolved
+settings as ``PYTEST_CUDAPERF_*`` variables (:func:`settings_env`) and select exactly their items
+(:func:`item_args`, :func:`items_args`).
 
 A process can sit in a slow state of its own for every round of a measurement and for its
 re-measurement, so the second opinion on a regression of host-dominated code (the CPU's, or GPU
@@ -33,9 +34,10 @@ if TYPE_CHECKING:
 #: set in a fresh process to a private lock folder: it takes its device locks there (the parent
 #: holds the real ones while it waits), and confirms nothing in yet another process
 FRESH_ENV = "PYTEST_CUDAPERF_FRESH_PROCESS"
-#: at most this many fresh processes per pytest process (an xdist worker counts as one); past it a
-#: regression stands on its confirmation in the same process, and says so (why:
-#: docs/decisions.md, "Why at most 20 fresh processes per pytest process?")
+#: at most this many tests re-measured in fresh processes per pytest process (an xdist worker
+#: counts as one), however many processes measured them; past it a regression stands on its
+#: confirmation in the same process, and says so (why: docs/decisions.md, "Why at most 20 fresh
+#: processes per pytest process?")
 FRESH_LIMIT = 20
 #: environment variables a fresh process does not inherit: the run's settings (it gets them
 #: resolved, from :func:`settings_env`), and the GitHub job's, so that it appends no job summary
@@ -81,10 +83,22 @@ def item_args(
     """``pytest`` arguments that run exactly this item in a child process, under the parent's
     ``config`` (its rootdir and inifile). ``-n0`` (xdist is a dependency) rather than disabling
     xdist: a suite's ``addopts = -n auto`` still parses."""
+    return items_args([(nodeid, item_path)], config, basetemp, tbstyle)
+
+
+def items_args(
+    items: Sequence[tuple[str, Path]],
+    config: tuple[Path, Path | None],
+    basetemp: Path,
+    tbstyle: str = "auto",
+) -> list[str]:
+    """:func:`item_args` of several items (node id, the item's file), each selected exactly."""
     rootdir, inifile = config
-    rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
-    target = f"{item_path}::{rest}" if rest else str(item_path)
-    args = [target, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+    targets = []
+    for nodeid, item_path in items:
+        rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
+        targets.append(f"{item_path}::{rest}" if rest else str(item_path))
+    args = [*targets, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
     args.append(f"--tb={'short' if tbstyle == 'auto' else tbstyle}")
     args += ["--rootdir", str(rootdir), *private_paths(basetemp)]
     if inifile is not None:
@@ -164,12 +178,18 @@ def read_times(report: Report, nodeid: str) -> dict[tuple[str, str], Measurement
     }
 
 
+#: a test's time measurements in a fresh process, by (series key, series), or why there are none
+Fresh = dict[tuple[str, str], "Measurement"] | str
+
+
 @dataclass
 class FreshProcess:
-    """Runs one test again in a new pytest process (this item only, the run's settings, no
-    breakdowns, nothing written but a private JSON report) and reads its time measurements back.
-    One run per test, whatever number of its measurements ask, unless asked ``again``; at most
-    ``limit`` tests per process."""
+    """Runs tests again in a new pytest process (these items only, the run's settings, no
+    breakdowns, nothing written but a private JSON report) and reads their time measurements
+    back: one test in its own process (:meth:`measurements`: a suspect confirmed inside its
+    call), or every suspect of this process's test loop together in one (:meth:`batch`). One run
+    per test, whatever number of its measurements ask, unless asked ``again``; at most ``limit``
+    tests re-measured per process, however many processes measured them."""
 
     root: Path
     inifile: Path | None
@@ -179,58 +199,77 @@ class FreshProcess:
     #: means there what it meant to the parent); None: ``root``
     cwd: Path | None = None
     limit: int = FRESH_LIMIT
+    #: per test it runs
     timeout_s: float = FRESH_TIMEOUT_S
-    _done: dict[str, dict[tuple[str, str], Measurement] | str] = field(default_factory=dict)
+    _done: dict[str, Fresh] = field(default_factory=dict)
+    #: the tests re-measured in fresh processes so far
+    _seen: set[str] = field(default_factory=set)
 
     def measurements(
         self, nodeid: str, env: Mapping[str, str] | None = None, again: bool = False
-    ) -> dict[tuple[str, str], Measurement] | str:
+    ) -> Fresh:
         """The test's time measurements in a fresh process (``env`` added to its environment:
         the GPU it must measure on), or why there are none; ``again``: in another fresh process
         than the one before."""
         if again:
             self._done.pop(nodeid, None)
         if nodeid not in self._done:
-            if len(self._done) >= self.limit:
-                return f"{self.limit} tests were already re-measured in fresh processes in this one"
-            self._done[nodeid] = self._run(nodeid, env or {})
+            self._done[nodeid] = self.batch([nodeid], env or {})[nodeid]
         return self._done[nodeid]
 
-    def _run(
-        self, nodeid: str, extra: Mapping[str, str]
-    ) -> dict[tuple[str, str], Measurement] | str:
+    def batch(self, nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+        """The time measurements of each test in ``nodeids`` (distinct) taken together in ONE
+        fresh process (``env`` added to its environment), or why there are none: past the
+        ``limit`` a test is not run."""
+        taken: list[str] = []
+        found: dict[str, Fresh] = {}
+        for nodeid in nodeids:
+            if nodeid in self._seen or len(self._seen) < self.limit:
+                self._seen.add(nodeid)
+                taken.append(nodeid)
+            else:
+                found[nodeid] = (
+                    f"{self.limit} tests were already re-measured in fresh processes in this one"
+                )
+        if taken:
+            found.update(self._run(taken, env))
+        return found
+
+    def _run(self, nodeids: Sequence[str], extra: Mapping[str, str]) -> dict[str, Fresh]:
         with tempfile.TemporaryDirectory(prefix="cudaperf-fresh-") as tmp:
             report = Path(tmp, "fresh.json")
-            path = self.root / nodeid.split("::", 1)[0]
+            items = [(nodeid, self.root / nodeid.split("::", 1)[0]) for nodeid in nodeids]
             args = [sys.executable, "-m", "pytest"]
-            args += item_args(
-                nodeid, path, (self.root, self.inifile), Path(tmp, "basetemp"), "line"
-            )
+            args += items_args(items, (self.root, self.inifile), Path(tmp, "basetemp"), "line")
             args += [*self.options, f"--cudaperf-json={report}", "--cudaperf-breakdown=off"]
             env = {k: v for k, v in os.environ.items() if not k.startswith(CHILD_DROPS)}
             env.update(self.env)
             env.update(extra)
             env[FRESH_ENV] = str(Path(tmp, "locks"))
-            try:
+            timeout_s = self.timeout_s * len(nodeids)
+            try:  # on Ctrl-C (or any error) run() kills the child before the folder goes
                 done = subprocess.run(
                     args,
                     cwd=self.cwd or self.root,
                     env=env,
                     capture_output=True,
                     text=True,
-                    timeout=self.timeout_s,
+                    timeout=timeout_s,
                     check=False,
                 )
             except subprocess.TimeoutExpired:
-                return f"it did not finish in {self.timeout_s:.0f} s"
+                return dict.fromkeys(nodeids, f"it did not finish in {timeout_s:.0f} s")
             except OSError as exc:
-                return f"it could not start: {exc}"
+                return dict.fromkeys(nodeids, f"it could not start: {exc}")
             try:
-                times = read_times(read_report(report), nodeid)
+                read = read_report(report)
             except ReportError:
-                times = {}
-        if not times:
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            last = lines[-1].strip() if lines else "no output"
-            return f"pytest exited {done.returncode} without measuring it ({last})"
-        return times
+                read = None
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        last = lines[-1].strip() if lines else "no output"
+        why = f"pytest exited {done.returncode} without measuring it ({last})"
+        found: dict[str, Fresh] = {}
+        for nodeid in nodeids:
+            times = read_times(read, nodeid) if read is not None else {}
+            found[nodeid] = times or why
+        return found

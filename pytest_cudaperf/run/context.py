@@ -13,7 +13,8 @@ import os
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from pytest_cudaperf.store.baselines import BaselineStore
 
 if TYPE_CHECKING:
     from pytest_cudaperf.markers import GpuRequirement, LeakOptions, PerfOptions
+    from pytest_cudaperf.measure.measurement import Measurement
 
 
 # --- run and test contexts -------------------------------------------------------------------
@@ -81,6 +83,9 @@ class RunContext:
     rank: RankEnv | None = None
     #: re-measures a CPU regression in a fresh process (None: off, in a rank, in such a process)
     fresh: FreshProcess | None = None
+    #: the suspects confirmed together after this process's test loop (None: each is confirmed
+    #: inside its test's call)
+    deferred: Deferred | None = None
     #: the ceilings measured in this process (a copy, a GEMM per compute class), per device class
     ceilings: MeasuredCeilings = field(default_factory=MeasuredCeilings)
     #: each GPU's energy counter resolution (or why it has none), probed once per process
@@ -283,3 +288,42 @@ class ItemState:
             location=location,
             sweep=self.sweep,
         )
+
+
+# --- suspects confirmed after the test loop ------------------------------------------------
+
+
+@dataclass
+class Suspect:
+    """A regression (or improvement) of process-dependent code that held in the test's own
+    process and waits for the fresh process's measurement (:mod:`pytest_cudaperf.run.confirm`):
+    ``first`` the verdict confirmed here, ``measured`` its re-measurement, ``env`` what the fresh
+    process adds to its environment (the GPU it must measure on), ``lock`` the device to itself
+    while it measures, ``probe`` the host's state now (host-bound GPU time; None: the CPU),
+    ``refine`` what the caller does to a confirmed record (exact rounds: too few samples)."""
+
+    test: TestContext
+    first: JudgedRecord
+    measured: Measurement
+    env: dict[str, str]
+    lock: Callable[[], AbstractContextManager[object]]
+    probe: Callable[[], float] | None = None
+    refine: Callable[[JudgedRecord, Measurement], JudgedRecord] | None = None
+
+
+@dataclass
+class Deferred:
+    """The suspects of this process's tests, confirmed together in one fresh process after its
+    test loop; ``running`` is the test whose reports the loop holds back while it runs (a suspect
+    of any other test is confirmed inside its call)."""
+
+    running: str | None = None
+    suspects: list[Suspect] = field(default_factory=list)
+
+    def defers(self, nodeid: str) -> bool:
+        """Whether a suspect of ``nodeid`` waits for the batch."""
+        return self.running == nodeid
+
+    def of(self, nodeid: str) -> list[Suspect]:
+        """``nodeid``'s suspects."""
+        return [s for s in self.suspects if s.test.nodeid == nodeid]

@@ -16,6 +16,7 @@ from pytest_cudaperf.verdict import Kind, Verdict
 if TYPE_CHECKING:
     from pytest_cudaperf.keys import SeriesKey
     from pytest_cudaperf.measure.measurement import Measurement
+    from pytest_cudaperf.report.model import JudgedRecord
     from pytest_cudaperf.run.context import TestContext
 
 #: an exact-rounds measurement with fewer samples than this reads no REGRESSION or IMPROVED:
@@ -49,9 +50,13 @@ def exact_judged(
     record = dataclasses.replace(record, verdict=too_few(record.verdict, measurement.n))
     if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
         path = JudgedMeasurement(test, key, Target(_taken, measurement.device), device_class)
-        record, measurement = path.confirm_fresh(record, measurement)
-        record = dataclasses.replace(record, verdict=too_few(record.verdict, measurement.n))
+        record, measurement = path.confirm_fresh(record, measurement, _refined)
     add_time(test, record, measurement)
+
+
+def _refined(record: JudgedRecord, measurement: Measurement) -> JudgedRecord:
+    """A confirmed record of exact rounds, judged on too few samples where it has them."""
+    return dataclasses.replace(record, verdict=too_few(record.verdict, measurement.n))
 
 
 def _taken() -> None:

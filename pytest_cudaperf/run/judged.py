@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Protocol
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
-from pytest_cudaperf.run.context import TestContext
-from pytest_cudaperf.run.hoststate import HostWait, latest_reference
+from pytest_cudaperf.run.confirm import EXPLAINED, FRESH_STATE_TRIES, fresh_verdict, host_back
+from pytest_cudaperf.run.context import Suspect, TestContext
+from pytest_cudaperf.run.hoststate import HostWait
 from pytest_cudaperf.run.judging import (
     add_comparison,
     confirm_time,
@@ -45,17 +46,12 @@ if TYPE_CHECKING:
 
 #: how often an inconclusive measurement is re-measured (with twice the time budget each time)
 REMEASURE = 2
-#: fresh processes that may confirm one change, where each before met the host in another state
-#: than at recording (host-bound time: ``Verdict.other_state``)
-FRESH_STATE_TRIES = 3
 #: a host-bound call's kernels are profiled in a second pass over the same seeded calls when
 #: the first pass's median is less precise than this (relative CI half-width): calls that draw
 #: their operations at random (kornia's AutoAugment) differ from each other by ±40…90% while each
 #: does the same work in every pass and process (why: docs/decisions.md, "How are the kernels of
 #: calls that draw their work at random judged?")
 REPEAT_KERNELS_ABOVE = 0.025
-#: verdicts whose failure (or report) says which kernels explain the change
-_EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
 
 Lock = Callable[[], AbstractContextManager[object]]
 
@@ -346,21 +342,15 @@ class JudgedMeasurement:
         return spent if awaits else spent + 1
 
     def host_back(self, record: JudgedRecord, measured: Measurement) -> bool:
-        """Whether to measure ``record`` again: at once, unless it awaits the host
-        (:attr:`Verdict.awaits_host`: a host-bound slowdown left undecided with the host in
-        another state than at recording) and the wait can wait; then once the wait saw the host
-        back in the recordings' state (a line in the test's details says how long it waited, or
-        that the host did not come back: then not at all)."""
-        verdict, now, wait = record.verdict, measured.reference_ms, self.wait
-        if wait is None or not verdict.awaits_host or verdict.host_state is None or now is None:
-            return True
-        recorded = now / verdict.host_state  # the recordings' reference, as the verdict found it
-        waited = wait.until_back(latest_reference(measured.references_ms, now), recorded)
-        self.test.state.details.append(record.key.label() + waited.describe(recorded))
-        return waited.back
+        """Whether to measure ``record`` again (:func:`pytest_cudaperf.run.confirm.host_back`:
+        at once, unless it awaits the host and the wait can wait)."""
+        return host_back(self.test.state.details, self.wait, record, measured)
 
     def confirm_fresh(
-        self, first: JudgedRecord, measured: Measurement
+        self,
+        first: JudgedRecord,
+        measured: Measurement,
+        refine: Callable[[JudgedRecord, Measurement], JudgedRecord] | None = None,
     ) -> tuple[JudgedRecord, Measurement]:
         """A regression (or improvement) of a measurement that a state of its process can move
         (the CPU's, GPU code that synchronizes inside, the kernels of calls that draw their work
@@ -371,11 +361,23 @@ class JudgedMeasurement:
         fresh measurement can be had, the regression stands and a line under it says why. A
         fresh process that met the host in another state than at recording
         (:attr:`Verdict.other_state`) is followed by another, up to :data:`FRESH_STATE_TRIES`,
-        once the wait saw the host come back (:meth:`host_back`)."""
+        once the wait saw the host come back (:meth:`host_back`).
+
+        Where the test loop defers (:class:`pytest_cudaperf.run.context.Deferred`), the verdict
+        of this process is returned as it is and the suspect waits for the loop's one fresh
+        process (:func:`pytest_cudaperf.run.confirm.confirm_deferred`), which then applies the
+        same rule and ``refine`` (what the caller does to a confirmed record) to the record."""
         test = self.test
         fresh = test.run.fresh
         judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
         if fresh is None or not judged or not measured.process_dependent:
+            return first, measured
+        deferred = test.run.deferred
+        if deferred is not None and deferred.defers(test.nodeid):
+            env = visible_device(measured.device)
+            target = self.target
+            suspect = Suspect(test, first, measured, env, target.lock, target.probe, refine)
+            deferred.suspects.append(suspect)
             return first, measured
         confirmed = first, measured
         for tries in range(FRESH_STATE_TRIES):
@@ -383,20 +385,16 @@ class JudgedMeasurement:
                 found = fresh.measurements(
                     test.nodeid, visible_device(measured.device), again=tries > 0
                 )
-            again = None if isinstance(found, str) else found.get((str(first.key), first.series))
+            again = fresh_verdict(test, first, measured, found)
             if again is None:
-                why = found if isinstance(found, str) else "it took no such measurement"
-                label = first.key.label()
-                test.state.details.append(f"{label}not re-measured in a fresh process: {why}")
-                return confirmed
-            if again.fixed_ms is None and measured.fixed_ms is not None:
-                # the kernels' time does not move between processes: this process's timing
-                again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
-            confirmed = confirm_time(test, first, again, " in a fresh process")
+                break
+            confirmed = again
             if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
                 break
             if not self.host_back(*confirmed):
                 break
+        if refine is not None:
+            confirmed = refine(*confirmed), confirmed[1]
         return confirmed
 
     # --- kernels and breakdowns ----------------------------------------------------------------
@@ -456,7 +454,7 @@ class JudgedMeasurement:
             return dataclasses.replace(
                 record, record=dataclasses.replace(record.record, breakdown=data)
             )
-        if record.verdict.kind not in _EXPLAINED:
+        if record.verdict.kind not in EXPLAINED:
             return record
         entry = test.run.store.lookup(record.device_class, record.key, record.series)
         stored = entry.breakdown if entry is not None else None

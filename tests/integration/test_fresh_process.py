@@ -5,6 +5,7 @@ INCONCLUSIVE, a real slowdown still fails and says it was confirmed there."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -199,3 +200,116 @@ def pytest_generate_tests(metafunc):
     result.stdout.fnmatch_lines(
         ["*test_nap[[]big[]]: inconclusive: +*% not confirmed in a fresh process*"]
     )
+
+
+# Four tests; each fresh process notes its pid once. slow-always-I makes test I slow in every
+# process (a real regression), slow-once-I only in the first that runs it (a slow state).
+BATCH = """
+import os, pathlib, time
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+_slow = {}
+if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS"):
+    with open(HERE / "fresh-pids", "a") as pids:
+        pids.write(f"{os.getpid()}\\n")
+    if (HERE / "interrupt").exists():  # Ctrl-C while the batch runs
+        import signal
+        os.kill(os.getppid(), signal.SIGINT)
+        time.sleep(60)
+
+@pytest.mark.perf
+@pytest.mark.parametrize("i", range(4))
+def test_nap(i):
+    if i not in _slow:
+        once = HERE / f"slow-once-{i}"
+        _slow[i] = (HERE / f"slow-always-{i}").exists() or once.exists()
+        once.unlink(missing_ok=True)
+    time.sleep(0.02 if _slow[i] else 0.002)
+"""
+
+
+@pytest.fixture
+def batch(pytester: pytest.Pytester, record_once: RecordOnce) -> pytest.Pytester:
+    """BATCH with its baseline of 2 ms naps."""
+    pytester.makepyfile(test_batch=BATCH)
+    record_once("test_batch.py", BATCH, FAST).write(pytester.path)
+    return pytester
+
+
+def _fresh_pids(pytester: pytest.Pytester) -> list[int]:
+    found = pytester.path / "fresh-pids"
+    return [int(n) for n in found.read_text().split()] if found.exists() else []
+
+
+def test_the_suspects_of_a_loop_are_confirmed_together_in_one_fresh_process(
+    batch: pytest.Pytester, mode: list[str]
+) -> None:
+    for plant in ("slow-always-1", "slow-always-2", "slow-once-3"):
+        (batch.path / plant).touch()
+    result = batch.runpytest(*mode, *FAST, "--cudaperf-json=out.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=2, failed=2)
+    pids = _fresh_pids(batch)
+    if mode == ["-n2"]:  # one fresh process per worker that had suspects
+        assert 1 <= len(pids) <= 2
+        assert "suspected regression" in result.stderr.str()
+    else:
+        assert len(pids) == 1
+        result.stdout.fnmatch_lines(
+            ["cudaperf: confirming 3 suspected regressions in a fresh process"]
+        )
+    tests = json.loads((batch.path / "out.json").read_text())["tests"]
+    kinds = {t["nodeid"][-3:]: t["records"][0]["verdict"]["kind"] for t in tests}
+    assert kinds == {"[0]": "pass", "[1]": "regression", "[2]": "regression", "[3]": "inconclusive"}
+    junit = (batch.path / "junit.xml").read_text()
+    assert junit.count("<failure") == 2
+    assert junit.count('name="cudaperf time:') == 4  # each test's once, as confirmed
+    assert junit.count("(inconclusive)") == 1
+
+
+def test_maxfail_confirms_at_once_and_stops_where_it_would_have(batch: pytest.Pytester) -> None:
+    for plant in ("slow-always-1", "slow-always-2"):
+        (batch.path / plant).touch()
+    result = batch.runpytest(*FAST, "-x")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: confirming 1 suspected regression in a fresh process",
+            "*stopping after 1 failures*",
+        ]
+    )
+
+
+def test_ctrl_c_during_the_batch_reports_the_held_tests_unconfirmed(
+    batch: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for plant in ("slow-always-1", "interrupt"):
+        (batch.path / plant).touch()
+    tmp = batch.mkdir("tmp")
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    result = batch.runpytest(*FAST)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "perf regression: median *",
+            "    not re-measured in a fresh process: the run was interrupted",
+        ]
+    )
+    (pid,) = _fresh_pids(batch)
+    with pytest.raises(ProcessLookupError):  # the fresh process was killed, and reaped
+        os.kill(pid, 0)
+    assert not [p for p in tmp.iterdir() if p.name.startswith("cudaperf-fresh-")]
+
+
+def test_a_test_that_pytest_rerunfailures_reruns_is_confirmed_inside_its_call(
+    batch: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:benchmark")  # rerunfailures loaded
+    (batch.path / "slow-always-1").touch()
+    result = batch.runpytest(*FAST, "--reruns=1", "-k", "test_nap[1]")
+    assert result.parseoutcomes() == {"failed": 1, "deselected": 3, "rerun": 1}
+    result.stdout.fnmatch_lines(["*perf regression: *; confirmed in a fresh process"])
+    result.stdout.no_fnmatch_line("cudaperf: confirming *")
+    assert len(_fresh_pids(batch)) == 1  # inside the first call; the rerun reads its result

@@ -3,7 +3,7 @@ re-measurement's bookkeeping (its real runs are in tests/integration/test_fresh_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -13,8 +13,10 @@ from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
 from pytest_cudaperf.run.child import (
+    Fresh,
     FreshProcess,
     item_args,
+    items_args,
     passed_args,
     read_times,
     settings_env,
@@ -124,9 +126,9 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
     fresh = FreshProcess(tmp_path, None, {}, limit=2)
     ran: list[str] = []
 
-    def run(nodeid: str, env: Mapping[str, str]) -> dict[tuple[str, str], Measurement]:
-        ran.append(nodeid)
-        return {}
+    def run(nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+        ran.extend(nodeids)
+        return {nodeid: {} for nodeid in nodeids}
 
     monkeypatch.setattr(fresh, "_run", run)
     assert fresh.measurements("t.py::a") == {}
@@ -139,6 +141,33 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
     # another fresh process for the same test (the one before met the host in another state)
     assert fresh.measurements("t.py::a", again=True) == {}
     assert ran == ["t.py::a", "t.py::b", "t.py::a"]
+
+
+def test_a_batch_runs_its_tests_in_one_process_and_counts_each_against_the_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fresh = FreshProcess(tmp_path, None, {}, limit=3)
+    runs: list[list[str]] = []
+
+    def run(nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+        runs.append([*nodeids, *env.values()])
+        return {nodeid: {} for nodeid in nodeids}
+
+    monkeypatch.setattr(fresh, "_run", run)
+    assert fresh.batch(["t.py::a", "t.py::b"], {"CUDA_VISIBLE_DEVICES": "1"}) == {
+        "t.py::a": {},
+        "t.py::b": {},
+    }
+    found = fresh.batch(["t.py::a", "t.py::c", "t.py::d"], {})  # a again: counted once
+    assert found["t.py::d"] == "3 tests were already re-measured in fresh processes in this one"
+    assert runs == [["t.py::a", "t.py::b", "1"], ["t.py::a", "t.py::c"]]
+
+
+def test_items_args_select_each_item_in_one_process(tmp_path: Path) -> None:
+    items = [("t.py::test_a[1]", tmp_path / "t.py"), ("u.py::K::test_b", tmp_path / "u.py")]
+    args = items_args(items, (tmp_path, None), tmp_path / "bt")
+    assert args[:3] == [f"{tmp_path}/t.py::test_a[1]", f"{tmp_path}/u.py::K::test_b", "-n0"]
+    assert args[3:].count(str(tmp_path / "t.py")) == 0
 
 
 def test_fresh_process_says_why_it_has_no_measurement(tmp_path: Path) -> None:

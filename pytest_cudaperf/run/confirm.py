@@ -1,0 +1,214 @@
+"""A regression (or improvement) of process-dependent code confirmed in a fresh process: every
+suspect of one pytest process's test loop (an xdist worker counts as one) together in ONE fresh
+process at the end of that loop, selecting exactly the suspect tests, rather than one process per
+suspect inside its call (why: docs/decisions.md, "Why are the suspects of a test loop confirmed
+together after it?").
+
+While the loop runs, a test's reports are held back (:class:`HeldReports`) once its call left a
+suspect (:class:`pytest_cudaperf.run.context.Suspect`): its verdict as confirmed in this process
+is on the call report. After the loop (or as soon as ``--maxfail`` could be reached counting the
+held tests), :func:`confirm_deferred` measures the suspects in one fresh process, puts the fresh
+process's verdict in each test's record (:func:`fresh_verdict`, the rule of a confirmation inside
+the call), and the held reports are finished again and logged. A run interrupted before (or
+during) the batch logs them as they were, each suspect saying it was not re-measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_cudaperf.report.model import FailureKind, JudgedRecord
+from pytest_cudaperf.run.context import Deferred, Suspect, TestContext
+from pytest_cudaperf.run.hoststate import HostWait, latest_reference
+from pytest_cudaperf.run.judging import confirm_time
+from pytest_cudaperf.verdict import Kind
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.measure.measurement import Measurement
+    from pytest_cudaperf.run.child import Fresh, FreshProcess
+
+#: fresh processes that may confirm one change, where each before met the host in another state
+#: than at recording (host-bound time: ``Verdict.other_state``)
+FRESH_STATE_TRIES = 3
+#: verdicts whose failure (or report) says which kernels explain the change
+EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
+WHERE = " in a fresh process"
+
+
+def fresh_verdict(
+    test: TestContext, first: JudgedRecord, measured: Measurement, found: Fresh
+) -> tuple[JudgedRecord, Measurement] | None:
+    """``first`` (confirmed in this process, re-measured as ``measured``) confirmed by what a
+    fresh process ``found`` (:func:`pytest_cudaperf.run.judging.confirm_time`); None where it
+    took no such measurement: the verdict stands, and a line in the test's details says why."""
+    again = None if isinstance(found, str) else found.get((str(first.key), first.series))
+    if again is None:
+        why = found if isinstance(found, str) else "it took no such measurement"
+        test.state.details.append(f"{first.key.label()}not re-measured{WHERE}: {why}")
+        return None
+    if again.fixed_ms is None and measured.fixed_ms is not None:
+        # the kernels' time does not move between processes: this process's timing
+        again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
+    return confirm_time(test, first, again, WHERE)
+
+
+def host_back(
+    details: list[str], wait: HostWait | None, record: JudgedRecord, measured: Measurement
+) -> bool:
+    """Whether to measure ``record`` again: at once, unless it awaits the host
+    (:attr:`Verdict.awaits_host`: a host-bound slowdown left undecided with the host in another
+    state than at recording) and the wait can wait; then once the wait saw the host back in the
+    recordings' state (a line in ``details`` says how long it waited, or that the host did not
+    come back: then not at all)."""
+    verdict, now = record.verdict, measured.reference_ms
+    if wait is None or not verdict.awaits_host or verdict.host_state is None or now is None:
+        return True
+    recorded = now / verdict.host_state  # the recordings' reference, as the verdict found it
+    waited = wait.until_back(latest_reference(measured.references_ms, now), recorded)
+    details.append(record.key.label() + waited.describe(recorded))
+    return waited.back
+
+
+def _locked(probe: Callable[[], float], suspect: Suspect) -> float:
+    with suspect.lock():
+        return probe()
+
+
+def _wait(suspect: Suspect) -> HostWait | None:
+    """The suspect's wait for the host's state (as its measurement's): None without a probe."""
+    limit = suspect.test.settings.state_wait
+    probe = suspect.probe
+    if probe is None or limit <= 0:
+        return None
+    return HostWait(lambda: _locked(probe, suspect), limit)
+
+
+@dataclass
+class _Shown:
+    """A suspect's record as the test recorded it, where it lies in the test's records, and what
+    the test's path added to its verdict's message (the kernels' line of a host-bound time)."""
+
+    index: int
+    record: JudgedRecord
+    suffix: str
+
+
+def _shown(suspect: Suspect) -> _Shown | None:
+    first, records = suspect.first, suspect.test.state.records
+    for index, record in enumerate(records):
+        if record.key == first.key and record.series == first.series:
+            message, said = record.verdict.message, first.verdict.message
+            suffix = message[len(said) :] if message.startswith(said) else ""
+            return _Shown(index, record, suffix)
+    return None  # the test ended before it recorded it: nothing to correct
+
+
+def settle(
+    suspect: Suspect, shown: _Shown, confirmed: tuple[JudgedRecord, Measurement]
+) -> JudgedRecord:
+    """Put the fresh process's verdict (``confirmed``) in the test's record of ``suspect`` where
+    ``shown`` recorded the verdict of this process: its failure replaced (or withdrawn), the
+    breakdown's explanation kept where the verdict still calls for one (dropped with its lines
+    otherwise), and the kernels' line kept. Returns the record now in the test's records."""
+    state, label = suspect.test.state, suspect.first.key.label()
+    record, measurement = confirmed
+    if suspect.refine is not None:
+        record = suspect.refine(record, measurement)
+    current = state.records[shown.index]
+    kind = record.verdict.kind
+    explained = kind in EXPLAINED
+    suffix = shown.suffix if kind not in (Kind.PASS, Kind.NEW) else ""
+    verdict = dataclasses.replace(record.verdict, message=record.verdict.message + suffix)
+    settled = dataclasses.replace(
+        current,
+        record=record.record,
+        verdict=verdict,
+        measurement=record.measurement,
+        others=record.others,
+        explanation=current.explanation if explained else (),
+        compared=current.compared if explained else None,
+    )
+    state.records[shown.index] = settled
+    was = [i for i, f in enumerate(state.failures) if f.kind is FailureKind.REGRESSION]
+    was = [i for i in was if state.failures[i].message == f"{label}{current.verdict.message}"]
+    if was:
+        del state.failures[was[0]]
+    if kind is Kind.REGRESSION and not suspect.test.settings.update:
+        state.fail(FailureKind.REGRESSION, f"{label}{verdict.message}")
+    if current.explanation and not explained:
+        for line in current.explanation:
+            if f"{label}{line}" in state.details:
+                state.details.remove(f"{label}{line}")
+    return settled
+
+
+def _groups(suspects: Sequence[Suspect]) -> list[list[Suspect]]:
+    """The suspects by the environment their fresh process needs (the GPU it measures on)."""
+    groups: dict[tuple[tuple[str, str], ...], list[Suspect]] = {}
+    for suspect in suspects:
+        groups.setdefault(tuple(sorted(suspect.env.items())), []).append(suspect)
+    return list(groups.values())
+
+
+def progress_line(nodeids: Sequence[str], suspects: Sequence[Suspect]) -> str:
+    """The line that says a batch starts."""
+    regressions = all(s.first.verdict.kind is Kind.REGRESSION for s in suspects)
+    what = "regression" if regressions else "change"
+    tests = len(nodeids)
+    return f"cudaperf: confirming {tests} suspected {what}{'s' * (tests != 1)}{WHERE}"
+
+
+def confirm_deferred(
+    deferred: Deferred, fresh: FreshProcess, progress: Callable[[str], None]
+) -> None:
+    """Confirm every suspect waiting in ``deferred`` in one fresh process per device (one in
+    all on the CPU), the device held by this process meanwhile, and put each fresh verdict in
+    its test's record (:func:`settle`). A suspect whose fresh process met the host in another
+    state than at recording is measured again in a later one, with the others of its kind,
+    once the host is back (at most :data:`FRESH_STATE_TRIES` processes in all). On an
+    interruption the suspects not yet settled stand unconfirmed (:func:`unconfirmed`)."""
+    pending, deferred.suspects = list(deferred.suspects), []
+    shown = {id(s): _shown(s) for s in pending}
+    waits = {id(s): _wait(s) for s in pending}
+    pending = [s for s in pending if shown[id(s)] is not None]
+    try:
+        for tries in range(FRESH_STATE_TRIES):
+            again: list[Suspect] = []
+            for group in _groups(pending):
+                nodeids = list(dict.fromkeys(s.test.nodeid for s in group))
+                progress(progress_line(nodeids, group))
+                with group[0].lock():
+                    found = fresh.batch(nodeids, group[0].env)
+                for suspect in group:
+                    pending.remove(suspect)
+                    confirmed = fresh_verdict(
+                        suspect.test, suspect.first, suspect.measured, found[suspect.test.nodeid]
+                    )
+                    if confirmed is None:
+                        continue
+                    place = shown[id(suspect)]
+                    assert place is not None
+                    record = settle(suspect, place, confirmed)
+                    last = tries == FRESH_STATE_TRIES - 1
+                    if not record.verdict.other_state or last:
+                        continue
+                    details = suspect.test.state.details
+                    if host_back(details, waits[id(suspect)], record, confirmed[1]):
+                        again.append(suspect)
+            pending = again
+            if not pending:
+                break
+    except BaseException:
+        unconfirmed(pending, "the run was interrupted")
+        raise
+
+
+def unconfirmed(suspects: Sequence[Suspect], why: str) -> None:
+    """Each suspect's verdict stands as this process confirmed it; a line says why no fresh
+    process measured it."""
+    for suspect in suspects:
+        label = suspect.first.key.label()
+        suspect.test.state.details.append(f"{label}not re-measured{WHERE}: {why}")

@@ -1,0 +1,243 @@
+"""run/confirm.py and run/held.py: suspects wait for one fresh process after the test loop, its
+verdicts go into each test's record and failures, and the held call reports are finished again
+(their end-to-end runs are in tests/integration/test_fresh_process.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from test_judging import host_bound, measured, path, recorded_at_four_loops, run_context, stored
+
+from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.markers import Marks
+from pytest_cudaperf.measure.measurement import Measurement
+from pytest_cudaperf.report.model import FailureKind
+from pytest_cudaperf.run import judging
+from pytest_cudaperf.run.child import Fresh
+from pytest_cudaperf.run.confirm import confirm_deferred, progress_line
+from pytest_cudaperf.run.context import Deferred, ItemState, RunContext, TestContext
+from pytest_cudaperf.run.held import HeldReports
+from pytest_cudaperf.run.judged import add_time
+from pytest_cudaperf.verdict import Kind
+
+
+class BatchStub:
+    """Stands in for :class:`FreshProcess`: each batch measures ``make(nodeid)`` for its tests;
+    a test ``make`` has nothing for gets ``why``."""
+
+    def __init__(self, make: Callable[[str], Measurement | None], why: str = "") -> None:
+        self.make = make
+        self.why = why
+        self.batches: list[tuple[list[str], dict[str, str]]] = []
+
+    def batch(self, nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+        self.batches.append((list(nodeids), dict(env)))
+        found: dict[str, Fresh] = {}
+        for nodeid in nodeids:
+            m = self.make(nodeid)
+            found[nodeid] = {(nodeid, f"time:{m.mode}"): m} if m is not None else self.why
+        return found
+
+    def measurements(self, *args: object, **kwargs: object) -> Fresh:
+        raise AssertionError("a deferred suspect is not measured inside its call")
+
+
+def recorded_at_one_ms(tmp_path: Path, nodeids: Sequence[str]) -> RunContext:
+    """A run whose baseline holds 1 ms CPU wall times for ``nodeids``, deferring its suspects."""
+    run = run_context(tmp_path)
+    for nodeid in nodeids:
+        test = TestContext(run, ItemState(nodeid), Marks())
+        m = cpu(1.0)
+        add_time(test, judging.judge_time(test, SeriesKey(nodeid), m, "CPU X"), m)
+        run.store.update("CPU X", stored(test))
+    run.deferred = Deferred()
+    return run
+
+
+def cpu(median: float) -> Measurement:
+    return dataclasses.replace(measured(median), metric="wall", cache="hot", device="cpu")
+
+
+def suspected(run: RunContext, nodeid: str, median: float) -> TestContext:
+    """``nodeid`` measured ``median`` ms twice in its own process, as its call records it."""
+    test = TestContext(run, ItemState(nodeid), Marks())
+    assert run.deferred is not None
+    run.deferred.running = nodeid
+    judged = path(test)
+    judged.key = SeriesKey(nodeid)
+    slow = cpu(median)
+    found = judging.judge_time(test, judged.key, slow, "CPU X")
+    assert found.verdict.kind is Kind.REGRESSION
+    record, again = judging.confirm_time(test, found, cpu(median))
+    record, again = judged.confirm_fresh(record, again)
+    add_time(test, record, again)
+    run.deferred.running = None
+    return test
+
+
+def test_a_suspect_waits_for_the_loop_and_one_process_confirms_them_all(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a", "t.py::b"])
+    # t.py::a was slow in its own process only; t.py::b is slow anywhere
+    fresh = BatchStub(lambda nodeid: cpu(1.0 if nodeid == "t.py::a" else 3.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    a, b = suspected(run, "t.py::a", 3.0), suspected(run, "t.py::b", 3.0)
+    assert run.deferred is not None
+    assert [s.test.nodeid for s in run.deferred.suspects] == ["t.py::a", "t.py::b"]
+    assert [f.kind for f in a.state.failures] == [FailureKind.REGRESSION]  # as the call saw it
+    lines: list[str] = []
+    confirm_deferred(run.deferred, fresh, lines.append)  # type: ignore[arg-type]
+    assert fresh.batches == [(["t.py::a", "t.py::b"], {})]
+    assert lines == ["cudaperf: confirming 2 suspected regressions in a fresh process"]
+    assert run.deferred.suspects == []
+    (withdrawn,) = a.state.records
+    assert withdrawn.verdict.kind is Kind.INCONCLUSIVE
+    assert "not confirmed in a fresh process" in withdrawn.verdict.message
+    assert withdrawn.value == pytest.approx(1.0)  # the fresh process's measurement
+    assert a.state.failures == []
+    (stands,) = b.state.records
+    assert stands.verdict.kind is Kind.REGRESSION
+    (failure,) = b.state.failures
+    assert failure.message.endswith("confirmed in a fresh process")
+
+
+def test_a_suspect_the_fresh_process_did_not_measure_stands_and_says_why(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+    fresh = BatchStub(lambda nodeid: None, why="pytest exited 4 without measuring it (x)")
+    run.fresh = fresh  # type: ignore[assignment]
+    test = suspected(run, "t.py::a", 3.0)
+    assert run.deferred is not None
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    assert [r.verdict.kind for r in test.state.records] == [Kind.REGRESSION]
+    assert len(test.state.failures) == 1
+    assert test.state.details[-1] == (
+        "not re-measured in a fresh process: pytest exited 4 without measuring it (x)"
+    )
+
+
+def test_an_interrupted_batch_leaves_its_suspects_unconfirmed(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+
+    def interrupted(nodeid: str) -> Measurement:
+        raise KeyboardInterrupt
+
+    fresh = BatchStub(interrupted)
+    run.fresh = fresh  # type: ignore[assignment]
+    test = suspected(run, "t.py::a", 3.0)
+    assert run.deferred is not None
+    with pytest.raises(KeyboardInterrupt):
+        confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    assert test.state.details[-1] == "not re-measured in a fresh process: the run was interrupted"
+    assert [r.verdict.kind for r in test.state.records] == [Kind.REGRESSION]
+
+
+def test_a_suspect_of_a_test_the_loop_does_not_hold_is_confirmed_in_its_call(
+    tmp_path: Path,
+) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+    asked: list[str] = []
+
+    def measurements(nodeid: str, env: object = None, again: bool = False) -> Fresh:
+        asked.append(nodeid)
+        return {(nodeid, "time:wall/hot"): cpu(3.0)}
+
+    fresh = BatchStub(lambda nodeid: None)
+    fresh.measurements = measurements  # type: ignore[method-assign,assignment]
+    run.fresh = fresh  # type: ignore[assignment]
+    assert run.deferred is not None
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    judged = path(test)
+    judged.key = SeriesKey("t.py::a")
+    found = judging.judge_time(test, judged.key, cpu(3.0), "CPU X")
+    record, _ = judged.confirm_fresh(found, cpu(3.0))  # running is another test (None)
+    assert asked == ["t.py::a"]
+    assert run.deferred.suspects == []
+    assert record.verdict.message.endswith("confirmed in a fresh process")
+
+
+def test_a_host_bound_suspect_in_another_host_state_goes_to_a_second_batch(
+    tmp_path: Path,
+) -> None:
+    """6 loops against 4: the first fresh process met the host 2x slower (6 ms a call), the
+    second as at recording (3 ms): a regression, after two batches."""
+    run = recorded_at_four_loops(tmp_path)
+    run.deferred = Deferred(running="t.py::a")
+    each = iter([6.0, 3.0])
+    fresh = BatchStub(lambda nodeid: host_bound(6.0, ms=next(each)))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    slow = host_bound(6.0, ms=3.0)
+    found = judging.judge_time(test, SeriesKey("t.py::a"), slow, "GPU X")
+    record, again = path(test).confirm_fresh(found, slow)
+    add_time(test, record, again)
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    visible = fresh.batches[0][1]
+    assert fresh.batches == [(["t.py::a"], visible), (["t.py::a"], visible)]
+    (settled,) = test.state.records
+    assert settled.verdict.kind is Kind.REGRESSION
+    assert "in a fresh process" in settled.verdict.message
+
+
+def test_the_progress_line_counts_tests_and_names_what_they_are(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+    run.fresh = BatchStub(lambda nodeid: None)  # type: ignore[assignment]
+    test = suspected(run, "t.py::a", 3.0)
+    assert run.deferred is not None
+    (suspect,) = run.deferred.suspects
+    assert progress_line(["t.py::a"], [suspect]) == (
+        "cudaperf: confirming 1 suspected regression in a fresh process"
+    )
+    better = dataclasses.replace(
+        suspect.first, verdict=dataclasses.replace(suspect.first.verdict, kind=Kind.IMPROVED)
+    )
+    assert progress_line(["t.py::a", "t.py::b"], [dataclasses.replace(suspect, first=better)]) == (
+        "cudaperf: confirming 2 suspected changes in a fresh process"
+    )
+    assert test.nodeid == "t.py::a"
+
+
+class Item:
+    """What a held test needs of its item."""
+
+    def __init__(self) -> None:
+        self.user_properties: list[tuple[str, object]] = []
+
+
+def test_a_held_call_report_is_finished_again_from_the_confirmed_state(tmp_path: Path) -> None:
+    from pytest_cudaperf.run.callreport import apply_outcome
+
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+    fresh = BatchStub(lambda nodeid: cpu(1.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = suspected(run, "t.py::a", 3.0)
+    item = Item()
+    location = ("t.py", 0, "a")
+    call = pytest.TestReport("t.py::a", location, {}, "passed", None, "call", [])
+    apply_outcome(call, test.state.outcome(True, ("t.py", 1)), True, item.user_properties)
+    teardown = pytest.TestReport(
+        "t.py::a",
+        location,
+        {},
+        "passed",
+        None,
+        "teardown",
+        [],
+        user_properties=item.user_properties,
+    )
+    assert call.failed
+    assert call.user_properties == [("cudaperf time:wall/hot", "3 ms (regression)")]
+    held = HeldReports()
+    held.hold(item, [call, teardown], test)  # type: ignore[arg-type]
+    assert run.deferred is not None
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    (released,) = held.release()
+    assert released.reports == [call, teardown]
+    assert call.passed
+    assert call.longrepr is None
+    assert not hasattr(call, "cudaperf_failure")
+    assert call.cudaperf["records"][0]["verdict"]["kind"] == "inconclusive"  # type: ignore[attr-defined]
+    now = [("cudaperf time:wall/hot", "1 ms (inconclusive)")]
+    assert (call.user_properties, teardown.user_properties, item.user_properties) == (now,) * 3
+    assert len(held) == 0
