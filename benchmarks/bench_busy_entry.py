@@ -107,7 +107,7 @@ def run(
 ) -> dict[str, list[str]]:
     """One pytest run of the suite: test name -> its time verdicts ('regression', ...); a
     compare's miss of min_speedup reads 'regression' too. ``notes`` gets the message of each
-    time verdict that is not a pass."""
+    time verdict that is not a pass, and the lines that say how exact rounds waited."""
     out = folder / "report.json"
     out.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
@@ -126,6 +126,7 @@ def run(
                 for r in times
                 if r["verdict"]["kind"] != "pass"
             ]
+            notes += [f"{name}: {line}" for line in test["details"] if "exact rounds:" in line]
         if any("min_speedup" in message for _, message in test.get("failures", [])):
             kinds.append("regression")
         found[name] = kinds
