@@ -2,17 +2,18 @@
 
 One suite holds every way of measuring on the CPU: ``benchmark(...)``, ``benchmark.pedantic``
 with and without a per-round ``setup``, ``benchmark.extra_info``, the ``benchmark`` marker,
-``@pytest.mark.perf`` on a whole test, ``cuda_timer.region`` and ``cuda_timer.compare``
-(``benchmark.weave`` where aspectlib is installed). Recorded by three ``--cudaperf-update`` runs
-on the host as it is, then compared unchanged ``--runs`` times on the host as it is (``quiet``),
-``--runs`` times serially with two busy loops holding the cores (``busy``), ``--xdist-runs``
-times under ``-n 2`` with the busy loops (``busy -n2``), and ``--plant-runs`` times on the host
-as it is with a 3x slowdown planted in ``test_pedantic`` (``quiet+3x``). Then ``cudaperf record
---runs 3`` under the busy loops into a folder of its own, and one unchanged run on the host as
-it is against what it stored.
+``@pytest.mark.perf`` on a whole test, ``cuda_timer.region``, ``cuda_timer.compare`` and
+``benchmark.weave`` (with a stand-in aspectlib where it is not installed). Recorded by three
+``--cudaperf-update`` runs on the host as it is, then compared unchanged ``--runs`` times on
+the host as it is (``quiet``), ``--runs`` times serially with two busy loops holding the cores
+(``busy``), ``--xdist-runs`` times under ``-n 2`` with the busy loops (``busy -n2``), and
+``--plant-runs`` times on the host as it is with a 3x slowdown planted in ``test_pedantic``
+(``quiet+3x``). Then ``cudaperf record --runs 3`` (``--record-runs``) under the busy loops into
+a folder of its own, and one unchanged run on the host as it is against what it stored.
 
 Prints the table "entry point x phase: false REGRESSION / false IMPROVED / 3x caught" (caught:
-REGRESSION; INCONCLUSIVE with the 3x seen is counted apart) and the load average at the start.
+REGRESSION; INCONCLUSIVE with the 3x seen is counted apart) and the load average at the start
+and the end; writes the message of every time verdict that is not a pass to ``verdicts.txt``.
 
     python benchmarks/bench_busy_entry.py --runs 10 --xdist-runs 5 --plant-runs 10 --out out/busy
 """
@@ -20,6 +21,7 @@ REGRESSION; INCONCLUSIVE with the 3x seen is counted apart) and the load average
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -69,6 +71,22 @@ def test_region(cuda_timer):
 def test_compare(cuda_timer):
     cuda_timer.compare(lambda: mm(x), lambda: x @ x)
 """
+#: where aspectlib is not installed, a stand-in beside the suite: aspectlib's weave of a
+#: function (its module's attribute replaced by what the aspect returns, and a Rollback); the
+#: woven call is ``benchmark(fn, *args)``, measured as any
+ASPECTLIB = """
+import sys
+
+class Rollback:
+    def __init__(self, undo):
+        self.rollback = undo
+
+def weave(target, aspects, **options):
+    owner, name = sys.modules[target.__module__], target.__name__
+    original = owner.__dict__[name]
+    setattr(owner, name, aspects(original))
+    return Rollback(lambda: setattr(owner, name, original))
+"""
 #: a spinning process, bounded in time were it left running
 SPIN = "import time\nend = time.monotonic() + 900\nwhile time.monotonic() < end: pass"
 
@@ -85,11 +103,12 @@ def busy_loops(n: int = 2) -> Iterator[None]:
 
 
 def run(
-    folder: Path, args: list[str], env: dict[str, str], report: str = "report.json"
+    folder: Path, args: list[str], env: dict[str, str], notes: list[str] | None = None
 ) -> dict[str, list[str]]:
     """One pytest run of the suite: test name -> its time verdicts ('regression', ...); a
-    compare's miss of min_speedup reads 'regression' too."""
-    out = folder / report
+    compare's miss of min_speedup reads 'regression' too. ``notes`` gets the message of each
+    time verdict that is not a pass, and the lines that say how exact rounds waited."""
+    out = folder / "report.json"
     out.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
     cmd += ["--cudaperf-breakdown=off", f"--cudaperf-json={out}", *args]
@@ -99,7 +118,15 @@ def run(
     found: dict[str, list[str]] = {}
     for test in json.loads(out.read_text())["tests"]:
         name = test["nodeid"].split("::")[1]
-        kinds = [r["verdict"]["kind"] for r in test["records"] if r["series"].startswith("time:")]
+        times = [r for r in test["records"] if r["series"].startswith("time:")]
+        kinds = [r["verdict"]["kind"] for r in times]
+        if notes is not None:
+            notes += [
+                f"{name}: {r['verdict']['message']}"
+                for r in times
+                if r["verdict"]["kind"] != "pass"
+            ]
+            notes += [f"{name}: {line}" for line in test["details"] if "exact rounds:" in line]
         if any("min_speedup" in message for _, message in test.get("failures", [])):
             kinds.append("regression")
         found[name] = kinds
@@ -122,6 +149,12 @@ def main() -> int:
     parser.add_argument("--plant-runs", type=int, default=10)
     parser.add_argument("--max-time", default="0.3", help="--cudaperf-max-time of each run")
     parser.add_argument(
+        "--record-runs",
+        type=int,
+        default=3,
+        help="cudaperf record --runs under the loops (0: none)",
+    )
+    parser.add_argument(
         "--smoke", action="store_true", help="one run of each phase, two entry points"
     )
     parser.add_argument("--out", default="out/busy-entry")
@@ -137,29 +170,40 @@ def main() -> int:
     if args.smoke:  # that it runs, not its figures: two entry points, no fresh processes
         timing += ["-k", "pedantic or region", "--cudaperf-confirm-process=off"]
     phases: dict[str, list[dict[str, list[str]]]] = {}
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="busy-entry-") as tmp:
         folder = Path(tmp)
         (folder / "test_entry.py").write_text(SUITE)
+        stand_in = importlib.util.find_spec("aspectlib") is None
+        if stand_in:
+            (folder / "aspectlib.py").write_text(ASPECTLIB)
         for _ in range(1 if args.smoke else 3):
             run(folder, [*timing, "--cudaperf-update"], env)
 
         def phase(name: str, count: int, extra: list[str], busy: bool, slow: str = "1") -> None:
             started = time.monotonic()
+            said: list[str] = []
             with busy_loops() if busy else _nothing():
                 found = [
-                    run(folder, [*timing, *extra], {**env, "SLOW": slow}) for _ in range(count)
+                    run(folder, [*timing, *extra], {**env, "SLOW": slow}, said)
+                    for _ in range(count)
                 ]
             phases[name] = found
+            notes.extend(f"{name}: {line}" for line in said)
             print(f"{name}: {count} runs in {time.monotonic() - started:.0f} s", flush=True)
 
         phase("quiet", args.runs, [], busy=False)
         phase("busy", args.runs, [], busy=True)
         phase("busy -n2", args.xdist_runs, ["-n", "2"], busy=True)
         phase("quiet+3x", args.plant_runs, [], busy=False, slow="3")
-        recorded = record_then_compare(folder, env, timing, 1 if args.smoke else 3)
+        runs = 1 if args.smoke else args.record_runs
+        recorded = record_then_compare(folder, env, timing, runs) if runs else []
     lines = table(phases, load)
-    lines += ["", *recorded]
+    if stand_in:
+        lines.append("`test_weave`: with a stand-in aspectlib (aspectlib is not installed)")
+    lines += ["", *recorded, "", f"load average at the end: {os.getloadavg()[0]:.1f}"]
     publish(lines, args.out, "RESULTS-busy-entry.md")
+    publish(notes or ["(none)"], args.out, "verdicts.txt")
     return 0
 
 
@@ -221,8 +265,6 @@ def table(phases: dict[str, list[dict[str, list[str]]]], load: float) -> list[st
             else:
                 cells.append(f"{c['regression']} / {c['improved']} of {runs}")
         lines.append(f"| `{test}` | " + " | ".join(cells) + " |")
-    if "test_weave" not in names:
-        lines.append("| `test_weave` | skipped: aspectlib is not installed |")
     return lines
 
 

@@ -210,8 +210,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "state-wait",
         "how long a host-bound slowdown left undecided while the host ran slower or faster "
-        "than at recording may wait for the host to come back before it is measured again, per "
-        "measured callable: SECONDS, or off (default: 30s)",
+        "than at recording may wait for the host to come back before it is measured again, and "
+        "pedantic's rounds left undecided while other processes shared the CPU for it to be "
+        "free, per measured callable: SECONDS, or off (default: 30s)",
         parse_wait,
         30.0,
         metavar="SECONDS",

@@ -1,7 +1,8 @@
 """Waiting for the host's state: a host-bound slowdown left undecided while the host ran in
 another state than at recording (:attr:`pytest_cudaperf.verdict.Verdict.awaits_host`) is
-measured again once the launch reference runs as at recording, within one deadline per
-measured callable (``--cudaperf-state-wait``).
+measured again once the launch reference runs as at recording (:class:`HostWait`), and exact
+rounds left undecided while other processes shared the CPU are taken again once they left it
+(:class:`CpuWait`), each within one deadline per measured callable (``--cudaperf-state-wait``).
 
 The host's states last seconds to minutes, so an immediate re-measurement usually meets the
 same one; polling a probe of the launch reference is cheap (a few milliseconds every
@@ -15,9 +16,13 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.units import format_ms
+
+if TYPE_CHECKING:
+    from pytest_cudaperf.measure.cpu import MachineMeter
 
 #: seconds between two probes while waiting
 POLL_S = 0.5
@@ -103,3 +108,74 @@ class HostWait:
             if instability.host_ratio(now, recorded_ms) is None:
                 return Waited(True, self._clock() - began, now)
         return Waited(False, self._clock() - began, now)
+
+
+@dataclass(frozen=True)
+class CpuWaited:
+    """One wait for other processes to leave the CPU: whether they did (their share of the
+    machine below ``instability.BUSY_MIN`` over one poll, the load average within the cores),
+    after how long, and why not where they did not (the last finding)."""
+
+    free: bool
+    seconds: float
+    busy: str = ""
+
+    def describe(self) -> str:
+        """One line for the test's details."""
+        if self.free:
+            return (
+                f"exact rounds: waited {self.seconds:.1f} s for other processes to leave the CPU, "
+                "then took the rounds again"
+            )
+        why = f" ({self.busy})" if self.busy else ""
+        return (
+            f"exact rounds: waited {self.seconds:.1f} s for other processes to leave the CPU, "
+            f"in vain{why}; not taken again (--cudaperf-state-wait)"
+        )
+
+
+class CpuWait:
+    """Waits, within ``limit_s`` seconds in all from its first wait, until the CPU is free:
+    other processes use less than ``instability.BUSY_MIN`` of the machine's CPU time over one
+    :data:`POLL_S`, and the load average is within the cores (``instability.busy_machine``,
+    ``instability.overloaded``: what made the measurement contended). Exact rounds read under
+    contention are judged at twice their baseline, and taken again at once they usually meet
+    the same competitor (a compiler, a test run: seconds). ``meter``
+    (:class:`pytest_cudaperf.measure.cpu.MachineMeter`), ``load``, ``cores``, ``clock`` and
+    ``sleep`` are test seams."""
+
+    def __init__(
+        self,
+        limit_s: float,
+        meter: MachineMeter | None = None,
+        load: Callable[[], float | None] | None = None,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        from pytest_cudaperf.measure import cpu
+
+        self._limit_s = limit_s
+        self._meter = meter if meter is not None else cpu.MachineMeter()
+        self._load = load or cpu.load_average
+        self._cores = cpu.usable_cores()
+        self._clock = clock or time.monotonic
+        self._sleep = sleep or time.sleep
+        self._deadline: float | None = None
+
+    def until_free(self) -> CpuWaited:
+        """Poll until the CPU is free, or until the deadline."""
+        began = self._clock()
+        if self._deadline is None:
+            self._deadline = began + self._limit_s
+        busy = ""
+        while self._clock() + POLL_S <= self._deadline:
+            self._meter.reset()
+            self._meter.begin()
+            self._sleep(POLL_S)
+            found = instability.busy_machine(self._meter.others()) or instability.overloaded(
+                self._load(), self._cores, measured=True
+            )
+            if found is None:
+                return CpuWaited(True, self._clock() - began)
+            busy = found.reason
+        return CpuWaited(False, self._clock() - began, busy)

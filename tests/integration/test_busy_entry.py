@@ -86,6 +86,7 @@ FAST = [
     "--cudaperf-max-time=0.2",
     "--cudaperf-breakdown=off",
     "--cudaperf-json=report.json",
+    "--cudaperf-state-wait=5s",  # a busy loop's contention is waited out in vain
 ]
 #: how long a busy loop spins at most, were it left running
 BUSY_S = 120
@@ -150,3 +151,60 @@ def test_every_entry_point_reads_no_regression_when_busy_and_catches_3x_when_qui
         for line in planted.stdout.lines
         if line.startswith("FAILED test_entry.py::")
     }
+
+
+PEDANTIC = """
+import os
+import torch
+
+SLOW = int(os.environ.get("SLOW", "1"))
+
+def mm(a):
+    for _ in range(SLOW):
+        a @ a
+
+def test_pedantic(benchmark):
+    def setup():
+        return (torch.randn(256, 256),), {}
+    benchmark.pedantic(mm, setup=setup, rounds=20)
+"""
+
+
+def test_a_3x_pedantic_plant_is_caught_or_the_cpu_was_never_free(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three recordings; then a 3x slowdown planted while two busy loops hold the cores for the
+    first second: rounds read under contention (judged at 2x) are taken again once other
+    processes left the CPU. A REGRESSION, or, where the CPU stayed shared for the whole wait
+    (a loaded host; in this process or in the fresh one that confirms), an INCONCLUSIVE that
+    says so; never a pass."""
+    pytester.makepyfile(test_planted=PEDANTIC)
+    for _ in range(3):
+        pytester.runpytest_inprocess(*FAST, "--cudaperf-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("SLOW", "3")
+    spin = "import time\nend = time.monotonic() + 1\nwhile time.monotonic() < end: pass"
+    loops = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    try:
+        pytester.runpytest_inprocess(*FAST, "--cudaperf-state-wait=10s")
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    report = json.loads((pytester.path / "report.json").read_text())
+    (test,) = report["tests"]
+    ((verdict, n),) = [
+        (r["verdict"], r["measurement"]["n"])
+        for r in test["records"]
+        if r["series"].startswith("time:")
+    ]
+    assert verdict["ratio"] > 2, verdict
+    waited = [line for line in test["details"] if "exact rounds: waited" in line]
+    if verdict["kind"] == "regression":
+        assert n in (20, 40, 80), n  # the rounds asked for, or taken again
+        assert all("then took the rounds again" in line for line in waited), waited
+    else:
+        assert verdict["kind"] == "inconclusive", verdict
+        if "not confirmed in a fresh process" in verdict["message"]:  # it waited there
+            assert "by this run's CPU contention" in verdict["message"], verdict
+        else:
+            assert any("in vain" in line for line in waited), (verdict, test["details"])

@@ -146,7 +146,7 @@ def test_pedantic_with_a_setup_times_each_round_apart(monkeypatch: pytest.Monkey
     monkeypatch.setattr(
         served.exact,
         "exact_judged",
-        lambda test, key, m, klass: judged.append((key, m, klass)),
+        lambda test, key, m, klass, again: judged.append((key, m, klass)) or m,
     )
     seen: list[str] = []
     made = iter(range(100))
@@ -185,13 +185,42 @@ def test_pedantic_with_a_setup_times_each_round_apart(monkeypatch: pytest.Monkey
 
 
 def test_pedantic_iterations_make_a_sample_per_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(served.exact, "exact_judged", lambda *args: None)
+    monkeypatch.setattr(served.exact, "exact_judged", lambda test, key, m, *rest: m)
     calls: list[int] = []
     benchmark = _fixture(measuring=True)
     benchmark.pedantic(calls.append, args=(1,), teardown=lambda n: None, rounds=2, iterations=5)
     assert len(calls) == 10
     assert benchmark.stats is not None
     assert (benchmark.stats["rounds"], benchmark.stats.iterations) == (2, 5)
+
+
+def test_pedantic_takes_more_rounds_with_fresh_arguments_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The judged path may take the rounds again (an INCONCLUSIVE verdict): each round gets
+    its own setup and teardown, no warmup, and the rounds taken last are the stats'."""
+
+    def judged(test: Any, key: SeriesKey, m: Any, klass: str, again: Any) -> Any:
+        assert m.n == 2
+        return again(4)
+
+    monkeypatch.setattr(served.exact, "exact_judged", judged)
+    made = iter(range(100))
+    seen: list[str] = []
+
+    def setup() -> tuple[tuple[int], dict[str, Any]]:
+        n = next(made)
+        seen.append(f"setup {n}")
+        return (n,), {}
+
+    benchmark = _fixture(measuring=True)
+    result = benchmark.pedantic(
+        lambda n: n * 10, setup=setup, teardown=lambda n: seen.append(f"teardown {n}"), rounds=2
+    )
+    assert result == 10  # the last of the rounds asked for
+    assert seen == [f"{step} {n}" for n in range(6) for step in ("setup", "teardown")]
+    assert benchmark.stats is not None
+    assert benchmark.stats["rounds"] == 4
 
 
 def test_the_round_clock_keeps_one_sample_per_round() -> None:

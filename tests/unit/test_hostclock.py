@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_cudaperf.measure.cpu import ReferenceProbe, WaitMeter
-from pytest_cudaperf.measure.hostclock import HostClock
+from pytest_cudaperf.measure.hostclock import MIN_MACHINE_WINDOW_S, HostClock
 from pytest_cudaperf.run.exact import MIN_EXACT_SAMPLES, too_few
 from pytest_cudaperf.verdict import Kind, Verdict
 
@@ -74,3 +74,38 @@ def test_a_change_from_too_few_samples_is_inconclusive(kind: Kind) -> None:
 def test_a_pass_from_few_samples_stands() -> None:
     verdict = Verdict(Kind.PASS, 1.0, (0.9, 1.1), 0.5, "median 1 ms vs baseline 1 ms")
     assert too_few(verdict, 2) is verdict
+
+
+class Machine:
+    """A machine meter: other processes' share read over the window it was open."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+
+    def begin(self) -> None:
+        self.opened += 1
+
+    def reset(self) -> None:
+        pass
+
+    def others(self) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize(("spent_s", "slept"), [(0.03, [pytest.approx(0.07)]), (0.5, [])])
+def test_the_machine_is_read_over_a_tenth_of_a_second_at_least(
+    spent_s: float, slept: list[float]
+) -> None:
+    """Rounds of a few milliseconds hold one 10 ms tick of the machine or none: the window is
+    kept open until :data:`MIN_MACHINE_WINDOW_S` passed since the first sample."""
+    probe = ReferenceProbe(work=lambda: None, clock=iter(range(0, 10**9, 500_000)).__next__)
+    clock = HostClock(1, WaitMeter(Schedstat(0).read, machine=Machine()), probe, {})  # type: ignore[arg-type]
+    now = [10.0]
+    waits: list[float] = []
+    clock.clock = lambda: now[0]  # type: ignore[method-assign]
+    clock.sleep = waits.append  # type: ignore[method-assign]
+    with clock.timed():
+        now[0] += spent_s
+    clock.measurement()
+    assert MIN_MACHINE_WINDOW_S == 0.1
+    assert waits == slept
