@@ -101,10 +101,13 @@ class HostWait:
             self._deadline = began + self._limit_s
         scale = 0.0  # read the first time round: right after the measurement, not past the deadline
         now = measured_ms
-        while self._clock() + POLL_S <= self._deadline:
+        probe_s = 0.0  # the last probe's time (it may wait for the GPU): a poll must fit it
+        while self._clock() + POLL_S + probe_s <= self._deadline:
             scale = scale or measured_ms / self._probe()
             self._sleep(POLL_S)
+            started = self._clock()
             now = self._probe() * scale
+            probe_s = self._clock() - started
             if instability.host_ratio(now, recorded_ms) is None:
                 return Waited(True, self._clock() - began, now)
         return Waited(False, self._clock() - began, now)

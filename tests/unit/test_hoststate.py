@@ -73,6 +73,24 @@ def test_a_host_that_stays_slow_ends_the_wait_at_the_deadline() -> None:
     )
 
 
+def test_a_slow_probe_counts_against_the_deadline() -> None:
+    """A probe that takes 0.6 s (it waits for the GPU another process measures on): a poll
+    starts only where its sleep and a probe as long as the last fit before the deadline, so
+    the wait ends within the limit, not a probe past it."""
+    fake = FakeTime()
+    readings = probe_of([0.065])
+
+    def slow_probe() -> float:
+        fake.now += 0.6
+        return readings()
+
+    wait = HostWait(slow_probe, 2.0, fake.clock, fake.sleep)
+    waited = wait.until_back(0.130, 0.090)
+    assert not waited.back
+    assert waited.seconds <= 2.0 + 1e-9
+    assert fake.slept == [POLL_S]  # 0.6 + 0.5 + 0.6 s, then 0.5 + 0.6 s more would pass 2.0 s
+
+
 def test_a_host_slower_or_faster_than_at_recording_is_not_back() -> None:
     """Measured 1.8x faster than at recording: a host still 1.4x faster is not back, one at
     1.1x is; a host that overshoots to 1.4x slower is not back either."""
