@@ -81,6 +81,9 @@ class Backends:
         self._given = given
         self._cuda: dict[str, Backend] = {}
         self._memory = memory
+        #: whether a measurement on these backends reads its peak memory (:meth:`memory`): set
+        #: here, so that a measurement reads a field and enters no module for it
+        self.reads_peak = memory is not None or (device is not None and device.is_cuda)
 
     def get(self, cache: str) -> Backend:
         """The backend for a new measurement in ``cache`` mode: a CUDA one built at its first
@@ -98,11 +101,6 @@ class Backends:
         assert ctx is not None, "a CUDA backend needs the test's device"
         self._cuda[cache] = CudaBackend(ctx.device, cache, ctx.l2_bytes, ctx.uuid)
         return self._cuda[cache]
-
-    @property
-    def reads_peak(self) -> bool:
-        """Whether a measurement on these backends reads its peak memory (:meth:`memory`)."""
-        return self._memory is not None or (self._device is not None and self._device.is_cuda)
 
     def memory(self) -> PeakReader:
         """The peak memory's reader (:attr:`reads_peak`)."""
