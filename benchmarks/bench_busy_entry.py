@@ -169,6 +169,7 @@ def main() -> int:
     timing = [f"--cudaperf-max-time={args.max_time}"]
     if args.smoke:  # that it runs, not its figures: two entry points, no fresh processes
         timing += ["-k", "pedantic or region", "--cudaperf-confirm-process=off"]
+        timing += ["--cudaperf-state-wait=1"]  # its busy phase would wait for the CPU in vain
     phases: dict[str, list[dict[str, list[str]]]] = {}
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="busy-entry-") as tmp:

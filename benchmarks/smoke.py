@@ -39,6 +39,8 @@ from bench_suite import plugin_env  # noqa: E402
 #: and its arguments; ``{out}`` is the smoke's own temporary folder. The longest first, so that
 #: the short ones fill in beside them
 SMOKES: dict[str, list[list[str]]] = {
+    "bench_busy_entry.py": [["bench_busy_entry.py", "--smoke", "--out", "{out}"]],
+    "bench_batch_confirm.py": [["bench_batch_confirm.py", "--smoke", "--out", "{out}"]],
     "bench_allreduce.py": [["bench_allreduce.py", "--smoke"]],
     "bench_suite.py": [
         ["bench_suite.py", "--suite", "cpu", "--smoke", "--out", "{out}/suite"],
@@ -71,8 +73,6 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_drift.py": [["bench_drift.py", "--smoke", "--out", "{out}"]],
     "bench_bisect.py": [["bench_bisect.py", "--smoke", "--out", "{out}/bisect"]],
     "walk.py": [["walk.py"]],
-    "bench_busy_entry.py": [["bench_busy_entry.py", "--smoke", "--out", "{out}"]],
-    "bench_batch_confirm.py": [["bench_batch_confirm.py", "--smoke", "--out", "{out}"]],
 }
 
 #: scripts that another script's smoke runs, not run on their own
