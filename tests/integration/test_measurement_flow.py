@@ -94,7 +94,6 @@ def test_update_compare_regress_update_cycle(
     timed = _baseline_entries(pytester)["test_sleepers.py::test_timed"]["inner"]["time:wall"]
     assert len(timed["recordings"]) == 1
     assert timed["value"] > 10.0  # ms: the new level (10 x 2 ms), the old one dropped
-    assert pytester.runpytest(*mode, *FAST).ret == 0
 
 
 def test_missing_baseline_is_new_and_strict_fails(pytester: pytest.Pytester) -> None:
