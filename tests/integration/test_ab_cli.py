@@ -124,7 +124,7 @@ def slowed(tmp_path_factory: pytest.TempPathFactory) -> Slowed:
     paths = {"PYTHONPATH": f"{ROOT}{os.pathsep}{installed}"}
     json_path = tmp_path / "ab.json"
     done = _ab(
-        repo, "--base", "HEAD~1", "--pairs", "4", "--min-effect", "5%", "--json", str(json_path),
+        repo, "--base", "HEAD~1", "--pairs", "3", "--min-effect", "5%", "--json", str(json_path),
         env=paths,
     )  # fmt: skip
     document = json.loads(json_path.read_text()) if json_path.exists() else {}
