@@ -9,13 +9,12 @@ loops (no REGRESSION) and caught with a 10x slowdown planted."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 # In-process runs: torch cannot be imported a second time in one process
 import torch  # noqa: F401
-from test_busy_entry import busy_loops
+from test_busy_entry import _verdicts, busy_loops
 
 #: aspectlib's weave of a function (aspectlib/__init__.py, ``weave``: a function's owner is its
 #: module, its attribute replaced by the aspect applied to it; ``patch_module`` returns a
@@ -83,16 +82,6 @@ FAST = [
     "--cudaperf-breakdown=off",
     "--cudaperf-json=report.json",
 ]
-
-
-def _verdicts(pytester: pytest.Pytester) -> dict[str, list[dict[str, Any]]]:
-    report = json.loads((pytester.path / "report.json").read_text())
-    return {
-        test["nodeid"].split("::")[1]: [
-            r["verdict"] for r in test["records"] if r["series"].startswith("time:")
-        ]
-        for test in report["tests"]
-    }
 
 
 def test_weave_is_benchmarked_rolled_back_and_honest_on_a_busy_host(
