@@ -253,7 +253,7 @@ class CudaEventSampler:
             # the host could not release a sample: the callable waited for the GPU
             raise SynchronizesInside("the stream blocker timed out")
         times = [start.elapsed_time(end) / self.calls for start, end in events]
-        nvml = self._nvml
+        nvml = self._nvml  # NVML's SM clock and reasons readers (None: no NVML)
         clocks = (size, nvml[0](), nvml[1]()) if nvml is not None else (size, None, None)
         self._clock_batches.append(clocks)
         if blocker is not None:
@@ -347,7 +347,8 @@ class CudaBackend:
     What its build resolves (the sleep kernel's torch function, NVML's clock readers) and what a
     measurement's batches read (:attr:`clock_batches`, :attr:`spin_mhz`) are its own, so that
     of one measurement only the build and the finish enter other modules of the package: a
-    reset, a round's sampler (its dry run included) and each batch stay in this one (why:
+    reset, a round's sampler (its dry run included; a callable that synchronizes inside gets
+    :mod:`pytest_cudaperf.measure.hostbound`'s) and each batch stay in this one (why:
     docs/decisions.md, "Why does a measurement on CUDA enter the backend's module once?").
     """
 
