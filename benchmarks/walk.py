@@ -8,14 +8,20 @@ that the CPU walk the benchmarks' smoke run checks is the path of a measurement 
 
 The test's context is built as the plugin builds it (a run context over an empty baseline
 folder, the device opened as ``cuda_device`` opens it), a first measurement is recorded as the
-baseline, and the second, judged against it, runs under ``sys.setprofile``. A module is
-*entered* when a function of it starts (or a generator of it resumes) while none of its frames
-is on the stack, *re-entered* when that happens again after it was left, and *called back* when
-a function of it starts from another module while one of its own frames is still below (a
-callback); the first entry comes from this script, the test body. pytest's own hooks do not run
-here, so none of their entries is counted. The walk's profile function is hidden from the
-measurement (which would otherwise label itself traced and skip its verdict), so the walk is
-that of a measurement judged as any other.
+baseline, and the second, judged against it, runs under ``sys.setprofile``. Its backends are
+built before the walk starts, as a test's first measurement leaves them to its second: on the
+CPU the CPU backend and the stand-in reader, on CUDA the backend of the cache mode (built under
+the GPU's lock) and the allocator's reader, so that the walked measurement resets a kept backend
+(``Backends.get``) where a test's first ``cuda_timer`` call on CUDA would build one (a visit of
+measure/cuda more, which hands on, and a reader built). A module is *entered* when a function of
+it starts (or a generator of it resumes) while none of its frames is on the stack, *re-entered*
+when that happens again after it was left, and *called back* when a function of it starts from
+another module while one of its own frames is still below (a callback); the first entry comes
+from this script, the test body. Where the walk proper enters a module again, a line names who
+entered it each time (``module.function -> function``). pytest's own hooks do not run here, so
+none of their entries is counted. The walk's profile function is hidden from the measurement
+(which would otherwise label itself traced and skip its verdict), so the walk is that of a
+measurement judged as any other.
 
     python benchmarks/walk.py                  # CPU: a second or two; exit 1 on a repeat
     python benchmarks/walk.py --device cuda    # the CUDA backend and allocator, on a GPU
@@ -154,14 +160,22 @@ class StandInPeak(CudaMemory):
         window.result = PeakResult(self.PEAK_BYTES, device="stand-in")
 
 
-def backends_of(test: TestContext) -> Backends | None:
-    """The timer's backends: on CUDA the test's own (None: the timer builds them); on the CPU
-    the CPU backend with :class:`StandInPeak` reading the peak."""
-    assert test.device is not None
-    if test.device.is_cuda:
-        return None
-    threads = test.settings.cpu_threads
-    return Backends(test.device, CpuBackend(threads=threads), memory=StandInPeak(pinned=False))
+def backends_of(test: TestContext) -> Backends:
+    """The timer's backends, built as a test's first measurement leaves them: on CUDA the
+    test's own, its cache mode's backend built (under the GPU's lock, as ``Backends.get`` builds
+    it) and the allocator's reader; on the CPU the CPU backend with :class:`StandInPeak`
+    reading the peak."""
+    device = test.device
+    assert device is not None
+    if not device.is_cuda:
+        threads = test.settings.cpu_threads
+        return Backends(device, CpuBackend(threads=threads), memory=StandInPeak(pinned=False))
+    backends = Backends(device)
+    cache = (test.perf.cache if test.perf is not None else None) or test.settings.cache
+    with device.lock.exclusive():
+        backends.get(cache)
+    backends.memory()
+    return backends
 
 
 def untraced(monitoring: Any = None) -> str | None:
@@ -230,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     said = ", ".join(f"{m} {n + 1}x" for m, n in repeats.items()) or "each module once"
     print(f"walk proper, the visits that handed on ({len(path)}; {said}):")
     print("  " + " -> ".join(path))
+    proper = [walk.entries[i] for i in sorted(walk.handing_on)]
+    for module in repeats:
+        print(f"  {module} entered by: " + "; ".join(call for m, call in proper if m == module))
     order, again = walk.order(), walk.reentries()
     back = Counter(module for module, _ in walk.callbacks)
     print(f"modules entered, in order ({len(order)}), with their look-ups:")

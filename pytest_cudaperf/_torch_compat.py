@@ -7,6 +7,7 @@ these. torch is imported inside each function: importing this module never loads
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -69,9 +70,17 @@ def memory_snapshot() -> dict[str, Any]:
 
 def cuda_sleep(cycles: int) -> None:
     """Queue a kernel that spins for ``cycles`` GPU clock cycles on the current stream."""
+    cuda_sleeper()(cycles)
+
+
+def cuda_sleeper() -> Callable[[int], object]:
+    """:func:`cuda_sleep`'s torch function itself (``torch.cuda._sleep``), for a caller that
+    resolves it once and calls it in a loop without entering this module again (the CUDA
+    backend, at its build)."""
     import torch
 
-    torch.cuda._sleep(cycles)
+    sleep: Callable[[int], object] = torch.cuda._sleep
+    return sleep
 
 
 def torch_dispatch_mode() -> type[Any]:

@@ -31,7 +31,7 @@ from pytest_cudaperf.measure.hostbound import (
     launch_wake,
 )
 from pytest_cudaperf.measure.measurement import Measurement
-from pytest_cudaperf.measure.nvml import ClockWatch
+from pytest_cudaperf.measure.nvml import BatchClocks, clock_readers, clock_report
 from pytest_cudaperf.measure.timing import (
     HOST_BOUND_RATIO,
     Sampled,
@@ -105,17 +105,18 @@ def spin_mhz(stamps: list[int]) -> list[float]:
 
 
 class SleepBlocker:
-    """Fallback: a sleep kernel three times as long as the host needed to queue a sample."""
+    """Fallback: a sleep kernel (``sleep``: :func:`pytest_cudaperf._torch_compat.cuda_sleeper`'s)
+    three times as long as the host needed to queue a sample."""
 
     name = "sleep"
 
-    def __init__(self, torch_mod: Any, cycles_per_ms: float) -> None:
-        self._torch = torch_mod
+    def __init__(self, sleep: Callable[[int], object], cycles_per_ms: float) -> None:
+        self._sleep = sleep
         self._cycles_per_ms = cycles_per_ms
 
     def block(self, slot: int, enqueue_s: float) -> None:
         ms = max(0.02, 3 * enqueue_s * 1e3)
-        _torch_compat.cuda_sleep(int(ms * self._cycles_per_ms))
+        self._sleep(int(ms * self._cycles_per_ms))
 
     def release(self, slot: int) -> None:
         pass
@@ -130,14 +131,16 @@ class SleepBlocker:
         return []
 
 
-def sleep_cycles_per_ms(torch_mod: Any) -> float:
-    """Calibrate ``torch.cuda._sleep``: cycles per millisecond on the current device."""
+def sleep_cycles_per_ms(torch_mod: Any, sleep: Callable[[int], object] | None = None) -> float:
+    """Calibrate ``torch.cuda._sleep`` (``sleep``, else :mod:`pytest_cudaperf._torch_compat`'s):
+    cycles per millisecond on the current device."""
+    sleep = sleep or _torch_compat.cuda_sleeper()
     start = torch_mod.cuda.Event(enable_timing=True)
     end = torch_mod.cuda.Event(enable_timing=True)
-    _torch_compat.cuda_sleep(1000)
+    sleep(1000)
     cycles = 2_000_000
     start.record()
-    _torch_compat.cuda_sleep(cycles)
+    sleep(cycles)
     end.record()
     end.synchronize()
     return float(cycles / max(start.elapsed_time(end), 1e-3))
@@ -205,7 +208,10 @@ class L2Flush:
 class CudaEventSampler:
     """Batches of event-timed samples queued behind a blocker: ``run`` (``calls_per_sample``
     calls, or one replay of the CUDA graph they were captured in: ``graph``) on ``backend``'s
-    blocker, L2 flush, clock watch and timing events."""
+    blocker, L2 flush and timing events. Each batch appends its clock readings to the backend's
+    (:attr:`CudaBackend.clock_batches`, :attr:`CudaBackend.spin_mhz`: NVML's raw readings through
+    the readers bound at the build, the blocker's SM clock) and enters no other module: the
+    finish has them summarised once."""
 
     def __init__(
         self, backend: CudaBackend, run: Callable[[], object], calls_per_sample: int, graph: bool
@@ -216,7 +222,9 @@ class CudaEventSampler:
         self.calls = calls_per_sample
         self.blocker: SpinBlocker | SleepBlocker | None = backend.blocker
         self._flush = backend.flush
-        self._clocks = backend.clocks
+        self._nvml = backend.nvml
+        self._clock_batches = backend.clock_batches
+        self._spin_mhz = backend.spin_mhz
         self._size = 8
         self._enqueue_s = 1e-3
         self._events = backend.events
@@ -245,9 +253,11 @@ class CudaEventSampler:
             # the host could not release a sample: the callable waited for the GPU
             raise SynchronizesInside("the stream blocker timed out")
         times = [start.elapsed_time(end) / self.calls for start, end in events]
-        self._clocks.observe(size)
+        nvml = self._nvml  # NVML's SM clock and reasons readers (None: no NVML)
+        clocks = (size, nvml[0](), nvml[1]()) if nvml is not None else (size, None, None)
+        self._clock_batches.append(clocks)
         if blocker is not None:
-            self._clocks.observe_spin(blocker.sm_mhz())
+            self._spin_mhz.extend(blocker.sm_mhz())
         per_sample = max(sum(times) / size * self.calls, 1e-3)
         self._size = max(2, min(MAX_BATCH, int(BATCH_TARGET_MS / per_sample)))
         return times
@@ -261,10 +271,13 @@ def event_pairs(torch_mod: Any) -> list[tuple[Any, Any]]:
     ]
 
 
-def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float) -> bool:
-    """True when ``fn`` waits for the GPU: it takes as long as a 20 ms sleep queued before it."""
+def _synchronizes(
+    torch_mod: Any, fn: Callable[[], object], sleep: Callable[[int], object], cycles_per_ms: float
+) -> bool:
+    """True when ``fn`` waits for the GPU: it takes as long as a 20 ms sleep (``sleep``) queued
+    before it."""
     torch_mod.cuda.synchronize()
-    _torch_compat.cuda_sleep(int(20 * cycles_per_ms))
+    sleep(int(20 * cycles_per_ms))
     began = time.perf_counter()
     fn()
     waited = time.perf_counter() - began
@@ -273,7 +286,11 @@ def _synchronizes(torch_mod: Any, fn: Callable[[], object], cycles_per_ms: float
 
 
 def _make_blocker(
-    torch_mod: Any, device: torch.device, cycles_per_ms: float, warnings: list[str]
+    torch_mod: Any,
+    device: torch.device,
+    sleep: Callable[[int], object],
+    cycles_per_ms: float,
+    warnings: list[str],
 ) -> SpinBlocker | SleepBlocker:
     """The clocked spin blocker, else the plain one (a Triton that cannot read the SM clock),
     else the sleep kernel (no Triton, or it cannot launch on this device)."""
@@ -295,7 +312,7 @@ def _make_blocker(
         f"spin blocker unavailable ({type(failure).__name__}: "
         f"{str(failure).splitlines()[0] if str(failure) else ''}); used torch.cuda._sleep"
     )
-    return SleepBlocker(torch_mod, cycles_per_ms)
+    return SleepBlocker(sleep, cycles_per_ms)
 
 
 def _capture_graph(torch_mod: Any, fn: Callable[[], object], calls: int) -> Any:
@@ -325,7 +342,15 @@ def host_ms_per_call(torch_mod: Any, fn: Callable[[], object], device_ms: float)
 
 
 class CudaBackend:
-    """Times callables on ``device`` (the current device) with events, per the protocol above."""
+    """Times callables on ``device`` (the current device) with events, per the protocol above.
+
+    What its build resolves (the sleep kernel's torch function, NVML's clock readers) and what a
+    measurement's batches read (:attr:`clock_batches`, :attr:`spin_mhz`) are its own, so that
+    of one measurement only the build and the finish enter other modules of the package: a
+    reset, a round's sampler (its dry run included; a callable that synchronizes inside gets
+    :mod:`pytest_cudaperf.measure.hostbound`'s) and each batch stay in this one (why:
+    docs/decisions.md, "Why does a measurement on CUDA enter the backend's module once?").
+    """
 
     def __init__(self, device: torch.device, cache: str, l2_bytes: int, uuid: str) -> None:
         import torch
@@ -338,9 +363,17 @@ class CudaBackend:
         #: what holds for the current measurement only (cleared by :meth:`reset`)
         self.warnings: list[str] = []
         self.flush = L2Flush(torch, device, l2_bytes) if cache == "cold" else None
-        self.clocks = ClockWatch(uuid)
-        self.cycles_per_ms = sleep_cycles_per_ms(torch)
-        self.blocker = _make_blocker(torch, device, self.cycles_per_ms, self.lasting)
+        #: NVML's SM clock and reasons readers of this GPU (None: no NVML)
+        self.nvml = clock_readers(uuid)
+        #: this measurement's NVML readings, one per batch (cleared by :meth:`reset`)
+        self.clock_batches: list[BatchClocks] = []
+        #: this measurement's SM clock before each sample, as the spin blocker measured it
+        #: (MHz; cleared by :meth:`reset`)
+        self.spin_mhz: list[float] = []
+        #: ``torch.cuda._sleep``, resolved once: the dry run and the sleep blocker call it
+        self.sleep = _torch_compat.cuda_sleeper()
+        self.cycles_per_ms = sleep_cycles_per_ms(torch, self.sleep)
+        self.blocker = _make_blocker(torch, device, self.sleep, self.cycles_per_ms, self.lasting)
         self._graphs: list[Any] = []
         #: one set of timing events for every sampler (round) of this backend, so that no round
         #: gets its event slots recycled in another order than the others (why:
@@ -358,7 +391,7 @@ class CudaBackend:
         for known, answer in reversed(self._synchronizing):
             if known is fn:
                 return answer
-        answer = _synchronizes(self.torch, fn, self.cycles_per_ms)
+        answer = _synchronizes(self.torch, fn, self.sleep, self.cycles_per_ms)
         self._synchronizing.append((fn, answer))
         return answer
 
@@ -428,7 +461,8 @@ class CudaBackend:
                 f"host-bound: {format_ms(host)} per call on the host vs "
                 f"{format_ms(device_ms)} on the device"
             )
-        clocks, clock_warning = self.clocks.report()
+        recorded = self.nvml is not None
+        clocks, clock_warning = clock_report(self.clock_batches, self.spin_mhz, recorded)
         if clock_warning:
             notes.append(clock_warning)
         graph = sampler.graph
@@ -477,9 +511,11 @@ class CudaBackend:
 
     def reset(self) -> None:
         """Before reusing this backend for another measurement: drop the previous one's
-        warnings and clock readings (what holds for the backend itself stays)."""
+        warnings and clock readings (what holds for the backend itself stays). In place: the
+        lists are the samplers' too."""
         self.warnings.clear()
-        self.clocks.reset()
+        self.clock_batches.clear()
+        self.spin_mhz.clear()
 
     def close(self) -> None:
         """Release flush buffers and graph pools."""

@@ -2,11 +2,16 @@
 and the SM clock the stream blocker measured before each sample (no NVML needed).
 
 NVML reads device state without a CUDA context. Without ``nvidia-ml-py`` NVML's readings are
-absent (``recorded: False``); the blocker's are there whenever the Triton spin blocker is.
+absent (``recorded: False``); the blocker's are there whenever the Triton spin blocker is. The
+CUDA backend keeps a measurement's raw readings itself (NVML's through the readers
+:func:`clock_readers` binds once, at its build) and has them summarised once, at its finish
+(:func:`clock_report`): its batches enter no module of this one.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 #: NVML clock-event reasons that slow the clock (idle and application-clock settings are not)
@@ -29,106 +34,94 @@ def decode_reasons(mask: int) -> list[str]:
     return [name for bit, name in SLOWDOWN_REASONS.items() if mask & bit]
 
 
-class ClockWatch:
-    """Polls one GPU's SM clock and throttle reasons around batches of samples."""
+#: NVML's readers of one GPU's clock state, pynvml's own functions bound to its handle
+#: (:func:`clock_readers`): the SM clock (MHz) and the clock-event reasons mask
+ClockReaders = tuple[Callable[[], Any], Callable[[], Any]]
 
-    def __init__(self, uuid: str) -> None:
-        self.available = False
-        self._nvml: Any = None
-        self._handle: Any = None
-        self.sm_mhz: list[int] = []
-        self.reasons: set[str] = set()
-        self.throttled_samples = 0
-        self.samples = 0
-        #: the SM clock measured by the stream blocker before each sample (no NVML needed)
-        self.spin_mhz: list[float] = []
-        try:
-            import pynvml
+#: one batch's clock readings: its sample count, then NVML's SM clock and clock-event reasons
+#: mask as pynvml returned them (None and None without NVML)
+BatchClocks = tuple[int, Any, Any]
 
-            pynvml.nvmlInit()
-            key = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-            self._handle = pynvml.nvmlDeviceGetHandleByUUID(key)
-            self._nvml = pynvml
-            self.available = True
-        # NVML missing, no driver, or the device unknown to NVML: clocks are not recorded
-        except Exception:  # noqa: BLE001
-            self.available = False
 
-    def observe(self, samples: int) -> None:
-        """Record the clock state once for a batch of ``samples`` samples."""
-        self.samples += samples
-        if not self.available:
-            return
-        nvml = self._nvml
-        self.sm_mhz.append(int(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM)))
-        getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        if getter is None:  # nvidia-ml-py before 12.535
-            getter = nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        reasons = decode_reasons(int(getter(self._handle)))
-        if reasons:
-            self.reasons.update(reasons)
-            self.throttled_samples += samples
+def clock_readers(uuid: str) -> ClockReaders | None:
+    """NVML's SM clock and clock-event reasons of the GPU ``uuid``, as pynvml's own functions
+    bound to its handle (called once per batch of samples, they enter no module of this
+    package); None without NVML, a driver, or the device known to NVML."""
+    try:
+        import pynvml
 
-    def observe_spin(self, mhz: list[float]) -> None:
-        """The SM clock before each sample of a batch, as the stream blocker measured it."""
-        self.spin_mhz.extend(mhz)
-
-    def reset(self) -> None:
-        """Start a new measurement: forget the readings, keep the NVML handle."""
-        self.spin_mhz = []
-        self.sm_mhz = []
-        self.reasons = set()
-        self.throttled_samples = 0
-        self.samples = 0
-
-    def spin_quantiles(self) -> tuple[float, float, float] | None:
-        """10th percentile, median and 90th percentile of the blocker's SM clock readings
-        (single readings jitter by a few percent: the spin lasts ~10-50 µs of a coarse timer)."""
-        if not self.spin_mhz:
-            return None
-        from pytest_cudaperf.measure.stats import quantiles
-
-        p10, median, p90 = quantiles(self.spin_mhz, (0.1, 0.5, 0.9))
-        return p10, median, p90
-
-    def report(self) -> tuple[dict[str, Any], str | None]:
-        """One measurement's clocks: NVML's readings (``recorded``) and the blocker's
-        (``spin_sm_mhz``: p10, median, p90 over the samples), each where available, and the
-        warning they give, if any (throttling NVML saw, else a dip of the blocker's clock); the
-        blocker's quantiles taken once for both."""
-        spin = self.spin_quantiles()
-        return self._summary(spin), self._warning(spin)
-
-    def _summary(self, spin: tuple[float, float, float] | None) -> dict[str, Any]:
-        out: dict[str, Any] = {"recorded": False}
-        if self.available:
-            out = {
-                "recorded": True,
-                "sm_mhz_min": min(self.sm_mhz, default=None),
-                "sm_mhz_max": max(self.sm_mhz, default=None),
-                "throttle_reasons": sorted(self.reasons),
-                "throttled_samples": self.throttled_samples,
-            }
-        if spin is not None:
-            out["spin_sm_mhz"] = {
-                "p10": round(spin[0], 1),
-                "median": round(spin[1], 1),
-                "p90": round(spin[2], 1),
-            }
-        return out
-
-    def _warning(self, spin: tuple[float, float, float] | None) -> str | None:
-        if self.throttled_samples:
-            return (
-                f"throttled: {self.throttled_samples} of {self.samples} samples taken while "
-                f"{', '.join(sorted(self.reasons))}"
-            )
-        if spin is not None and spin[0] < CLOCK_DIP * spin[1]:
-            return (
-                f"SM clock dipped: a tenth of the samples at or below {spin[0]:.0f} MHz, "
-                f"median {spin[1]:.0f} MHz (measured in the stream blocker)"
-            )
+        pynvml.nvmlInit()
+        key = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        handle = pynvml.nvmlDeviceGetHandleByUUID(key)
+        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        if reasons is None:  # nvidia-ml-py before 12.535
+            reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        sm_clock = functools.partial(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
+        return sm_clock, functools.partial(reasons, handle)
+    # NVML missing, no driver, or the device unknown to NVML: clocks are not recorded
+    except Exception:  # noqa: BLE001
         return None
+
+
+def clock_report(
+    batches: Sequence[BatchClocks], spin_mhz: Sequence[float], recorded: bool
+) -> tuple[dict[str, Any], str | None]:
+    """One measurement's clocks from its raw readings, summarised once: NVML's (``recorded``:
+    the readers were there; each batch's SM clock and reasons mask, :data:`BatchClocks`) and
+    the stream blocker's SM clock before each sample (``spin_sm_mhz``: p10, median, p90), each
+    where available, and the warning they give, if any: throttling NVML saw (the samples of the
+    batches it saw a slowdown reason in), else a dip of the blocker's clock
+    (:data:`CLOCK_DIP`)."""
+    samples = sum(batch[0] for batch in batches)
+    sm_mhz: list[int] = []
+    reasons: set[str] = set()
+    throttled = 0
+    for count, sm_clock, mask in batches:
+        if sm_clock is None:
+            continue
+        sm_mhz.append(int(sm_clock))
+        found = decode_reasons(int(mask))
+        if found:
+            reasons.update(found)
+            throttled += count
+    spin = spin_quantiles(spin_mhz)
+    out: dict[str, Any] = {"recorded": False}
+    if recorded:
+        out = {
+            "recorded": True,
+            "sm_mhz_min": min(sm_mhz, default=None),
+            "sm_mhz_max": max(sm_mhz, default=None),
+            "throttle_reasons": sorted(reasons),
+            "throttled_samples": throttled,
+        }
+    if spin is not None:
+        out["spin_sm_mhz"] = {
+            "p10": round(spin[0], 1),
+            "median": round(spin[1], 1),
+            "p90": round(spin[2], 1),
+        }
+    if throttled:
+        warning = (
+            f"throttled: {throttled} of {samples} samples taken while {', '.join(sorted(reasons))}"
+        )
+        return out, warning
+    if spin is not None and spin[0] < CLOCK_DIP * spin[1]:
+        return out, (
+            f"SM clock dipped: a tenth of the samples at or below {spin[0]:.0f} MHz, "
+            f"median {spin[1]:.0f} MHz (measured in the stream blocker)"
+        )
+    return out, None
+
+
+def spin_quantiles(spin_mhz: Sequence[float]) -> tuple[float, float, float] | None:
+    """10th percentile, median and 90th percentile of the blocker's SM clock readings
+    (single readings jitter by a few percent: the spin lasts ~10-50 µs of a coarse timer)."""
+    if not spin_mhz:
+        return None
+    from pytest_cudaperf.measure.stats import quantiles
+
+    p10, median, p90 = quantiles(spin_mhz, (0.1, 0.5, 0.9))
+    return p10, median, p90
 
 
 def _on_off(value: Any) -> str:

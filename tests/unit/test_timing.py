@@ -327,13 +327,14 @@ def test_sync_dry_run_once_per_callable_and_measurement(monkeypatch: pytest.Monk
 
     dry_runs: list[object] = []
 
-    def dry_run(torch_mod: object, fn: object, cycles: float) -> bool:
+    def dry_run(torch_mod: object, fn: object, sleep: object, cycles: float) -> bool:
         dry_runs.append(fn)
         return False
 
     monkeypatch.setattr(cuda_timing, "_synchronizes", dry_run)
     backend = cuda_timing.CudaBackend.__new__(cuda_timing.CudaBackend)  # no CUDA here
     backend.torch, backend.cycles_per_ms, backend._synchronizing = None, 1.0, []  # type: ignore[assignment]
+    backend.sleep = lambda cycles: None
     backend.warnings = []
 
     def first() -> None:
@@ -375,7 +376,9 @@ def test_without_triton_the_sleep_kernel_blocks_and_says_why(
     # H200 host, 2026-11-24)
     monkeypatch.delattr(measure, "_spin", raising=False)
     warnings: list[str] = []
-    blocker = cuda_timing._make_blocker(torch, torch.device("cpu"), 1.0, warnings)
+    blocker = cuda_timing._make_blocker(
+        torch, torch.device("cpu"), lambda cycles: None, 1.0, warnings
+    )
     assert isinstance(blocker, cuda_timing.SleepBlocker)
     assert blocker.sm_mhz() == []
     assert len(warnings) == 1
