@@ -13,6 +13,15 @@ from typing import NamedTuple
 
 import pytest
 
+# The inner runs are pytester's default, in this process (a pytest process of its own costs
+# seconds: torch's import). pytester drops the modules an inner run imported, and torch cannot be
+# imported a second time: torch, and the torch._dynamo that a TorchDispatchMode (the leak sites'
+# and the work counter's) imports, are imported here, once. A test whose inner run must have a
+# process of its own (a signal to its parent, a process that must never import torch, what xdist
+# workers print on their stderr) calls runpytest_subprocess.
+import torch
+import torch._dynamo  # noqa: F401
+
 #: how the integration tests run the inner pytest: without xdist, with -n0 and with -n2
 MODES = {"plain": [], "n0": ["-n0"], "n2": ["-n2"]}
 

@@ -82,7 +82,7 @@ def test_a_run_that_uses_nothing_of_the_plugin_never_imports_torch(
             print("TORCH IMPORTED" if "torch" in sys.modules else "TORCH NOT IMPORTED")
     """)
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest("-s")
+    result = pytester.runpytest_subprocess("-s")  # this process has torch imported
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["cudaperf: baselines */.cudaperf (compare)", "*TORCH NOT IMPORTED"]

@@ -247,7 +247,9 @@ def test_the_suspects_of_a_loop_are_confirmed_together_in_one_fresh_process(
 ) -> None:
     for plant in ("slow-always-1", "slow-always-2", "slow-once-3"):
         (batch.path / plant).touch()
-    result = batch.runpytest(*mode, *FAST, "--cudaperf-json=out.json", "--junitxml=junit.xml")
+    # under -n2 a process of its own: the workers say what they confirm on its stderr
+    run = batch.runpytest_subprocess if mode == ["-n2"] else batch.runpytest
+    result = run(*mode, *FAST, "--cudaperf-json=out.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=2, failed=2)
     pids = _fresh_pids(batch)
     if mode == ["-n2"]:  # one fresh process per worker that had suspects
@@ -287,7 +289,7 @@ def test_ctrl_c_during_the_batch_reports_the_held_tests_unconfirmed(
         (batch.path / plant).touch()
     tmp = batch.mkdir("tmp")
     monkeypatch.setenv("TMPDIR", str(tmp))
-    result = batch.runpytest(*FAST)
+    result = batch.runpytest_subprocess(*FAST)  # the fresh process signals its parent
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(

@@ -195,7 +195,8 @@ def test_a_suite_without_torch_is_swept_without_importing_it(pytester: pytest.Py
             assert "torch" not in sys.modules
     """
     )
-    result = pytester.runpytest("--cudaperf-leak-sweep=report", "-p", "no:randomly")
+    # a process of its own: this one has torch imported
+    result = pytester.runpytest_subprocess("--cudaperf-leak-sweep=report", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         ["leak sweep (report): 0 checked (0 re-run), 0 leaking, 0 unchecked, 2 without alloc*"]
