@@ -72,8 +72,10 @@ def test_update_compare_regress_update_cycle(
     # both widen with it; a 3x slowdown is then honestly INCONCLUSIVE, 10x still a regression
     # judged in this process only: the fresh process's batch has its own tests
     # (test_fresh_process.py), and here it would double the slow run's time
+    # one round a measurement: the rounds have their own tests, and a 30 ms call's warm-up
+    # batches make each of three rounds cost a third of a second
     monkeypatch.setenv("SLOW", "10")
-    slow = pytester.runpytest(*mode, *FAST, "--cudaperf-confirm-process=off")
+    slow = pytester.runpytest(*mode, *FAST, "--cudaperf-confirm-process=off", "--cudaperf-rounds=1")
     slow.assert_outcomes(failed=3)
     slow.stdout.fnmatch_lines(
         [
@@ -87,7 +89,7 @@ def test_update_compare_regress_update_cycle(
     slow.stdout.fnmatch_lines(["test_sleepers.py::test_timed [[]inner[]]  *REGRESSION*"])
 
     # the update follows the change: every series starts afresh at the new level
-    again = pytester.runpytest(*mode, *FAST, "--cudaperf-update")
+    again = pytester.runpytest(*mode, *FAST, "--cudaperf-update", "--cudaperf-rounds=1")
     again.assert_outcomes(passed=3)
     again.stdout.fnmatch_lines(
         ["cudaperf: baselines *: 0 added, 3 updated (3 started afresh), 0 kept"]
