@@ -208,6 +208,15 @@ OPTIONS: tuple[Option, ...] = (
         metavar="{auto,off}",
     ),
     Option(
+        "remeasure",
+        "auto measures an INCONCLUSIVE time again (twice the budget, at most twice) and a "
+        "REGRESSION or IMPROVED again before it stands; off measures each callable once and "
+        "takes its verdict as it reads (default: auto)",
+        _choice("auto", "off"),
+        "auto",
+        metavar="{auto,off}",
+    ),
+    Option(
         "state-wait",
         "how long a host-bound slowdown left undecided while the host ran slower or faster "
         "than at recording may wait for the host to come back before it is measured again, and "
@@ -334,6 +343,7 @@ class Settings:
     cpu_threads: int = 1
     breakdown: str = "auto"
     confirm_process: str = "auto"
+    remeasure: str = "auto"
     #: seconds a host-bound change read in the host's other state may wait for the recordings'
     #: state, per measured callable (0: re-measured at once)
     state_wait: float = 30.0

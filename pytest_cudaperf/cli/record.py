@@ -44,13 +44,14 @@ def run_pytest(args: Sequence[str]) -> int:
 
 
 #: what a recording run leaves out: a verdict against the old baseline counts for nothing there,
-#: so no fresh process confirms it and no host-bound change waits for the host (the recording
-#: is the run's own first measurement either way; why: docs/decisions.md, "What does a
-#: `cudaperf record` run leave out?")
+#: so nothing is measured again for it (neither in this process nor in a fresh one) and no
+#: host-bound change waits for the host: each series gets the run's one measurement (why:
+#: docs/decisions.md, "What does a `cudaperf record` run leave out?")
 RECORDING = (
     "--cudaperf-breakdown=off",
     "--cudaperf-confirm-process=off",
     "--cudaperf-state-wait=off",
+    "--cudaperf-remeasure=off",
 )
 #: the profiling run's measurements are dropped: the shortest budget, one round
 PROFILING = ("--cudaperf-max-time=0.01", "--cudaperf-rounds=1", *RECORDING[1:])

@@ -89,7 +89,10 @@ def taken_again(
     waited); a wait that runs out leaves the verdict as it is. Not taken again: one taken under
     a tracer (it would be under it too), one of fewer than :data:`MIN_EXACT_SAMPLES` rounds
     (the user's count: its verdict says to give more), and rounds whose double would outlast
-    the time the adaptive engine gives its own re-measurement (:func:`affordable`)."""
+    the time the adaptive engine gives its own re-measurement (:func:`affordable`), and none
+    with ``--cudaperf-remeasure=off``."""
+    if test.settings.remeasure == "off":
+        return record, measurement
     limit = test.settings.state_wait
     if wait is None and limit > 0:
         wait = CpuWait(limit)

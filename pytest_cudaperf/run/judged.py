@@ -249,7 +249,10 @@ class JudgedMeasurement:
         :data:`REMEASURE` times; one left undecided for the host's state with the same budget, as
         often as the state wait allows); confirm a regression or an improvement by measuring again
         (in a fresh process too, where the process's state can move it); then attach the breakdown
-        (update) or what it says changed (non-pass verdict), and record it. With the target's
+        (update) or what it says changed (non-pass verdict), and record it. With
+        ``--cudaperf-remeasure=off`` (``cudaperf record``'s measuring runs) nothing is measured
+        again in this process: the first measurement's verdict stands as it reads (a regression
+        still goes to the fresh process where one confirms). With the target's
         ``peak``, the callable's peak memory is read once, after the first time is measured, and
         judged as a series of its own in the same call of the verdict as that time
         (:func:`judge_measured`); it is recorded after the time. With a
@@ -268,8 +271,8 @@ class JudgedMeasurement:
         measurement = self._measured(budget)
         found = self.target.read_peak()
         record, peak_judged = judge_measured(test, self.key, measurement, self.device_class, found)
-        attempt = 0
-        while record.verdict.kind is Kind.INCONCLUSIVE and not measurement.traced:
+        attempt, remeasure = 0, test.settings.remeasure != "off"
+        while remeasure and record.verdict.kind is Kind.INCONCLUSIVE and not measurement.traced:
             again = self._again(record, measurement, attempt)
             if again is None:
                 break
@@ -279,7 +282,10 @@ class JudgedMeasurement:
             )
             record = self.judge(measurement)
         if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
-            record, measurement = self._confirmed(record, budget)
+            if remeasure:
+                record, measurement = self._confirmed(record, budget)
+            else:
+                record, measurement = self.confirm_fresh(record, measurement)
         if self._may_profile:
             record = self._with_breakdown(record)
         kernels = self._kernels if measurement.metric == "host" else None

@@ -205,11 +205,12 @@ def test_record_merges_every_run_as_a_fresh_series(
     assert all("--cudaperf-breakdown=off" in call for call in fake.calls[:5])
     assert "--cudaperf-breakdown=auto" in fake.calls[5]
     assert any(a.endswith("/scratch") for a in fake.calls[5])  # its timings are not kept
-    # no fresh process confirms, and nothing waits for the host, in a recording run: its verdict
-    # against the old baseline counts for nothing
+    # nothing is measured again (here or in a fresh process), and nothing waits for the host, in
+    # a recording run: its verdict against the old baseline counts for nothing
     for call in fake.calls:
         assert call.index("--cudaperf-confirm-process=off") > call.index("tests")
         assert "--cudaperf-state-wait=off" in call
+        assert "--cudaperf-remeasure=off" in call
     # the profiling run's measurements are dropped: the shortest budget, one round
     assert {"--cudaperf-max-time=0.01", "--cudaperf-rounds=1"} <= set(fake.calls[5])
     assert not any(a.startswith("--cudaperf-max-time") for a in fake.calls[0])
@@ -435,7 +436,7 @@ def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
                 parser.addoption("--cudaperf-baseline-dir")
                 parser.addoption("--cudaperf-update", action="store_true")
                 parser.addoption("--cudaperf-breakdown")
-                for name in ("confirm-process", "state-wait", "max-time", "rounds"):
+                for name in ("confirm-process", "state-wait", "remeasure", "max-time", "rounds"):
                     parser.addoption(f"--cudaperf-{name}")
 
             def pytest_sessionfinish(session):

@@ -203,3 +203,14 @@ def test_what_is_not_taken_again(
     rounds = Rounds()
     record, _ = exact.taken_again(test, first_look(test, m), m, rounds)
     assert (rounds.asked, record.verdict.kind) == ([], kind)
+
+
+def test_remeasure_off_takes_no_rounds_again(tmp_path: Path) -> None:
+    """``--cudaperf-remeasure=off``: an INCONCLUSIVE that would be taken again stays as it is."""
+    test = context_of(tmp_path, remeasure="off")
+    shared = wall(1.6, unstable=SHARED)
+    first = first_look(test, shared)
+    assert first.verdict.kind is Kind.INCONCLUSIVE
+    rounds = Rounds(wall(1.6, n=40))
+    record, measured = exact.taken_again(test, first, shared, rounds, cpu_wait([0.0])[0])
+    assert (record, measured, rounds.asked) == (first, shared, [])

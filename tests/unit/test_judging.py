@@ -1071,3 +1071,75 @@ def test_a_peak_is_read_once_and_judged_with_the_time_then_recorded_after_it(
     kinds = [f.kind for f in test.state.failures]
     assert kinds[-2:] == [FailureKind.REGRESSION, FailureKind.MEMORY]
     assert test.state.failures[-2].message.startswith("memory regression: peak memory 2.0 MiB")
+
+
+@pytest.mark.parametrize(
+    ("remeasure", "first_ms", "again_ms", "kind", "taken"),
+    [
+        ("auto", 1.5, 1.0, Kind.INCONCLUSIVE, 2),  # the regression measured again: not confirmed
+        ("off", 1.5, 1.0, Kind.REGRESSION, 1),  # measured once: it stands as it reads
+        ("auto", 1.0, 1.0, Kind.PASS, 1),
+        ("off", 1.0, 1.0, Kind.PASS, 1),
+    ],
+)
+def test_remeasure_off_takes_each_verdict_as_its_one_measurement_reads(
+    tmp_path: Path,
+    remeasure: str,
+    first_ms: float,
+    again_ms: float,
+    kind: Kind,
+    taken: int,
+) -> None:
+    """``--cudaperf-remeasure=off`` (``cudaperf record``'s measuring runs, whose verdicts count
+    for nothing): the callable is measured once, a regression is not measured again."""
+    from pytest_cudaperf.measure.timing import Budget
+
+    run = run_context(tmp_path, remeasure=remeasure)
+    first = new_test(run)
+    judged(first, 1.0)
+    run.store.update("GPU X", stored(first))
+    calls = iter([first_ms, again_ms])
+    budgets: list[Budget] = []
+
+    def run_once(budget: Budget) -> Measurement:
+        budgets.append(budget)
+        return measured(next(calls))
+
+    test = new_test(run)
+    path(test, run_once).run(Budget())
+    (record,) = test.state.records
+    assert record.verdict.kind is kind
+    assert len(budgets) == taken
+
+
+def test_remeasure_off_leaves_an_inconclusive_as_it_is(tmp_path: Path) -> None:
+    """An INCONCLUSIVE is measured again (twice the budget) under auto, never under off."""
+    from pytest_cudaperf.measure.timing import Budget
+
+    def noisy(median: float) -> Measurement:  # a CI that straddles the tolerance
+        return Measurement.from_samples(
+            [median * f for f in (0.6, 0.8, 0.9, 1.0, 1.0, 1.0, 1.1, 1.2, 1.4)],
+            metric="device",
+            cache="cold",
+        )
+
+    taken: dict[str, list[Budget]] = {}
+    for remeasure in ("auto", "off"):
+        folder = tmp_path / remeasure
+        folder.mkdir()
+        run = run_context(folder, remeasure=remeasure)
+        first = new_test(run)
+        judged(first, 1.0)
+        run.store.update("GPU X", stored(first))
+        budgets = taken.setdefault(remeasure, [])
+
+        def run_once(budget: Budget, budgets: list[Budget] = budgets) -> Measurement:
+            budgets.append(budget)
+            return noisy(1.2)
+
+        test = new_test(run)
+        path(test, run_once).run(Budget(max_time=0.5))
+        (record,) = test.state.records
+        assert record.verdict.kind is Kind.INCONCLUSIVE, record.verdict.message
+    assert [b.max_time for b in taken["auto"]] == [0.5, 1.0, 2.0]
+    assert [b.max_time for b in taken["off"]] == [0.5]

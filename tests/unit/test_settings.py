@@ -63,6 +63,13 @@ def test_bad_cli_value() -> None:
         resolve(FakeConfig({"cudaperf_max_time": "-3"}), {}, "x")
 
 
+def test_remeasure_is_auto_or_off() -> None:
+    assert resolve(FakeConfig(), {}, "x").remeasure == "auto"
+    assert resolve(FakeConfig(), {"PYTEST_CUDAPERF_REMEASURE": "off"}, "x").remeasure == "off"
+    with pytest.raises(SettingError, match=r"--cudaperf-remeasure: .*'never'"):
+        resolve(FakeConfig({"cudaperf_remeasure": "never"}), {}, "x")
+
+
 def test_rounds_is_a_whole_number_of_at_least_one() -> None:
     assert resolve(FakeConfig(), {}, "x").rounds == 3
     assert resolve(FakeConfig(ini={"cudaperf_rounds": "1"}), {}, "x").rounds == 1
