@@ -271,8 +271,8 @@ class JudgedMeasurement:
         measurement = self._measured(budget)
         found = self.target.read_peak()
         record, peak_judged = judge_measured(test, self.key, measurement, self.device_class, found)
-        attempt, remeasure = 0, test.settings.remeasure != "off"
-        while remeasure and record.verdict.kind is Kind.INCONCLUSIVE and not measurement.traced:
+        attempt = 0
+        while record.verdict.kind is Kind.INCONCLUSIVE and not measurement.traced:
             again = self._again(record, measurement, attempt)
             if again is None:
                 break
@@ -282,10 +282,7 @@ class JudgedMeasurement:
             )
             record = self.judge(measurement)
         if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
-            if remeasure:
-                record, measurement = self._confirmed(record, budget)
-            else:
-                record, measurement = self.confirm_fresh(record, measurement)
+            record, measurement = self._confirmed(record, measurement, budget)
         if self._may_profile:
             record = self._with_breakdown(record)
         kernels = self._kernels if measurement.metric == "host" else None
@@ -318,9 +315,14 @@ class JudgedMeasurement:
         """``measurement``'s record and verdict against the baseline."""
         return judge_time(self.test, self.key, measurement, self.device_class)
 
-    def _confirmed(self, first: JudgedRecord, budget: Budget) -> tuple[JudgedRecord, Measurement]:
-        """A regression or an improvement measured again (again once the host is back where the
-        re-measurement met it in another state), then in a fresh process."""
+    def _confirmed(
+        self, first: JudgedRecord, measured: Measurement, budget: Budget
+    ) -> tuple[JudgedRecord, Measurement]:
+        """A regression or an improvement (``first``, of ``measured``) measured again (again
+        once the host is back where the re-measurement met it in another state), then in a fresh
+        process; with ``--cudaperf-remeasure=off``, in a fresh process only."""
+        if self.test.settings.remeasure == "off":
+            return self.confirm_fresh(first, measured)
         tries = 0
         while True:
             record, measurement = confirm_time(self.test, first, self._measured(budget))
@@ -337,7 +339,9 @@ class JudgedMeasurement:
         re-measurements: None not to; else how many it will have spent. One that awaits the host
         (:attr:`Verdict.awaits_host`, with a wait) is measured again once the host is back
         (:meth:`host_back`) and spends none: the wait's deadline bounds those; any other is
-        measured again at once and spends one."""
+        measured again at once and spends one. None with ``--cudaperf-remeasure=off``."""
+        if self.test.settings.remeasure == "off":
+            return None
         awaits = self.wait is not None and record.verdict.awaits_host
         if not awaits and spent == REMEASURE:
             return None
