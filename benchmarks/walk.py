@@ -160,22 +160,24 @@ class StandInPeak(CudaMemory):
         window.result = PeakResult(self.PEAK_BYTES, device="stand-in")
 
 
-def backends_of(test: TestContext) -> Backends:
-    """The timer's backends, built as a test's first measurement leaves them: on CUDA the
-    test's own, its cache mode's backend built (under the GPU's lock, as ``Backends.get`` builds
-    it) and the allocator's reader; on the CPU the CPU backend with :class:`StandInPeak`
-    reading the peak."""
+def timer_of(test: TestContext, fn: Callable[[], object]) -> Timer:
+    """The test's ``cuda_timer``, its backends as a test's first measurement of ``fn`` leaves
+    them: on the CPU the CPU backend with :class:`StandInPeak` reading the peak; on CUDA the
+    timer's own, the backend of ``fn``'s target's cache mode built (under the GPU's lock, as
+    ``Backends.get`` builds it) and the allocator's reader."""
     device = test.device
     assert device is not None
     if not device.is_cuda:
         threads = test.settings.cpu_threads
-        return Backends(device, CpuBackend(threads=threads), memory=StandInPeak(pinned=False))
-    backends = Backends(device)
-    cache = (test.perf.cache if test.perf is not None else None) or test.settings.cache
+        given = Backends(device, CpuBackend(threads=threads), memory=StandInPeak(pinned=False))
+        return Timer(test, given)
+    timer = Timer(test)
+    target = timer.target(fn)
+    assert target.backends is not None
     with device.lock.exclusive():
-        backends.get(cache)
-    backends.memory()
-    return backends
+        target.backends.get(target.cache)
+    target.backends.memory()
+    return timer
 
 
 def untraced(monitoring: Any = None) -> str | None:
@@ -192,8 +194,8 @@ def work(device: str) -> Callable[[], object]:
 
 def measure_once(device: str, folder: Path, walk: Walk | None) -> TestContext:
     test = test_context(device, folder)
-    timer = Timer(test, backends_of(test))
     fn = work(str(test.device.device) if test.device else "cpu")
+    timer = timer_of(test, fn)
     try:
         if walk is None:
             timer(fn)
