@@ -5,88 +5,51 @@ once for the clocks its batches read."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import types
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
 
-import pytest_cudaperf
 from pytest_cudaperf.measure import hostbound
 from pytest_cudaperf.measure.nvml import clock_report
 
-PACKAGE = Path(pytest_cudaperf.__file__).resolve().parent
 #: what each fake event pair times (ms)
 EVENT_MS = 0.25
 #: the SM clock the fake spin kernel stamps: 19800 cycles in 10 µs
 SPIN = (19800, 10000)
 
 
-class Visits:
-    """The package modules entered while it is the profile function, as benchmarks/walk.py
-    counts them: a module is entered when a function of it starts while none of its frames is
-    on the stack; the visit *hands on* when it calls into another package module before it is
-    left."""
-
-    def __init__(self) -> None:
-        #: (module entered, the package module it was entered from, or None)
-        self.entries: list[tuple[str, str | None]] = []
-        self.handed_on: set[int] = set()
-        self._depth: Counter[str] = Counter()
-        self._visit: dict[str, int] = {}
-        self._names: dict[str, str | None] = {}
-
-    def module(self, frame: FrameType) -> str | None:
-        filename = frame.f_code.co_filename
-        if filename not in self._names:
-            try:
-                relative = Path(filename).resolve().relative_to(PACKAGE)
-            except ValueError:
-                self._names[filename] = None
-            else:
-                self._names[filename] = relative.with_suffix("").as_posix()
-        return self._names[filename]
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event not in ("call", "return"):
-            return
-        module = self.module(frame)
-        if module is None:
-            return
-        if event == "return":
-            self._depth[module] -= 1
-            return
-        below, caller = frame.f_back, None
-        while below is not None and caller is None:
-            caller = self.module(below)
-            below = below.f_back
-        if caller is not None and caller != module and caller in self._visit:
-            self.handed_on.add(self._visit[caller])
-        self._depth[module] += 1
-        if self._depth[module] == 1:
-            self._visit[module] = len(self.entries)
-            self.entries.append((module, caller))
-
-    def modules(self) -> set[str]:
-        return {module for module, _ in self.entries}
-
-    def handing_on(self) -> list[str]:
-        return [self.entries[i][0] for i in sorted(self.handed_on)]
+def _walk_module() -> types.ModuleType:
+    """benchmarks/walk.py, whose :class:`Walk` counts the visits as its walk does."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "walk.py"
+    spec = importlib.util.spec_from_file_location("benchmarks_walk", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def visits(action: Callable[[], object]) -> Visits:
-    """The package modules ``action`` enters."""
-    seen = Visits()
+Walk = _walk_module().Walk
+
+
+def visits(action: Callable[[], object]) -> Any:
+    """The package modules ``action`` enters, counted by benchmarks/walk.py's :class:`Walk`."""
+    seen = Walk()
     sys.setprofile(seen)
     try:
         action()
     finally:
         sys.setprofile(None)
     return seen
+
+
+def modules(seen: Any) -> set[str]:
+    return set(seen.order())
 
 
 class FakeEvent:
@@ -190,7 +153,7 @@ def call() -> None:
     """The measured callable: queues nothing, waits for nothing."""
 
 
-def round_visits(backend: Any, batches: int) -> list[Visits]:
+def round_visits(backend: Any, batches: int) -> list[Any]:
     """One round's: its sampler's made, then each of its batches."""
     made: list[Any] = []
     walked = [visits(lambda: made.append(backend.sampler(call, False)))]
@@ -206,14 +169,14 @@ def test_a_reset_a_sampler_and_a_batch_enter_no_module_but_the_backends(
     assert backend.flush is None if cache == "hot" else backend.flush.method == "read+discard"
     backend.spin_mhz.append(1.0)  # a previous measurement's readings, dropped by the reset
     seen = visits(backend.reset)
-    assert seen.modules() == {"measure/cuda"}
+    assert modules(seen) == {"measure/cuda"}
     assert (backend.clock_batches, backend.spin_mhz) == ([], [])
     first = visits(lambda: backend.sampler(call, False))  # its dry run queues the sleep
-    assert first.modules() == {"measure/cuda"}
+    assert modules(first) == {"measure/cuda"}
     assert len(fakes.sleeps) == 3  # two to calibrate it at the build, one for the dry run
     sampler = backend.sampler(call, False)  # a later round's: the dry run's answer is kept
     batches = [visits(sampler.batch) for _ in range(3)]
-    assert [b.modules() for b in batches] == [{"measure/cuda"}] * 3
+    assert [modules(b) for b in batches] == [{"measure/cuda"}] * 3
     assert fakes.spin.spin_until_released.launches > 3
     # the readings stayed with the backend, raw: NVML's per batch, the blocker's per sample
     assert backend.clock_batches == [(8, 1980, 0x0), (8, 1980, 0x0), (8, 1980, 0x4)]
@@ -241,7 +204,7 @@ def test_the_sleep_is_resolved_once_at_the_build(
     before = len(fakes.sleeps)
     # a measurement on the kept backend: its reset, then two rounds
     walked = [visits(backend.reset), *round_visits(backend, 2), *round_visits(backend, 2)]
-    assert [seen.modules() for seen in walked] == [{"measure/cuda"}] * 7
+    assert [modules(seen) for seen in walked] == [{"measure/cuda"}] * 7
     assert len(fakes.sleeps) - before == 1 + 2 * 2 * 8  # one dry run; a sleep per sample
     assert backend.spin_mhz == []  # the sleep kernel reads no clock
     assert backend.lasting[0].startswith("spin blocker unavailable (ModuleNotFoundError")
@@ -259,10 +222,11 @@ def test_a_measurement_hands_on_from_the_backend_once(fakes: types.SimpleNamespa
     seen = visits(lambda: found.append(measure(backend, call, budget)))
     backends_visits = [i for i, (module, _) in enumerate(seen.entries) if module == "measure/cuda"]
     assert len(backends_visits) > 5  # two samplers, their batches, the finish
-    handing_on = [i for i in backends_visits if i in seen.handed_on]
+    handing_on = [i for i in backends_visits if i in seen.handing_on]
     assert len(handing_on) == 1
-    assert seen.entries[handing_on[0]] == ("measure/cuda", "measure/timing")  # the finish
-    assert [e for e in seen.entries if e[0] == "measure/nvml"] == [("measure/nvml", "measure/cuda")]
+    assert seen.entries[handing_on[0]][1] == "measure/timing._rounds -> finish"
+    (nvml,) = [origin for module, origin in seen.entries if module == "measure/nvml"]
+    assert nvml.startswith("measure/cuda.finish -> ")
     (measured,) = found
     summary, warning = clock_report(backend.clock_batches, backend.spin_mhz, recorded=True)
     assert measured.clocks == summary
@@ -282,7 +246,7 @@ def test_without_nvml_the_batches_keep_the_sample_counts(
     assert backend.nvml is None
     sampler = backend.sampler(call, False)
     seen = visits(sampler.batch)
-    assert seen.modules() == {"measure/cuda"}
+    assert modules(seen) == {"measure/cuda"}
     assert backend.clock_batches == [(8, None, None)]
     summary, warning = clock_report(backend.clock_batches, backend.spin_mhz, recorded=False)
     assert summary == {
