@@ -14,15 +14,7 @@ import pytest
 if TYPE_CHECKING:
     from conftest import RecordOnce
 
-# one round: the rounds have their own tests, and a 20 ms nap's warm-up batches make each of three
-# rounds cost a third of a second, in this process and again in the fresh one
-FAST = [
-    "--cudaperf-max-time=0.2",
-    "--cudaperf-rounds=1",
-    "--cudaperf-tolerance=30%",
-    "-p",
-    "no:cacheprovider",
-]
+FAST = ["--cudaperf-max-time=0.2", "--cudaperf-tolerance=30%", "-p", "no:cacheprovider"]
 
 # After a run planted slow-once-TEST, the first process to run that test is slow in every call of
 # it; any later process (the fresh one) is not. slow-always-TEST or SLOW=1 makes every process

@@ -14,14 +14,7 @@ if TYPE_CHECKING:
 
 pytest.importorskip("pytest_rerunfailures")
 
-# one round: a 30 ms call's warm-up batches would make each of three cost a third of a second
-FAST = [
-    "--cudaperf-max-time=0.05",
-    "--cudaperf-rounds=1",
-    "--cudaperf-tolerance=90%",
-    "-p",
-    "no:cacheprovider",
-]
+FAST = ["--cudaperf-max-time=0.05", "--cudaperf-tolerance=90%", "-p", "no:cacheprovider"]
 
 #: fails its first attempt after measuring 30 ms; the re-run measures 3 ms and passes
 FLAKY = """
