@@ -46,6 +46,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import pytest_cudaperf  # noqa: E402
 from pytest_cudaperf.fixtures.device import open_device  # noqa: E402
 from pytest_cudaperf.fixtures.timer import Timer  # noqa: E402
 from pytest_cudaperf.locks import LockRegistry  # noqa: E402
@@ -58,7 +59,8 @@ from pytest_cudaperf.run.judged import Backends  # noqa: E402
 from pytest_cudaperf.settings import Settings  # noqa: E402
 from pytest_cudaperf.store.baselines import BaselineStore  # noqa: E402
 
-PACKAGE = ROOT / "pytest_cudaperf"
+#: the package as imported (run as a script: this checkout's; loaded by a test: the installed one)
+PACKAGE = Path(pytest_cudaperf.__file__).resolve().parent
 NODEID = "walk.py::test_walk"
 
 

@@ -30,7 +30,11 @@ def _walk_module() -> types.ModuleType:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    path_before = list(sys.path)  # the script puts its checkout first on it
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path_before
     return module
 
 
