@@ -112,10 +112,15 @@ def test_a_slower_kernel_fails_as_the_kernels(recorded: pytest.Pytester) -> None
 def test_a_change_read_in_another_host_state_waits_for_the_host(
     recorded: pytest.Pytester,
 ) -> None:
-    """The baseline says the host ran the launch reference twice as fast at recording and the
-    call 1.5x fewer loops: read now, the change is within what the host's state can make, so it
+    """The baseline says the host ran the launch reference 2.5x as fast at recording and the
+    call 1.8x fewer loops: read now, the change is within what the host's state can make, so it
     waits for the host to come back, which it cannot (the state is the baseline's, edited): the
-    probe ran under --cudaperf-state-wait and the test says it waited in vain."""
+    probe ran under --cudaperf-state-wait and the test says it waited in vain.
+
+    The sizes leave room for the H100 host's own noise: with 1.5x and 2x, a process that ran the
+    call 18% faster than at recording read +23% with a CI below the tolerance (INCONCLUSIVE for
+    precision, never held back); a 1.8x change then still reads beyond the tolerance, and
+    within the (1 + t) * 2.5 ** 0.5 = 1.82x that a 2.5x state can make of it."""
     (path,) = (recorded.path / ".cudaperf").glob("*.json")
     baseline = json.loads(path.read_text())
     (entry,) = baseline["entries"].values()
