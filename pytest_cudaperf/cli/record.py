@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_cudaperf.cli.process import run_in_session
@@ -16,7 +17,7 @@ from pytest_cudaperf.cli.sources import CliError, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.paths import unwritable
-from pytest_cudaperf.series import Record
+from pytest_cudaperf.series import MIN_PROCESSES, Record
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.store.format import BaselineError
 from pytest_cudaperf.units import format_ms
@@ -55,6 +56,35 @@ RECORDING = (
 )
 #: the profiling run's measurements are dropped: the shortest budget, one round
 PROFILING = ("--cudaperf-max-time=0.01", "--cudaperf-rounds=1", *RECORDING[1:])
+#: from MIN_PROCESSES runs on, each measuring run takes one round per measurement: the K
+#: processes are the series' rounds (why: docs/decisions.md, "Why does a recording of `cudaperf
+#: record` take one round?")
+ONE_ROUND = "--cudaperf-rounds=1"
+
+
+def given(args: Sequence[str], option: str, env: Mapping[str, str]) -> str | None:
+    """The value the pytest arguments (``--cudaperf-x=V`` or ``--cudaperf-x V``, the last one)
+    or else the environment twin (``PYTEST_CUDAPERF_X``) give ``option`` (``--cudaperf-x``);
+    None where neither does (the ini file may still)."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg.startswith(option + "="):
+            found = arg.split("=", 1)[1]
+        elif arg == option and i + 1 < len(args):
+            found = args[i + 1]
+    if found is not None:
+        return found
+    return env.get("PYTEST_" + option.removeprefix("--").upper().replace("-", "_"))
+
+
+def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[str]:
+    """What record adds to the pytest arguments of each measuring run: :data:`RECORDING`, and
+    :data:`ONE_ROUND` from ``series.MIN_PROCESSES`` runs on unless the arguments or the
+    environment set ``--cudaperf-rounds`` themselves."""
+    added = list(RECORDING)
+    if runs >= MIN_PROCESSES and given(args, "--cudaperf-rounds", env) is None:
+        added.append(ONE_ROUND)
+    return added
 
 
 def _attach_breakdowns(
@@ -63,7 +93,11 @@ def _attach_breakdowns(
     """One more run, profiling only: each series' kernel (or op) breakdown, put on its last
     recording's record. Apart from the measuring runs, so that no kept measurement runs after a
     profiler in its process, and the measuring runs do not pay for profiling (why:
-    docs/decisions.md, "Why does `cudaperf record` profile in a run of its own?")."""
+    docs/decisions.md, "Why does `cudaperf record` profile in a run of its own?"). None where
+    the pytest arguments or the environment switch breakdowns off."""
+    if given(args, "--cudaperf-breakdown", os.environ) == "off":
+        print("cudaperf record: breakdowns: off (--cudaperf-breakdown=off), none profiled")
+        return
     report = tmp / "breakdowns.json"
     scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
     rc = runner(
@@ -92,7 +126,8 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
 ) -> int:
     """Run the pytest command ``runs`` times, each its own process writing a JSON report (with
-    breakdowns off, nothing written to the baseline; a test may fail against the old baseline, its
+    breakdowns off, nothing written to the baseline, one round per measurement from
+    ``MIN_PROCESSES`` runs on: :func:`measuring`; a test may fail against the old baseline, its
     recording counts all the same); then every series whose test body passed in every run becomes
     a fresh series made of its ``runs`` recordings, in the baseline folder the runs used, and one
     more run in update mode into a scratch folder records the breakdowns."""
@@ -105,6 +140,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
         args.append(f"--cudaperf-baseline-dir={baseline_dir}")
     folder = baseline_dir
     _check_folder(folder, "--baseline-dir")
+    added = measuring(args, runs, os.environ)
     loops: list[float | None] = []
     collected: dict[Where, list[Record]] = {}
     failed_bodies: set[Where] = set()
@@ -112,7 +148,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as tmp:
         for run in range(1, runs + 1):
             report = Path(tmp) / f"run{run}.json"
-            rc = runner([*args, *RECORDING, f"--cudaperf-json={report}"])
+            rc = runner([*args, *added, f"--cudaperf-json={report}"])
             if rc not in (0, 1) or not report.exists():
                 why = EXIT_CODES.get(rc, "no report") if rc not in (0, 1) else "no report"
                 print(

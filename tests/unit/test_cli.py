@@ -215,6 +215,8 @@ def test_record_merges_every_run_as_a_fresh_series(
     assert {"--cudaperf-max-time=0.01", "--cudaperf-rounds=1"} <= set(fake.calls[5])
     assert not any(a.startswith("--cudaperf-max-time") for a in fake.calls[0])
     assert fake.calls[0][:3] == ["-q", "tests", f"--cudaperf-baseline-dir={folder}"]
+    # five processes are the series' rounds: each measurement takes one
+    assert all("--cudaperf-rounds=1" in call for call in fake.calls[:5])
     # the measuring runs compare (and write nothing); the profiling run updates a scratch folder
     assert ["--cudaperf-update" in call for call in fake.calls] == [False] * 5 + [True]
     out = capsys.readouterr().out
@@ -231,6 +233,55 @@ def test_record_merges_every_run_as_a_fresh_series(
     b = store.lookup("GPU X", SeriesKey("t.py::b[c#d]"), "time:device/cold")
     assert b is not None
     assert b.processes == 5
+
+
+@pytest.mark.parametrize(
+    ("runs", "args", "env", "rounds"),
+    [
+        (3, [], {}, ["--cudaperf-rounds=1"]),
+        (2, [], {}, []),  # fewer than MIN_PROCESSES: each recording keeps the rounds it has
+        (3, ["--cudaperf-rounds=2"], {}, ["--cudaperf-rounds=2"]),
+        (3, ["--cudaperf-rounds", "2"], {}, ["--cudaperf-rounds", "2"]),
+        (3, [], {"PYTEST_CUDAPERF_ROUNDS": "2"}, []),
+    ],
+    ids=["three-runs", "two-runs", "rounds-given", "rounds-given-apart", "rounds-in-env"],
+)
+def test_record_takes_one_round_a_run_unless_told_otherwise(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    runs: int,
+    args: list[str],
+    env: dict[str, str],
+    rounds: list[str],
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    fake = FakePytest({"t.py::a": [1.0] * runs})
+    folder = str(tmp_path / ".cudaperf")
+    assert main(["record", "--runs", str(runs), "--baseline-dir", folder, "--", *args], fake) == 0
+    for call in fake.calls[:runs]:
+        given = [a for i, a in enumerate(call) if "--cudaperf-rounds" in a or (
+            i and call[i - 1] == "--cudaperf-rounds")]  # fmt: skip
+        assert given == rounds
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_record_with_breakdowns_off_profiles_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """Breakdowns switched off in the pytest arguments or the environment: no profiling run
+    (it would switch them on again for a run of its own)."""
+    args = ["--cudaperf-breakdown", "off"] if where == "argument" else []
+    if where == "environment":
+        monkeypatch.setenv("PYTEST_CUDAPERF_BREAKDOWN", "off")
+    fake = FakePytest({"t.py::a": [1.0] * 3})
+    folder = str(tmp_path / ".cudaperf")
+    assert main(["record", "--runs", "3", "--baseline-dir", folder, "--", *args], fake) == 0
+    assert len(fake.calls) == 3
+    assert "breakdowns: off (--cudaperf-breakdown=off), none profiled" in capsys.readouterr().out
+    assert BaselineStore.load(Path(folder)).lookup(
+        "GPU X", SeriesKey("t.py::a"), "time:device/cold"
+    )
 
 
 def test_record_says_when_the_host_ran_at_different_speeds(
