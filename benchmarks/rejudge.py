@@ -8,9 +8,11 @@ false-failure counts are an upper bound. The one finding that depends on a run's
 (more xdist workers than cores) is added as the current rules would add it; ``--no-host`` judges
 without the reference loop's host-speed finding, ``--no-gap-probe`` without the processes'
 launch-gap probes (device time), to show what each changed. Use it when the rules changed after
-the runs (say so).
+the runs (say so). ``--one-round INDEX`` rebuilds every series from one round of each recording
+(what a recording of one round of three would have read); ``--scale 1.10`` judges every
+measurement 10% slower (a synthetic slowdown: its REGRESSION count is the catch).
 
-    python benchmarks/rejudge.py OUT_DIR [--series time:device]
+    python benchmarks/rejudge.py OUT_DIR [--series time:device] [--one-round 0] [--scale 1.10]
 
 Prints, per phase and plant, test-runs, REGRESSION, INCONCLUSIVE, and for planted runs the catch
 rate against the realised change (planted / unchanged median, per test).
@@ -19,11 +21,14 @@ rate against the realised change (planted / unchanged median, per test).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +39,39 @@ from pytest_cudaperf.cli.sources import report_records
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.report.document import read_report
-from pytest_cudaperf.series import Entry, entry_of
+from pytest_cudaperf.series import Entry, Recording, entry_of
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind, judge
 
 
-def rebuilt(entry: Entry) -> Entry:
+def rebuilt(entry: Entry, round_index: int | None = None) -> Entry:
+    """``entry`` rebuilt from its recordings by this checkout's rules; with ``round_index``,
+    from each recording's round of that index alone (:func:`one_round`)."""
+    recordings = entry.recordings
+    if round_index is not None:
+        recordings = tuple(one_round(r, round_index) for r in recordings)
     metric = entry.metric
-    return entry_of(entry.recordings, entry.unit, entry.env, metric, entry.since, entry.breakdown)
+    return entry_of(recordings, entry.unit, entry.env, metric, entry.since, entry.breakdown)
+
+
+def one_round(recording: Recording, index: int) -> Recording:
+    """What one round of ``recording`` would have recorded (``cudaperf record``'s runs take one
+    round of three): that round's median, the pooled CI's relative half-width widened by
+    sqrt(rounds) (one round's share of the samples), no finding that rounds disagree."""
+    if not recording.rounds:
+        return recording
+    median = recording.rounds[index % len(recording.rounds)]
+    low, high = recording.ci or (recording.median, recording.median)
+    half = (high - low) / 2 / recording.median * math.sqrt(len(recording.rounds))
+    return dataclasses.replace(
+        recording,
+        median=median,
+        rounds=(median,),
+        ci=(median * (1 - half), median * (1 + half)),
+        noise=half,
+        unstable=tuple(u for u in recording.unstable if not u.startswith("rounds disagree")),
+        n=max(1, recording.n // len(recording.rounds)),
+    )
 
 
 def _workers_finding(mode: str, env: Mapping[str, Any]) -> instability.Finding | None:
@@ -59,9 +89,20 @@ def _workers_finding(mode: str, env: Mapping[str, Any]) -> instability.Finding |
 Row = tuple[str, str, str, str, float, Kind]
 
 
-def judged_rows(
-    out: Path, tolerance: float, prefix: str, host: bool, gap_probe: bool = True
-) -> list[Row]:
+@dataclass(frozen=True)
+class Rejudge:
+    """What the re-judging changes: the findings it keeps (``host``: the reference loop's
+    host-speed finding; ``gap_probe``: the launch-gap probes), the series' recordings
+    (``round_index``: one round of each, :func:`one_round`) and each measurement (``scale``: a
+    synthetic slowdown, 1.10 for +10%)."""
+
+    host: bool = True
+    gap_probe: bool = True
+    round_index: int | None = None
+    scale: float = 1.0
+
+
+def judged_rows(out: Path, tolerance: float, prefix: str, change: Rejudge = Rejudge()) -> list[Row]:
     """(mode, phase, plant, key, value, verdict) of every passed test's time record whose series
     starts with ``prefix`` in every run of ``out``, judged by this checkout."""
     store = BaselineStore.load(out / "baselines")
@@ -80,7 +121,7 @@ def judged_rows(
             entry = store.lookup(record.device_class, record.key, record.series)
             if entry is None:
                 continue
-            base = rebuilt(entry)
+            base = rebuilt(entry, change.round_index)
             allowed = record.tolerance if record.tolerance is not None else tolerance
             unstable, noise = record.recording.unstable, record.recording.noise
             workers = _workers_finding(run["mode"], record.env)
@@ -89,11 +130,11 @@ def judged_rows(
                 if workers.reason not in unstable:
                     unstable = (*unstable, workers.reason)
             obs = Observation(
-                record.value,
+                record.value * change.scale,
                 noise,
                 instability=unstable,
-                reference_ms=record.recording.reference_ms if host else None,
-                launch_gap_us=record.recording.launch_gap_us if gap_probe else None,
+                reference_ms=record.recording.reference_ms if change.host else None,
+                launch_gap_us=record.recording.launch_gap_us if change.gap_probe else None,
             )
             kind = judge(obs, base, allowed, record.device_class).kind
             rows.append(
@@ -127,8 +168,22 @@ def main() -> int:
         action="store_false",
         help="judge device time without the processes' launch-gap probes (what they changed)",
     )
+    parser.add_argument(
+        "--one-round",
+        type=int,
+        metavar="INDEX",
+        help="rebuild each recording from its round INDEX alone (what one round of three, "
+        "cudaperf record's runs, would have recorded)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiply every measurement judged (1.10: a synthetic +10%% slowdown)",
+    )
     args = parser.parse_args()
-    rows = judged_rows(args.out, args.tolerance, args.series, args.host, args.gap_probe)
+    change = Rejudge(args.host, args.gap_probe, args.one_round, args.scale)
+    rows = judged_rows(args.out, args.tolerance, args.series, change)
     unchanged: dict[tuple[str, str], list[float]] = defaultdict(list)
     for mode, phase, _, key, value, _ in rows:
         if phase == "unchanged":

@@ -50,6 +50,19 @@ def parse_count(text: str) -> int:
     return value
 
 
+def parse_round_of(text: str) -> int:
+    """``off`` (0), or a round count >= 2 of which one is measured."""
+    if text.strip().lower() == "off":
+        return 0
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected off or a whole number >= 2, got {text!r}") from None
+    if value < 2:
+        raise ValueError(f"expected off or a whole number >= 2, got {text!r}")
+    return value
+
+
 def parse_threads(text: str) -> int:
     """A thread count >= 1, or ``auto`` (0: leave torch's own setting)."""
     if text.strip().lower() in ("auto", "0"):
@@ -275,6 +288,15 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "round-of",
+        "measure one round of an N-round measurement: its share of the time budget and its "
+        "precision, as each of N rounds takes them; cudaperf record's runs take one of 3 when "
+        "it records 3 processes or more, the processes being the series' rounds (default: off)",
+        parse_round_of,
+        0,
+        metavar="N",
+    ),
+    Option(
         "leak-sweep",
         "check every test that allocated memory for leaks, without markers: fail (the flag "
         "alone) fails a leaking test, report only lists it at the end (default: off)",
@@ -339,6 +361,8 @@ class Settings:
     cache: str = "cold"
     max_time: float = 1.0
     rounds: int = 3
+    #: one round of a measurement of this many rounds is measured (0: off; ``cudaperf record``)
+    round_of: int = 0
     #: torch intra-op threads while a CPU callable is measured (0: torch's own setting)
     cpu_threads: int = 1
     breakdown: str = "auto"

@@ -56,10 +56,10 @@ RECORDING = (
 )
 #: the profiling run's measurements are dropped: the shortest budget, one round
 PROFILING = ("--cudaperf-max-time=0.01", "--cudaperf-rounds=1", *RECORDING[1:])
-#: from MIN_PROCESSES runs on, each measuring run takes one round per measurement: the K
-#: processes are the series' rounds (why: docs/decisions.md, "Why does a recording of `cudaperf
-#: record` take one round?")
-ONE_ROUND = "--cudaperf-rounds=1"
+#: from MIN_PROCESSES runs on, each measuring run measures one round of a three-round
+#: measurement: the K processes are the series' rounds (why: docs/decisions.md, "Why does a
+#: recording of `cudaperf record` measure one round?")
+ONE_ROUND = "--cudaperf-round-of=3"
 
 
 def given(args: Sequence[str], option: str, env: Mapping[str, str]) -> str | None:
@@ -80,9 +80,11 @@ def given(args: Sequence[str], option: str, env: Mapping[str, str]) -> str | Non
 def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[str]:
     """What record adds to the pytest arguments of each measuring run: :data:`RECORDING`, and
     :data:`ONE_ROUND` from ``series.MIN_PROCESSES`` runs on unless the arguments or the
-    environment set ``--cudaperf-rounds`` themselves."""
+    environment set ``--cudaperf-rounds`` or ``--cudaperf-round-of`` themselves."""
     added = list(RECORDING)
-    if runs >= MIN_PROCESSES and given(args, "--cudaperf-rounds", env) is None:
+    if runs >= MIN_PROCESSES and all(
+        given(args, option, env) is None for option in ("--cudaperf-rounds", "--cudaperf-round-of")
+    ):
         added.append(ONE_ROUND)
     return added
 

@@ -185,10 +185,11 @@ def budget_for(
     max_time: float | None = None,
 ) -> Budget:
     """A measurement's budget: explicit arguments, else the marker's, else the run's settings;
-    the precision follows the tolerance (a host-bound measurement's, the host tolerance)."""
+    the precision follows the tolerance (a host-bound measurement's, the host tolerance). With
+    ``--cudaperf-round-of=N``, one round's share of an N-round budget (``Budget.per_round``)."""
     from pytest_cudaperf.measure.timing import Budget
 
-    return Budget.for_tolerance(
+    budget = Budget.for_tolerance(
         tolerance(settings, perf),
         host_tolerance=tolerance(settings, perf, "host"),
         warmup=warmup if warmup is not None else (perf.warmup or 0.05),
@@ -196,6 +197,9 @@ def budget_for(
         max_time=max_time if max_time is not None else (perf.max_time or settings.max_time),
         rounds=perf.rounds or settings.rounds,
     )
+    if settings.round_of:
+        return dataclasses.replace(budget, rounds=settings.round_of).per_round()
+    return budget
 
 
 class JudgedMeasurement:

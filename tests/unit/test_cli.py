@@ -215,8 +215,8 @@ def test_record_merges_every_run_as_a_fresh_series(
     assert {"--cudaperf-max-time=0.01", "--cudaperf-rounds=1"} <= set(fake.calls[5])
     assert not any(a.startswith("--cudaperf-max-time") for a in fake.calls[0])
     assert fake.calls[0][:3] == ["-q", "tests", f"--cudaperf-baseline-dir={folder}"]
-    # five processes are the series' rounds: each measurement takes one
-    assert all("--cudaperf-rounds=1" in call for call in fake.calls[:5])
+    # five processes are the series' rounds: each measures one round of a three-round measurement
+    assert all("--cudaperf-round-of=3" in call for call in fake.calls[:5])
     # the measuring runs compare (and write nothing); the profiling run updates a scratch folder
     assert ["--cudaperf-update" in call for call in fake.calls] == [False] * 5 + [True]
     out = capsys.readouterr().out
@@ -238,15 +238,20 @@ def test_record_merges_every_run_as_a_fresh_series(
 @pytest.mark.parametrize(
     ("runs", "args", "env", "rounds"),
     [
-        (3, [], {}, ["--cudaperf-rounds=1"]),
-        (2, [], {}, []),  # fewer than MIN_PROCESSES: each recording keeps the rounds it has
+        (3, [], {}, ["--cudaperf-round-of=3"]),
+        (2, [], {}, []),  # fewer than MIN_PROCESSES: each recording keeps its rounds
         (3, ["--cudaperf-rounds=2"], {}, ["--cudaperf-rounds=2"]),
         (3, ["--cudaperf-rounds", "2"], {}, ["--cudaperf-rounds", "2"]),
+        (3, ["--cudaperf-round-of=5"], {}, ["--cudaperf-round-of=5"]),
         (3, [], {"PYTEST_CUDAPERF_ROUNDS": "2"}, []),
+        (3, [], {"PYTEST_CUDAPERF_ROUND_OF": "off"}, []),
     ],
-    ids=["three-runs", "two-runs", "rounds-given", "rounds-given-apart", "rounds-in-env"],
-)
-def test_record_takes_one_round_a_run_unless_told_otherwise(
+    ids=[
+        "three-runs", "two-runs", "rounds-given", "rounds-given-apart", "round-of-given",
+        "rounds-in-env", "round-of-in-env",
+    ],
+)  # fmt: skip
+def test_record_measures_one_round_of_three_unless_told_otherwise(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     runs: int,
@@ -260,7 +265,7 @@ def test_record_takes_one_round_a_run_unless_told_otherwise(
     folder = str(tmp_path / ".cudaperf")
     assert main(["record", "--runs", str(runs), "--baseline-dir", folder, "--", *args], fake) == 0
     for call in fake.calls[:runs]:
-        given = [a for i, a in enumerate(call) if "--cudaperf-rounds" in a or (
+        given = [a for i, a in enumerate(call) if a.startswith("--cudaperf-round") or (
             i and call[i - 1] == "--cudaperf-rounds")]  # fmt: skip
         assert given == rounds
 
@@ -487,7 +492,8 @@ def test_record_runs_real_pytest_processes(tmp_path: Path) -> None:
                 parser.addoption("--cudaperf-baseline-dir")
                 parser.addoption("--cudaperf-update", action="store_true")
                 parser.addoption("--cudaperf-breakdown")
-                for name in ("confirm-process", "state-wait", "remeasure", "max-time", "rounds"):
+                for name in ("confirm-process", "state-wait", "remeasure", "max-time", "rounds",
+                             "round-of"):
                     parser.addoption(f"--cudaperf-{name}")
 
             def pytest_sessionfinish(session):

@@ -283,6 +283,18 @@ def test_budget_for_takes_arguments_then_the_marker_then_the_settings() -> None:
     assert budget_for(settings, PerfOptions(max_time=0.5), max_time=0.1).max_time == 0.1
 
 
+def test_one_round_of_n_is_a_rounds_share_of_the_budget() -> None:
+    """``--cudaperf-round-of=3`` (``cudaperf record``'s runs): one round, with the time and the
+    precision each of three rounds takes; the host-bound budget follows from it."""
+    whole = budget_for(Settings(), PerfOptions())
+    one = budget_for(Settings(round_of=3), PerfOptions())
+    assert one.rounds == 1
+    assert one.max_time == pytest.approx(whole.max_time / 3)
+    assert one.precision == pytest.approx(whole.precision * 3**0.5)
+    assert one.host_bound().max_time == pytest.approx(whole.host_bound().max_time / 3)
+    assert one == dataclasses.replace(whole, rounds=3).per_round()
+
+
 def test_a_judged_measurement_without_a_budget_takes_the_one_its_target_times_give(
     tmp_path: Path,
 ) -> None:

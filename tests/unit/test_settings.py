@@ -81,6 +81,19 @@ def test_rounds_is_a_whole_number_of_at_least_one() -> None:
         )
 
 
+def test_round_of_is_off_or_a_round_count_of_at_least_two() -> None:
+    assert resolve(FakeConfig(), {}, "x").round_of == 0
+    assert resolve(FakeConfig({"cudaperf_round_of": "3"}), {}, "x").round_of == 3
+    assert resolve(FakeConfig(), {"PYTEST_CUDAPERF_ROUND_OF": "off"}, "x").round_of == 0
+    for bad in ("1", "three"):
+        with pytest.raises(SettingError) as excinfo:
+            resolve(FakeConfig({"cudaperf_round_of": bad}), {}, "x")
+        assert str(excinfo.value) == (
+            f"--cudaperf-round-of: expected off or a whole number >= 2, got {bad!r} "
+            "(from the command line)"
+        )
+
+
 def test_prune_needs_update() -> None:
     with pytest.raises(SettingError, match="--cudaperf-prune"):
         resolve(FakeConfig({"cudaperf_prune": True}), {}, "x")
