@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -192,11 +191,11 @@ def pytest_generate_tests(metafunc):
     (sub / "size.txt").write_text("big\n")
     monkeypatch.chdir(sub)
     args = ["../test_napper.py", "--size-file", "size.txt", "-k", "not timed", *FAST]
-    first = pytester.run(sys.executable, "-m", "pytest", *args, "--cudaperf-update")
-    assert first.ret == 0, first.stdout.str()
+    # in this process, started in sub/ (the inner run's invocation folder is the current one)
+    pytester.runpytest(*args, "--cudaperf-update").assert_outcomes(passed=1)
     (pytester.path / "slow-once-nap").touch()
-    result = pytester.run(sys.executable, "-m", "pytest", *args)
-    assert result.ret == 0, result.stdout.str()
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*test_nap[[]big[]]: inconclusive: +*% not confirmed in a fresh process*"]
     )
