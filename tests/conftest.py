@@ -26,8 +26,12 @@ import torch._dynamo  # noqa: F401
 # gc.collect() (a dozen or more per @no_leak test, per sweep re-run) walked them all, 0.2 s each,
 # in every inner run of this process. Nothing an inner run allocates is frozen: its census and
 # leak sites see all of it. Inner runs in processes of their own (xdist workers, fresh
-# processes) keep the whole heap, as a user's run does.
+# processes) keep the whole heap, as a user's run does. A leak check on an allocator backend
+# (frozen_heap: the unit tests' scripted CUDA allocator) unfreezes everything as it ends: the
+# pytester fixture freezes again, before its test's inner runs allocate anything.
 gc.freeze()
+#: how many objects that froze
+FROZEN = gc.get_freeze_count()
 
 #: how the integration tests run the inner pytest: without xdist, with -n0 and with -n2
 MODES = {"plain": [], "n0": ["-n0"], "n2": ["-n2"]}
@@ -83,6 +87,9 @@ def pytester(
     ``PYTEST_ADDOPTS`` as it starts, after the autouse fixture set it, so it is set again here."""
     if addopts := _inner_addopts(request):
         monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+    if gc.get_freeze_count() < FROZEN:  # unfrozen by a leak check since (see above)
+        gc.collect()
+        gc.freeze()
     return pytester
 
 
