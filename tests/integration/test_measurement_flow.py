@@ -215,10 +215,7 @@ def test_n4_update_keeps_every_entry(pytester: pytest.Pytester) -> None:
         def test_many(i):
             sum(range(2000))
     """)
-    # one round each: an update judges nothing, and 24 tests on four workers sharing two cores
-    result = pytester.runpytest(
-        "-n4", "--cudaperf-update", "--cudaperf-rounds=1", "--cudaperf-json=out/report.json"
-    )
+    result = pytester.runpytest("-n4", "--cudaperf-update", "--cudaperf-json=out/report.json")
     result.assert_outcomes(passed=24)
     entries = _baseline_entries(pytester)
     assert len(entries) == 24
