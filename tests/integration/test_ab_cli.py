@@ -122,6 +122,9 @@ def slowed(tmp_path_factory: pytest.TempPathFactory) -> Slowed:
     )
     # the main checkout is at the slow commit: a side that imported it would measure slow twice
     paths = {"PYTHONPATH": f"{ROOT}{os.pathsep}{installed}"}
+    # a module's fixture is set up before the autouse fixture that leaves out the plugins these
+    # processes do without: left out here, in each of its fourteen pytest processes
+    paths["PYTEST_ADDOPTS"] = "-p no:benchmark -p no:rerunfailures"
     json_path = tmp_path / "ab.json"
     done = _ab(
         repo, "--base", "HEAD~1", "--pairs", "3", "--min-effect", "5%", "--json", str(json_path),

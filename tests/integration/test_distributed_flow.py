@@ -1,7 +1,8 @@
 """@pytest.mark.distributed end to end on the CPU: real rank processes on gloo, no mocks.
 
 Each inner run starts two rank processes per distributed test (spawn, torch import, pytest), so
-these tests take seconds each; they run without xdist and with -n 2.
+these tests take seconds each; those of a path that xdist changes (the ranks' outcomes, leaks and
+records sent from a worker to the controller, a baseline update) run without xdist and with -n 2.
 """
 
 from __future__ import annotations
@@ -83,9 +84,11 @@ def test_ranks_pass_fail_and_leak(pytester: pytest.Pytester, dist_mode: list[str
     assert "rank 0: leak" not in result.stdout.str()
 
 
-def test_hang_is_cut_at_the_timeout(
-    pytester: pytest.Pytester, dist_mode: list[str], tmp_path: Path
-) -> None:
+def test_hang_is_cut_at_the_timeout(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Without xdist only: the cut (the deadline, the stacks, the killed process trees) happens
+    where the test runs, a worker as much as the main process, and its failure reaches the
+    controller as any failure does; the ranks started from an xdist worker are tested above and
+    below. Most of the test's time is the timeout itself, which counts from the ranks' start."""
     pids = tmp_path / "pids"
     pytester.makepyfile(f"""
         import datetime
@@ -109,7 +112,7 @@ def test_hang_is_cut_at_the_timeout(
         def test_after():
             pass
     """)
-    result = pytester.runpytest(*dist_mode, "--durations=1", "--durations-min=0")
+    result = pytester.runpytest("--durations=1", "--durations-min=0")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines_random(
         [
@@ -130,6 +133,10 @@ def test_hang_is_cut_at_the_timeout(
 
 
 def test_perf_recorded_then_compared(pytester: pytest.Pytester, dist_mode: list[str]) -> None:
+    """The compare in each xdist mode: the ranks' records, merged in a worker, reach the
+    controller's report with their ranks and bandwidth. The update before it runs without
+    workers (the controller writes what the records it gets say, as the compare's report shows
+    they arrive; a run with -n2 starts two workers that each import torch)."""
     pytester.makepyfile("""
         import pytest
         import torch
@@ -143,7 +150,7 @@ def test_perf_recorded_then_compared(pytester: pytest.Pytester, dist_mode: list[
             result = dist_rank.bench_collective("all_reduce", torch.ones(1 << 16), max_time=0.3)
             assert result.busbw_gbps == pytest.approx(result.algbw_gbps)  # 2(n-1)/n = 1
     """)
-    first = pytester.runpytest(*dist_mode, "--cudaperf-update")
+    first = pytester.runpytest("--cudaperf-update")
     first.assert_outcomes(passed=1)
     baselines = list((pytester.path / ".cudaperf").glob("*.json"))
     assert len(baselines) == 1

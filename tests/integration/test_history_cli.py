@@ -36,9 +36,12 @@ FAST = ["--cudaperf-max-time=0.05", "-p", "no:cacheprovider", "--cudaperf-device
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
 def test_every_run_is_appended_to_the_history(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    """The first run in each xdist mode: the records the workers send reach the controller,
+    which writes the history. The second appends to it without workers (appending is the
+    controller's alone; a run with -n 2 starts two workers that each import torch)."""
     pytester.makepyfile(test_suite=SUITE)
-    for _ in range(2):
-        result = pytester.runpytest(*FAST, *xdist, "--cudaperf-history=h/runs.sqlite")
+    for args in (xdist, []):
+        result = pytester.runpytest(*FAST, *args, "--cudaperf-history=h/runs.sqlite")
         result.assert_outcomes(passed=2)
         result.stdout.fnmatch_lines(
             ["cudaperf: history */h/runs.sqlite: this run added, 2 series measured, commit *"]

@@ -47,6 +47,13 @@ def _series_keys(pytester: pytest.Pytester) -> list[tuple[str, str]]:
 def test_update_compare_regress_update_cycle(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: list[str]
 ) -> None:
+    """The first update and the planted regression run in the test's xdist mode: the records a
+    worker sends the controller, written to a new baseline, and the verdicts, failures and counts
+    merged from the workers. The unchanged compare and the update that follows the change run
+    without workers under -n2 (the same records and counts reach the controller as in those two
+    runs; what they add, a pass and a series started afresh, is the controller's): each -n2 run
+    starts two workers that each import torch."""
+    settled = [] if "-n2" in mode else mode
     # two parametrized sleepers and the timed one: each run measures three tests, not five
     pytester.makepyfile(test_sleepers=SLEEPERS.replace("range(4)", "range(2)"))
     first = pytester.runpytest(*mode, *FAST, "--cudaperf-update")
@@ -61,7 +68,7 @@ def test_update_compare_regress_update_cycle(
     timed = _baseline_entries(pytester)["test_sleepers.py::test_timed"]["inner"]["time:wall"]
     assert len(timed["recordings"]) == 1
 
-    same = pytester.runpytest(*mode, *FAST)
+    same = pytester.runpytest(*settled, *FAST)
     same.assert_outcomes(passed=3)
     same.stdout.fnmatch_lines(
         ["cudaperf: 3 measured, 0 regressions, 0 improved, 0 new, 0 inconclusive"]
@@ -89,7 +96,7 @@ def test_update_compare_regress_update_cycle(
     slow.stdout.fnmatch_lines(["test_sleepers.py::test_timed [[]inner[]]  *REGRESSION*"])
 
     # the update follows the change: every series starts afresh at the new level
-    again = pytester.runpytest(*mode, *FAST, "--cudaperf-update", "--cudaperf-rounds=1")
+    again = pytester.runpytest(*settled, *FAST, "--cudaperf-update", "--cudaperf-rounds=1")
     again.assert_outcomes(passed=3)
     again.stdout.fnmatch_lines(
         ["cudaperf: baselines *: 0 added, 3 updated (3 started afresh), 0 kept"]

@@ -459,14 +459,17 @@ def test_record_end_to_end_in_real_processes(tmp_path: Path) -> None:
         """)
     )
     root = Path(__file__).parents[2]
+    # the shortest budget, one round: what is asserted is the recordings' count, not their value
     result = subprocess.run(
         [sys.executable, "-m", "pytest_cudaperf.cli", "record", "--runs", "2", "--", "-q", "-p",
-         "no:cacheprovider"],
+         "no:cacheprovider", "--cudaperf-max-time=0.05", "--cudaperf-rounds=1"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        # PYTEST_PLUGINS: where the plugin is loaded from a checkout, not its entry point
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env()},
+        # PYTEST_PLUGINS: where the plugin is loaded from a checkout, not its entry point;
+        # PYTEST_ADDOPTS: the plugins these processes do without, left out (tests/conftest.py)
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env(),
+             "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", "")},
         timeout=300,
         check=False,
     )  # fmt: skip
