@@ -51,8 +51,9 @@ def parse_count(text: str) -> int:
 
 
 def parse_round_of(text: str) -> int:
-    """``off`` (0), or a round count >= 2 of which one is measured."""
-    if text.strip().lower() == "off":
+    """``off`` or ``0`` (0: as a child's environment writes it), or a round count >= 2 of which
+    one is measured."""
+    if text.strip().lower() in ("off", "0"):
         return 0
     try:
         value = int(text.strip())

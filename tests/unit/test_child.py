@@ -48,6 +48,27 @@ def test_settings_reach_ranks_through_the_environment(tmp_path: Path) -> None:
     assert env["PYTEST_CUDAPERF_ROOFLINE"] == env["PYTEST_CUDAPERF_ENERGY"] == "0"  # times only
 
 
+def test_every_setting_a_child_gets_reads_back_as_it_was(tmp_path: Path) -> None:
+    """The environment a child gets is read by the child's own settings resolution: each value
+    parses back to the parent's (a default written as ``0`` that its parser refused made every
+    rank and fresh process a usage error)."""
+    from pytest_cudaperf.settings import resolve
+
+    class NoConfig:
+        def getoption(self, name: str) -> None:
+            return None
+
+        def getini(self, name: str) -> str:
+            return ""
+
+    for settings in (Settings(), Settings(round_of=3, rounds=1, cpu_threads=0, remeasure="off")):
+        env = settings_env(settings, tmp_path)
+        child = resolve(NoConfig(), env, str(tmp_path))
+        for name in env:
+            option = name.removeprefix("PYTEST_CUDAPERF_").lower()
+            assert getattr(child, option) == getattr(settings, option) or option == "baseline_dir"
+
+
 def test_a_list_setting_reaches_a_child_as_its_variable_reads_it(tmp_path: Path) -> None:
     from pytest_cudaperf.settings import parse_names
 
