@@ -27,8 +27,8 @@ import torch._dynamo  # noqa: F401
 # in every inner run of this process. Nothing an inner run allocates is frozen: its census and
 # leak sites see all of it. Inner runs in processes of their own (xdist workers, fresh
 # processes) keep the whole heap, as a user's run does. A leak check on an allocator backend
-# (frozen_heap: the unit tests' scripted CUDA allocator) unfreezes everything as it ends: the
-# pytester fixture freezes again, before its test's inner runs allocate anything.
+# (frozen_heap) leaves this freeze as it is; a test that unfroze the heap itself is followed by
+# the pytester fixture's freezing again, before its test's inner runs allocate anything.
 gc.freeze()
 #: how many objects that froze
 FROZEN = gc.get_freeze_count()
@@ -87,7 +87,7 @@ def pytester(
     ``PYTEST_ADDOPTS`` as it starts, after the autouse fixture set it, so it is set again here."""
     if addopts := _inner_addopts(request):
         monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
-    if gc.get_freeze_count() < FROZEN:  # unfrozen by a leak check since (see above)
+    if gc.get_freeze_count() < FROZEN:  # unfrozen by a test since (see above)
         gc.collect()
         gc.freeze()
     return pytester

@@ -22,8 +22,13 @@ def frozen_heap() -> Iterator[None]:
     """Collect once, then ``gc.freeze()`` what exists: later collections scan only the objects
     the body creates (a full collection of a large process costs ~100 ms). Only for allocator
     readings: ``gc.get_objects()`` omits frozen objects, so a census of CPU tensors would count
-    state that a run replaces (new gradients) as growth."""
+    state that a run replaces (new gradients) as growth. A heap that is frozen already (the
+    process's own ``gc.freeze()``) is left frozen as it is: ``gc.unfreeze()`` after would undo
+    that freeze too, and collections then scan only what was made since it."""
     gc.collect()
+    if gc.get_freeze_count():
+        yield
+        return
     gc.freeze()
     try:
         yield

@@ -347,3 +347,29 @@ def test_leak_checks_read_the_allocator_of_the_tests_device(
     assert device_type("auto", "cpu") == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert device_type("auto") == "cpu"
+
+
+def test_frozen_heap_freezes_for_its_body_and_leaves_a_frozen_heap_frozen() -> None:
+    """A leak check on an allocator freezes what exists for its body and unfreezes after; where
+    the process froze its heap itself, that freeze outlives the check (unfreezing would undo
+    it)."""
+    import gc
+
+    from pytest_cudaperf.memory.protocol import frozen_heap
+
+    before = gc.get_freeze_count()
+    gc.unfreeze()
+    try:
+        with frozen_heap():
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() == 0  # nothing was frozen before: nothing is after
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        with frozen_heap():
+            pass
+        assert gc.get_freeze_count() == frozen  # the process's own freeze, kept
+    finally:
+        if before:  # the test process's own (tests/conftest.py)
+            gc.freeze()
+        else:
+            gc.unfreeze()
