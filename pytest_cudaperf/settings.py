@@ -56,9 +56,9 @@ def parse_round_of(text: str) -> int:
     if text.strip().lower() in ("off", "0"):
         return 0
     try:
-        value = int(text.strip())
+        value = parse_count(text)
     except ValueError:
-        raise ValueError(f"expected off or a whole number >= 2, got {text!r}") from None
+        value = 0
     if value < 2:
         raise ValueError(f"expected off or a whole number >= 2, got {text!r}")
     return value

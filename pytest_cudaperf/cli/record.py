@@ -18,6 +18,7 @@ from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.paths import unwritable
 from pytest_cudaperf.series import MIN_PROCESSES, Record
+from pytest_cudaperf.settings import OPTIONS
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.store.format import BaselineError
 from pytest_cudaperf.units import format_ms
@@ -62,19 +63,18 @@ PROFILING = ("--cudaperf-max-time=0.01", "--cudaperf-rounds=1", *RECORDING[1:])
 ONE_ROUND = "--cudaperf-round-of=3"
 
 
-def given(args: Sequence[str], option: str, env: Mapping[str, str]) -> str | None:
-    """The value the pytest arguments (``--cudaperf-x=V`` or ``--cudaperf-x V``, the last one)
-    or else the environment twin (``PYTEST_CUDAPERF_X``) give ``option`` (``--cudaperf-x``);
+def given(args: Sequence[str], name: str, env: Mapping[str, str]) -> str | None:
+    """The value the pytest arguments (``--cudaperf-NAME=V`` or ``--cudaperf-NAME V``, the last
+    one) or else the option's environment twin give the option ``name`` (``settings.OPTIONS``);
     None where neither does (the ini file may still)."""
+    option = next(o for o in OPTIONS if o.name == name)
     found = None
     for i, arg in enumerate(args):
-        if arg.startswith(option + "="):
+        if arg.startswith(option.cli + "="):
             found = arg.split("=", 1)[1]
-        elif arg == option and i + 1 < len(args):
+        elif arg == option.cli and i + 1 < len(args):
             found = args[i + 1]
-    if found is not None:
-        return found
-    return env.get("PYTEST_" + option.removeprefix("--").upper().replace("-", "_"))
+    return found if found is not None else env.get(option.env)
 
 
 def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[str]:
@@ -83,7 +83,7 @@ def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[st
     environment set ``--cudaperf-rounds`` or ``--cudaperf-round-of`` themselves."""
     added = list(RECORDING)
     if runs >= MIN_PROCESSES and all(
-        given(args, option, env) is None for option in ("--cudaperf-rounds", "--cudaperf-round-of")
+        given(args, name, env) is None for name in ("rounds", "round-of")
     ):
         added.append(ONE_ROUND)
     return added
@@ -97,7 +97,7 @@ def _attach_breakdowns(
     profiler in its process, and the measuring runs do not pay for profiling (why:
     docs/decisions.md, "Why does `cudaperf record` profile in a run of its own?"). None where
     the pytest arguments or the environment switch breakdowns off."""
-    if given(args, "--cudaperf-breakdown", os.environ) == "off":
+    if given(args, "breakdown", os.environ) == "off":
         print("cudaperf record: breakdowns: off (--cudaperf-breakdown=off), none profiled")
         return
     report = tmp / "breakdowns.json"
