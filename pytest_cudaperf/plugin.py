@@ -6,10 +6,12 @@ import contextlib
 import os
 from collections.abc import Generator
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_cudaperf import turns
 from pytest_cudaperf.benchcompat import jsonfile as bench_json
 from pytest_cudaperf.benchcompat import marker as bench_marker
 from pytest_cudaperf.benchcompat import options as bench_options
@@ -44,6 +46,8 @@ SERVING = pytest.StashKey[bench_serving.Serving]()
 BENCH = pytest.StashKey["BenchmarkFixture"]()
 #: a test's @pytest.mark.benchmark arguments, or the one line saying what is wrong with them
 BENCH_MARK = pytest.StashKey["bench_marker.BenchmarkMark | str"]()
+#: the turn folder of a run of ``cudaperf record`` (turns.py)
+TURNS = pytest.StashKey[Path]()
 
 
 _CLEAN_EXITS = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -301,6 +305,9 @@ def _open_run(config: pytest.Config) -> RunContext:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    folder = turns.from_env(os.environ)
+    if folder is not None and not hasattr(config, "workerinput"):
+        config.stash[TURNS] = folder
     for name in SPECS:
         config.addinivalue_line("markers", marker_help(name))
     run = CudaperfRun(_open_run(config))
@@ -532,7 +539,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
-    """After the loop: its suspects confirmed in one fresh process, the held reports logged."""
+    """Before the loop, a run of ``cudaperf record`` waits for its turn (turns.py); after it, its
+    suspects confirmed in one fresh process, the held reports logged."""
+    folder = session.config.stash.get(TURNS, None)
+    if folder is not None:
+        turns.take_turn(folder)
     loop = _run(session.config).loop
     if loop is None:
         return (yield)

@@ -9,9 +9,13 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from pytest_cudaperf import turns
 
 #: seconds a stopped process group has to end after SIGTERM before it is killed
 STOP_GRACE_S = 10.0
@@ -69,3 +73,49 @@ def stop_group(run: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> Non
 def _signal_group(group: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):  # the group has ended
         os.killpg(group, sig)
+
+
+#: seconds between two looks at the processes started together (:func:`run_in_turns`)
+POLL_S = 0.05
+
+
+def run_in_turns(
+    cmds: Sequence[Sequence[str]],
+    folder: Path,
+    ended: Callable[[int, int, float, Path], None] = lambda index, rc, wall, log: None,
+) -> list[int]:
+    """The exit codes of ``cmds``, started together, each in a session of its own with its
+    output in ``folder/run-I.log``, and measuring in turns (:mod:`pytest_cudaperf.turns`): the
+    turn is held until each process has marked itself ready or has ended, then taken by one
+    process after another. ``ended(index, rc, seconds, log)`` is called as each one ends.
+    Whatever ends the wait (Ctrl-C, :class:`Terminated`) stops every process still running
+    (:func:`stop_group`) before it goes on up."""
+    gate = turns.Gate(folder / "turns")
+    env = {**os.environ, turns.ENV: str(gate.folder)}
+    began = time.monotonic()
+    running: dict[int, subprocess.Popen[bytes]] = {}
+    codes: list[int | None] = [None] * len(cmds)
+    logs = [folder / f"run-{index + 1}.log" for index in range(len(cmds))]
+    try:
+        for index, cmd in enumerate(cmds):
+            with logs[index].open("wb") as log:
+                running[index] = subprocess.Popen(
+                    list(cmd), start_new_session=True, env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+        while running:
+            for index, run in list(running.items()):
+                rc = run.poll()
+                if rc is not None:
+                    del running[index]
+                    codes[index] = rc
+                    ended(index, rc, time.monotonic() - began, logs[index])
+            if not gate.is_open and gate.all_ready(run.pid for run in running.values()):
+                gate.open()
+            time.sleep(POLL_S)
+    except BaseException:
+        for run in running.values():
+            stop_group(run)
+        raise
+    finally:
+        gate.open()
+    return [rc if rc is not None else 2 for rc in codes]

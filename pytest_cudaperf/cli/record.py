@@ -12,7 +12,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_cudaperf.cli.process import run_in_session
+from pytest_cudaperf import turns
+from pytest_cudaperf.cli.process import run_in_session, run_in_turns
 from pytest_cudaperf.cli.sources import CliError, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
@@ -25,8 +26,9 @@ from pytest_cudaperf.units import format_ms
 
 #: a series of one device class: (device class, key, series name)
 Where = tuple[str, SeriesKey, str]
-#: runs a pytest command line (arguments after ``python -m pytest``) and returns its exit code
-Runner = Callable[[Sequence[str]], int]
+#: runs pytest command lines (each the arguments after ``python -m pytest``), whose output and
+#: scratch files may go into the folder given, and returns their exit codes in order
+Runner = Callable[[Sequence[Sequence[str]], Path], list[int]]
 
 
 #: what pytest's exit codes other than 0 (passed) and 1 (tests failed) mean
@@ -38,11 +40,43 @@ EXIT_CODES = {
 }
 
 
-def run_pytest(args: Sequence[str]) -> int:
-    """The default :data:`Runner`: ``python -m pytest ARGS`` in its own process and session
-    (:func:`run_in_session`): a Ctrl-C or SIGTERM reaches ``cudaperf record`` alone, which stops
-    the run it is waiting for (the run writes nothing that outlives it)."""
-    return run_in_session([sys.executable, "-m", "pytest", *args])
+def run_pytest(runs: Sequence[Sequence[str]], folder: Path) -> list[int]:
+    """The default :data:`Runner`: each ``python -m pytest ARGS`` its own process and session
+    (a Ctrl-C or SIGTERM reaches ``cudaperf record`` alone, which stops every run still going;
+    a run writes nothing that outlives it). The runs start together and measure in turns
+    (:func:`run_in_turns`: their start-ups overlap, their measurements do not), each one's
+    output in ``folder``, its end said as it comes and the last lines of a run that could not
+    run its tests shown; where processes cannot take turns (no ``fcntl``), one after another,
+    their output on the terminal."""
+    cmds = [[sys.executable, "-m", "pytest", *args] for args in runs]
+    if not turns.AVAILABLE:
+        return [run_in_session(cmd) for cmd in cmds]
+    print(
+        f"cudaperf record: {len(cmds)} pytest processes started together, each measuring in "
+        "its turn"
+    )
+
+    def ended(index: int, rc: int, wall: float, log: Path) -> None:
+        print(f"cudaperf record: process {index + 1}/{len(cmds)} ended: exit {rc}, {wall:.0f} s")
+        if rc not in (0, 1):
+            tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+            print("\n".join(f"    {line}" for line in tail))
+
+    return run_in_turns(cmds, folder, ended)
+
+
+def one_by_one(run: Callable[[Sequence[str]], int]) -> Runner:
+    """A :data:`Runner` that runs each command line with ``run`` (its arguments to pytest; its
+    exit code back), one after another."""
+
+    def runs(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
+        return [run(cmd) for cmd in cmds]
+
+    return runs
+
+
+#: the last lines of a run's output shown when it could not run its tests
+TAIL_LINES = 15
 
 
 #: what a recording run leaves out: a verdict against the old baseline counts for nothing there,
@@ -89,29 +123,26 @@ def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[st
     return added
 
 
-def _attach_breakdowns(
-    runner: Runner, args: Sequence[str], tmp: Path, series: dict[Where, list[Record]]
-) -> None:
-    """One more run, profiling only: each series' kernel (or op) breakdown, put on its last
-    recording's record. Apart from the measuring runs, so that no kept measurement runs after a
-    profiler in its process, and the measuring runs do not pay for profiling (why:
-    docs/decisions.md, "Why does `cudaperf record` profile in a run of its own?"). None where
-    the pytest arguments or the environment switch breakdowns off."""
+def profiling(args: Sequence[str], tmp: Path) -> list[str] | None:
+    """The pytest arguments of one more run, profiling only, that records each series' kernel
+    (or op) breakdown into ``tmp``'s report; apart from the measuring runs, so that no kept
+    measurement runs after a profiler in its process, and the measuring runs do not pay for
+    profiling (why: docs/decisions.md, "Why does `cudaperf record` profile in a run of its
+    own?"). None where the pytest arguments or the environment switch breakdowns off."""
     if given(args, "breakdown", os.environ) == "off":
+        return None
+    scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
+    report = f"--cudaperf-json={tmp / 'breakdowns.json'}"
+    return [*args, "--cudaperf-update", scratch, *PROFILING, "--cudaperf-breakdown=auto", report]
+
+
+def _attach_breakdowns(rc: int | None, tmp: Path, series: dict[Where, list[Record]]) -> None:
+    """The profiling run's breakdowns (it exited ``rc``; None: it did not run), each put on
+    its series' last recording."""
+    if rc is None:
         print("cudaperf record: breakdowns: off (--cudaperf-breakdown=off), none profiled")
         return
     report = tmp / "breakdowns.json"
-    scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
-    rc = runner(
-        [
-            *args,
-            "--cudaperf-update",
-            scratch,
-            *PROFILING,
-            "--cudaperf-breakdown=auto",
-            f"--cudaperf-json={report}",
-        ]
-    )
     if not report.exists():
         print(f"cudaperf record: breakdowns: pytest exited {rc} without a report; none kept")
         return
@@ -130,9 +161,11 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     """Run the pytest command ``runs`` times, each its own process writing a JSON report (with
     breakdowns off, nothing written to the baseline, one round per measurement from
     ``MIN_PROCESSES`` runs on: :func:`measuring`; a test may fail against the old baseline, its
-    recording counts all the same); then every series whose test body passed in every run becomes
-    a fresh series made of its ``runs`` recordings, in the baseline folder the runs used, and one
-    more run in update mode into a scratch folder records the breakdowns."""
+    recording counts all the same), and one more run in update mode into a scratch folder that
+    profiles the breakdowns (:func:`profiling`), all started together by ``runner`` (the default
+    measures in turns: :func:`run_pytest`); then every series whose test body passed in every
+    run becomes a fresh series made of its ``runs`` recordings, with its breakdown, in the
+    baseline folder the runs used."""
     args = [a for a in pytest_args if a != "--"]
     for bad in ("--cudaperf-json", "--cudaperf-prune", "--cudaperf-update"):
         if any(a == bad or a.startswith(bad + "=") for a in args):
@@ -147,10 +180,13 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     collected: dict[Where, list[Record]] = {}
     failed_bodies: set[Where] = set()
     worst = 0
-    with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as tmp:
-        for run in range(1, runs + 1):
-            report = Path(tmp) / f"run{run}.json"
-            rc = runner([*args, *added, f"--cudaperf-json={report}"])
+    with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as name:
+        tmp = Path(name)
+        reports = [tmp / f"run{run}.json" for run in range(1, runs + 1)]
+        profile = profiling(args, tmp)
+        cmds = [[*args, *added, f"--cudaperf-json={report}"] for report in reports]
+        codes = runner([*cmds, *([profile] if profile is not None else [])], tmp)
+        for run, (rc, report) in enumerate(zip(codes, reports, strict=False), 1):
             if rc not in (0, 1) or not report.exists():
                 why = EXIT_CODES.get(rc, "no report") if rc not in (0, 1) else "no report"
                 print(
@@ -184,7 +220,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
             if len(records) == runs and where not in failed_bodies
         }
         if complete:
-            _attach_breakdowns(runner, args, Path(tmp), complete)
+            _attach_breakdowns(codes[runs] if profile is not None else None, tmp, complete)
     skipped = len(collected.keys() | failed_bodies) - len(complete)
     uneven = uneven_host(loops)
     if uneven:

@@ -11,11 +11,14 @@ verdict's band; a 20x change is beyond any noise seen here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_cudaperf import turns
 
 FAST = ["--cudaperf-max-time=0.2", "--cudaperf-tolerance=30%", "-p", "no:cacheprovider"]
 
@@ -107,6 +110,7 @@ def test_record_writes_series_of_k_recordings_and_show_says_so(
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(
         [
+            "cudaperf record: 4 pytest processes started together, each measuring in its turn",
             "*run 1/3: pytest exited 0, 2 series*",
             "*run 2/3: pytest exited 0, 2 series*",
             "*run 3/3: pytest exited 0, 2 series*",
@@ -136,3 +140,36 @@ def test_record_writes_series_of_k_recordings_and_show_says_so(
     judged = pytester.runpytest("--cudaperf-max-time=0.1", "-p", "no:cacheprovider")
     judged.assert_outcomes(passed=2)
     judged.stdout.fnmatch_lines(["cudaperf: 2 measured, 0 regressions, *, 0 new, *"])
+
+
+@pytest.mark.skipif(not turns.AVAILABLE, reason="turns need fcntl")
+def test_a_run_handed_a_turn_marks_itself_ready_and_hands_it_no_further(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of ``cudaperf record`` (the turn folder in its environment) marks itself ready once
+    collected and waits for the turn; the environment it leaves to the processes it starts (a
+    fresh process, xdist's workers) no longer hands the turn on."""
+    pytester.makepyfile(test_rec=RECORDED)
+    folder = pytester.path / "turns"
+    gate = turns.Gate(folder)
+    monkeypatch.setenv(turns.ENV, str(folder))
+    gate.open()  # the run would wait for it here
+    result = pytester.runpytest("-q", *FAST)
+    result.assert_outcomes(passed=2)
+    assert turns.ready_mark(folder, os.getpid()).exists()
+    assert turns.ENV not in os.environ
+
+
+@pytest.mark.skipif(not turns.AVAILABLE, reason="turns need fcntl")
+def test_under_xdist_only_the_controller_takes_the_turn(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``-n 2`` the controller holds the turn for the whole run; a worker that waited for
+    it too would never get it (the run would hang, cut by the timeout)."""
+    pytester.makepyfile(test_rec=RECORDED)
+    folder = pytester.path / "turns"
+    turns.Gate(folder).open()
+    monkeypatch.setenv(turns.ENV, str(folder))
+    result = pytester.runpytest_subprocess("-n", "2", *FAST, timeout=120)
+    result.assert_outcomes(passed=2)
+    assert len(list(folder.glob("ready-*"))) == 1

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_cudaperf import cli
 from pytest_cudaperf.cli import main
-from pytest_cudaperf.cli.record import uneven_host
+from pytest_cudaperf.cli.record import one_by_one, uneven_host
 from pytest_cudaperf.cli.sources import read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, dumps
@@ -199,7 +199,10 @@ def test_record_merges_every_run_as_a_fresh_series(
     folder = tmp_path / ".cudaperf"
     _baseline(folder, 9.0)  # an old level: replaced, not averaged in
     fake = FakePytest({"t.py::a": [1.0, 1.1, 0.9, 1.0, 1.0], "t.py::b[c#d]": [2.0] * 5})
-    rc = main(["record", "--runs", "5", "--baseline-dir", str(folder), "--", "-q", "tests"], fake)
+    rc = main(
+        ["record", "--runs", "5", "--baseline-dir", str(folder), "--", "-q", "tests"],
+        one_by_one(fake),
+    )
     assert rc == 0
     assert len(fake.calls) == 6  # five measuring runs, then one that only profiles
     assert all("--cudaperf-breakdown=off" in call for call in fake.calls[:5])
@@ -263,7 +266,12 @@ def test_record_measures_one_round_of_three_unless_told_otherwise(
         monkeypatch.setenv(name, value)
     fake = FakePytest({"t.py::a": [1.0] * runs})
     folder = str(tmp_path / ".cudaperf")
-    assert main(["record", "--runs", str(runs), "--baseline-dir", folder, "--", *args], fake) == 0
+    assert (
+        main(
+            ["record", "--runs", str(runs), "--baseline-dir", folder, "--", *args], one_by_one(fake)
+        )
+        == 0
+    )
     for call in fake.calls[:runs]:
         given = [a for i, a in enumerate(call) if a.startswith("--cudaperf-round") or (
             i and call[i - 1] == "--cudaperf-rounds")]  # fmt: skip
@@ -281,7 +289,10 @@ def test_record_with_breakdowns_off_profiles_nothing(
         monkeypatch.setenv("PYTEST_CUDAPERF_BREAKDOWN", "off")
     fake = FakePytest({"t.py::a": [1.0] * 3})
     folder = str(tmp_path / ".cudaperf")
-    assert main(["record", "--runs", "3", "--baseline-dir", folder, "--", *args], fake) == 0
+    assert (
+        main(["record", "--runs", "3", "--baseline-dir", folder, "--", *args], one_by_one(fake))
+        == 0
+    )
     assert len(fake.calls) == 3
     assert "breakdowns: off (--cudaperf-breakdown=off), none profiled" in capsys.readouterr().out
     assert BaselineStore.load(Path(folder)).lookup(
@@ -301,7 +312,7 @@ def test_record_says_when_the_host_ran_at_different_speeds(
         out.write_text(_report_text([(dataclasses.replace(record, recording=recording), True)]))
         return 0
 
-    assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], runner) == 0
+    assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], one_by_one(runner)) == 0
     out = capsys.readouterr().out
     assert (
         "cudaperf record: the host ran at different speeds during the runs (a reference loop "
@@ -320,7 +331,7 @@ def test_record_skips_series_that_failed_or_went_missing(
         failing={"t.py::broken"},
         rc=1,
     )
-    rc = main(["record", "--runs", "3", "--baseline-dir", str(tmp_path), "tests"], fake)
+    rc = main(["record", "--runs", "3", "--baseline-dir", str(tmp_path), "tests"], one_by_one(fake))
     assert rc == 1  # a test body failed: pytest's exit code
     out = capsys.readouterr().out
     assert "2 series not recorded" in out
@@ -331,7 +342,7 @@ def test_record_skips_series_that_failed_or_went_missing(
 
 def test_record_ignores_perf_verdict_failures(tmp_path: Path) -> None:
     fake = FakePytest({"t.py::a": [1.0] * 2}, rc=1)  # exit 1 from REGRESSION verdicts only
-    assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], fake) == 0
+    assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], one_by_one(fake)) == 0
 
 
 def test_record_counts_unmeasured_failures_from_the_report(
@@ -340,7 +351,7 @@ def test_record_counts_unmeasured_failures_from_the_report(
     """A test that failed without measuring anything is in the report's ``failed_bodies``: the
     run failed for a reason other than perf verdicts."""
     fake = FakePytest({"t.py::a": [1.0] * 2}, rc=1, failed_bodies=2)
-    assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], fake) == 1
+    assert main(["record", "--runs", "2", "--baseline-dir", str(tmp_path)], one_by_one(fake)) == 1
     assert "2 with a failed test body" in capsys.readouterr().out
 
 
@@ -348,11 +359,11 @@ def test_record_refuses_its_own_options_and_bad_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = FakePytest({})
-    assert main(["record", "--", "--cudaperf-json=x.json"], fake) == 2
+    assert main(["record", "--", "--cudaperf-json=x.json"], one_by_one(fake)) == 2
     assert "leave --cudaperf-json out" in capsys.readouterr().err
-    assert main(["record", "--", "--cudaperf-update"], fake) == 2
+    assert main(["record", "--", "--cudaperf-update"], one_by_one(fake)) == 2
     assert "leave --cudaperf-update out" in capsys.readouterr().err
-    assert main(["record", "--runs", "0"], fake) == 2
+    assert main(["record", "--runs", "0"], one_by_one(fake)) == 2
     assert fake.calls == []
 
 
@@ -360,7 +371,7 @@ def test_record_without_a_report_stops(tmp_path: Path, capsys: pytest.CaptureFix
     def no_report(args: Sequence[str]) -> int:
         return 4
 
-    assert main(["record", "--baseline-dir", str(tmp_path)], no_report) == 4
+    assert main(["record", "--baseline-dir", str(tmp_path)], one_by_one(no_report)) == 4
     out = capsys.readouterr().out
     assert (
         out
@@ -371,16 +382,15 @@ def test_record_without_a_report_stops(tmp_path: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize(
     ("rc", "why"), [(2, "interrupted"), (4, "a usage error"), (5, "no tests collected")]
 )
-def test_record_stops_at_the_first_run_that_failed_for_another_reason(
+def test_record_records_nothing_when_a_run_failed_for_another_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], rc: int, why: str
 ) -> None:
-    """A run that ends with a report but exit code 2, 4 or 5 stops the recording there: no more
-    runs, nothing recorded, pytest's code."""
+    """A run that ends with a report but exit code 2, 4 or 5 stops the recording at it: nothing
+    recorded, pytest's code."""
     fake = FakePytest({"t.py::a": [1.0] * 5})
-    codes = iter([0, rc])
-    first_two = lambda args: (fake(args), next(codes))[1]  # noqa: E731
-    assert main(["record", "--baseline-dir", str(tmp_path / "b")], first_two) == rc
-    assert len(fake.calls) == 2
+    codes = iter([0, rc, 0, 0, 0, 0])
+    second_fails = lambda args: (fake(args), next(codes))[1]  # noqa: E731
+    assert main(["record", "--baseline-dir", str(tmp_path / "b")], one_by_one(second_fails)) == rc
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"cudaperf record: run 2/5: pytest exited {rc} ({why}); stopped, nothing recorded"
     )
@@ -392,7 +402,7 @@ def test_record_checks_its_baseline_folder_before_the_first_run(
 ) -> None:
     (tmp_path / "notes.txt").write_text("a file")
     fake = FakePytest({"t.py::a": [1.0] * 5})
-    assert main(["record", "--baseline-dir", str(tmp_path / "notes.txt")], fake) == 2
+    assert main(["record", "--baseline-dir", str(tmp_path / "notes.txt")], one_by_one(fake)) == 2
     assert fake.calls == []
     assert capsys.readouterr().err == (
         f"cudaperf: record: --baseline-dir {tmp_path / 'notes.txt'} exists but is not a folder\n"
@@ -569,7 +579,7 @@ def test_record_and_show_name_a_series_too_noisy_to_fail(
 ) -> None:
     folder = tmp_path / ".cudaperf"
     fake = FakePytest({"t.py::wild": [1.0, 4.0, 1.0], "t.py::calm": [1.0, 1.01, 0.99]})
-    assert main(["record", "--runs", "3", "--baseline-dir", str(folder)], fake) == 0
+    assert main(["record", "--runs", "3", "--baseline-dir", str(folder)], one_by_one(fake)) == 0
     out = capsys.readouterr().out
     assert (
         "BLIND t.py::wild {time:device/cold}: ±300% (series moves ±300% between processes (3 "
@@ -630,7 +640,7 @@ def test_record_names_a_series_recorded_while_the_cpu_was_shared(
         out.write_text(_report_text(items))
         return 0
 
-    assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], runner) == 0
+    assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], one_by_one(runner)) == 0
     out = capsys.readouterr().out
     assert (
         "cudaperf record: t.py::a {time:wall}: 2 of 3 recordings taken while other processes "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -13,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_cudaperf import turns
 from pytest_cudaperf.cli.process import (
     TERMINATED_EXIT,
     Terminated,
     run_in_session,
+    run_in_turns,
     sigterm_raises,
     stop_group,
 )
@@ -130,3 +133,58 @@ def test_sigterm_raises_outside_the_main_thread_sets_no_handler() -> None:
     thread.start()
     thread.join()
     assert seen == [before]
+
+
+#: a run that starts up (sleeps its argv[2] seconds), takes its turn as a pytest run of
+#: ``cudaperf record`` does, and "measures": its ready and turn times go to the file argv[1]
+TURN_TAKER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pytest_cudaperf import turns
+    folder = turns.from_env(os.environ)
+    time.sleep(float(sys.argv[2]))
+    ready = time.time()
+    turns.take_turn(folder)
+    began = time.time()
+    time.sleep(0.2)
+    open(sys.argv[1], "w").write(f"{ready} {began} {time.time()} {turns.ENV in os.environ}")
+    sys.exit(int(sys.argv[3]))
+    """
+)
+
+
+@pytest.mark.skipif(not turns.AVAILABLE, reason="turns need fcntl")
+def test_runs_started_together_measure_in_turns_once_all_are_ready(tmp_path: Path) -> None:
+    """Started together, the runs start up side by side; none measures before every one still
+    running is ready (the slow starter's 0.6 s), and no two measure at once. Each one's end is
+    said with its exit code, and the turn folder is not handed further."""
+    starts = [0.0, 0.6, 0.1, 0.0]
+    codes = [0, 1, 0, 4]
+    ended: list[tuple[int, int]] = []
+    began = time.time()
+    found = run_in_turns(
+        [
+            [sys.executable, "-c", TURN_TAKER, str(tmp_path / f"t{i}"), str(start), str(rc)]
+            for i, (start, rc) in enumerate(zip(starts, codes, strict=True))
+        ],
+        tmp_path,
+        lambda index, rc, wall, log: ended.append((index, rc)),
+    )
+    assert found == codes
+    assert sorted(ended) == list(enumerate(codes))
+    times = [(tmp_path / f"t{i}").read_text().split() for i in range(len(starts))]
+    assert all(handed == "False" for *_, handed in times)
+    spans = sorted((float(b), float(e)) for _, b, e, _ in times)
+    last_ready = max(float(ready) for ready, *_ in times)
+    assert spans[0][0] >= last_ready  # nobody measured while another still started up
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+    assert spans[-1][1] - began < 0.6 + 4 * 0.2 + 3.0  # side by side, not one after another
+
+
+@pytest.mark.skipif(not turns.AVAILABLE, reason="turns need fcntl")
+def test_a_run_that_ends_before_it_is_ready_does_not_hold_the_others(tmp_path: Path) -> None:
+    """A run that never takes its turn (a usage error before its tests) ends; the others go on."""
+    never = [sys.executable, "-c", "import sys; sys.exit(4)"]
+    taker = [sys.executable, "-c", TURN_TAKER, str(tmp_path / "t"), "0.2", "0"]
+    assert run_in_turns([never, taker], tmp_path) == [4, 0]
+    assert (tmp_path / "run-1.log").exists()
