@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_cudaperf import cli
+from pytest_cudaperf import cli, turns
 from pytest_cudaperf.cli import main
-from pytest_cudaperf.cli.record import one_by_one, uneven_host
+from pytest_cudaperf.cli.record import one_by_one, run_pytest, uneven_host
 from pytest_cudaperf.cli.sources import read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, dumps
@@ -647,3 +647,14 @@ def test_record_names_a_series_recorded_while_the_cpu_was_shared(
         "shared the CPU (e.g. waited for a CPU 91% of the time)" in out
     )
     assert out.count("shared the CPU") == 1
+
+
+def test_record_runs_one_after_another_where_processes_cannot_take_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``fcntl`` (Windows) the default runner starts no run before the one before it
+    ended, and says nothing of turns; exit codes in order."""
+    monkeypatch.setattr(turns, "AVAILABLE", False)
+    assert run_pytest([["--version"], ["--no-such-option"]], tmp_path) == [0, 4]
+    assert "together" not in capsys.readouterr().out
+    assert not (tmp_path / "turns").exists()
