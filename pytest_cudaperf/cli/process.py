@@ -75,6 +75,11 @@ def _signal_group(group: int, sig: signal.Signals) -> None:
         os.killpg(group, sig)
 
 
+def run_log(folder: Path, index: int) -> Path:
+    """Where :func:`run_in_turns` puts the output of its ``index``-th command (from 0)."""
+    return folder / f"run-{index + 1}.log"
+
+
 #: seconds between two looks at the processes started together (:func:`run_in_turns`)
 POLL_S = 0.05
 
@@ -85,17 +90,17 @@ def run_in_turns(
     ended: Callable[[int, int, float, Path], None] = lambda index, rc, wall, log: None,
 ) -> list[int]:
     """The exit codes of ``cmds``, started together, each in a session of its own with its
-    output in ``folder/run-I.log``, and measuring in turns (:mod:`pytest_cudaperf.turns`): the
-    turn is held until each process has marked itself ready or has ended, then taken by one
-    process after another. ``ended(index, rc, seconds, log)`` is called as each one ends.
-    Whatever ends the wait (Ctrl-C, :class:`Terminated`) stops every process still running
-    (:func:`stop_group`) before it goes on up."""
+    output in ``folder`` (:func:`run_log`), and measuring in turns
+    (:mod:`pytest_cudaperf.turns`): the turn is held until each process has marked itself ready
+    or has ended, then taken by one process after another. ``ended(index, rc, seconds, log)``
+    is called as each one ends. Whatever ends the wait (Ctrl-C, :class:`Terminated`) stops
+    every process still running (:func:`stop_group`) before it goes on up."""
     gate = turns.Gate(folder / "turns")
     env = {**os.environ, turns.ENV: str(gate.folder)}
     began = time.monotonic()
     running: dict[int, subprocess.Popen[bytes]] = {}
     codes: list[int | None] = [None] * len(cmds)
-    logs = [folder / f"run-{index + 1}.log" for index in range(len(cmds))]
+    logs = [run_log(folder, index) for index in range(len(cmds))]
     try:
         for index, cmd in enumerate(cmds):
             with logs[index].open("wb") as log:

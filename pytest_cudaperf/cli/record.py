@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_cudaperf import turns
-from pytest_cudaperf.cli.process import run_in_session, run_in_turns
+from pytest_cudaperf.cli.process import run_in_session, run_in_turns, run_log
 from pytest_cudaperf.cli.sources import CliError, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
@@ -45,9 +45,8 @@ def run_pytest(runs: Sequence[Sequence[str]], folder: Path) -> list[int]:
     (a Ctrl-C or SIGTERM reaches ``cudaperf record`` alone, which stops every run still going;
     a run writes nothing that outlives it). The runs start together and measure in turns
     (:func:`run_in_turns`: their start-ups overlap, their measurements do not), each one's
-    output in ``folder``, its end said as it comes and the last lines of a run that could not
-    run its tests shown; where processes cannot take turns (no ``fcntl``), one after another,
-    their output on the terminal."""
+    output in ``folder`` (:func:`run_log`) and its end said as it comes; where processes cannot
+    take turns (no ``fcntl``), one after another, their output on the terminal."""
     cmds = [[sys.executable, "-m", "pytest", *args] for args in runs]
     if not turns.AVAILABLE:
         return [run_in_session(cmd) for cmd in cmds]
@@ -58,9 +57,6 @@ def run_pytest(runs: Sequence[Sequence[str]], folder: Path) -> list[int]:
 
     def ended(index: int, rc: int, wall: float, log: Path) -> None:
         print(f"cudaperf record: process {index + 1}/{len(cmds)} ended: exit {rc}, {wall:.0f} s")
-        if rc not in (0, 1):
-            tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:]
-            print("\n".join(f"    {line}" for line in tail))
 
     return run_in_turns(cmds, folder, ended)
 
@@ -77,6 +73,14 @@ def one_by_one(run: Callable[[Sequence[str]], int]) -> Runner:
 
 #: the last lines of a run's output shown when it could not run its tests
 TAIL_LINES = 15
+
+
+def _show_tail(log: Path) -> None:
+    """The last :data:`TAIL_LINES` of a run's output, where it went to a file
+    (:func:`run_pytest`), indented under the line that says the run failed."""
+    if log.is_file():
+        tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+        print("\n".join(f"    {line}" for line in tail))
 
 
 #: what a recording run leaves out: a verdict against the old baseline counts for nothing there,
@@ -189,6 +193,7 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
         for run, (rc, report) in enumerate(zip(codes, reports, strict=False), 1):
             if rc not in (0, 1) or not report.exists():
                 why = EXIT_CODES.get(rc, "no report") if rc not in (0, 1) else "no report"
+                _show_tail(run_log(tmp, run - 1))
                 print(
                     f"cudaperf record: run {run}/{runs}: pytest exited {rc} ({why}); "
                     "stopped, nothing recorded"

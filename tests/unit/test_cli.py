@@ -658,3 +658,17 @@ def test_record_runs_one_after_another_where_processes_cannot_take_turns(
     assert run_pytest([["--version"], ["--no-such-option"]], tmp_path) == [0, 4]
     assert "together" not in capsys.readouterr().out
     assert not (tmp_path / "turns").exists()
+
+
+def test_a_run_that_could_not_run_its_tests_shows_its_last_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The runs' output goes to files; one that ends without a report shows its last lines
+    under the line that stops the recording (here pytest's own usage error)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", "--runs", "1", "--", "--no-such-option"]) == 4
+    out = capsys.readouterr().out
+    assert "    python -m pytest: error: unrecognized arguments: --no-such-option\n" in out, out
+    assert out.rstrip().endswith(
+        "run 1/1: pytest exited 4 (a usage error); stopped, nothing recorded"
+    )
