@@ -6,7 +6,6 @@ import contextlib
 import os
 from collections.abc import Generator
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -46,8 +45,6 @@ SERVING = pytest.StashKey[bench_serving.Serving]()
 BENCH = pytest.StashKey["BenchmarkFixture"]()
 #: a test's @pytest.mark.benchmark arguments, or the one line saying what is wrong with them
 BENCH_MARK = pytest.StashKey["bench_marker.BenchmarkMark | str"]()
-#: the turn folder of a run of ``cudaperf record`` (turns.py)
-TURNS = pytest.StashKey[Path]()
 
 
 _CLEAN_EXITS = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -65,6 +62,8 @@ class CudaperfRun:
         #: the test loop that holds back the reports of tests with suspects (None: each suspect
         #: is confirmed inside its test's call)
         self.loop: HeldLoop | None = None
+        #: the turn folder of a run of ``cudaperf record`` (turns.py; None: no turn to take)
+        self.turn = None if ctx.is_worker else turns.from_env(os.environ)
 
     # Hooks of the registered run object (as pytest's junitxml registers LogXML).
 
@@ -305,9 +304,6 @@ def _open_run(config: pytest.Config) -> RunContext:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    folder = turns.from_env(os.environ)
-    if folder is not None and not hasattr(config, "workerinput"):
-        config.stash[TURNS] = folder
     for name in SPECS:
         config.addinivalue_line("markers", marker_help(name))
     run = CudaperfRun(_open_run(config))
@@ -541,10 +537,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
     """Before the loop, a run of ``cudaperf record`` waits for its turn (turns.py); after it, its
     suspects confirmed in one fresh process, the held reports logged."""
-    folder = session.config.stash.get(TURNS, None)
-    if folder is not None:
-        turns.take_turn(folder)
-    loop = _run(session.config).loop
+    run = _run(session.config)
+    if run.turn is not None:
+        turns.take_turn(run.turn)
+    loop = run.loop
     if loop is None:
         return (yield)
     try:

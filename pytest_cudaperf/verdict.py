@@ -99,6 +99,10 @@ class Verdict:
     #: how many times slower (above 1) or faster the host ran the launch reference than at
     #: recording, where beyond ``instability.HOST_MIN`` (a host-bound time: :func:`host_state`)
     host_state: float | None = None
+    #: INCONCLUSIVE only because the series' own noise raised the threshold above the tolerance
+    #: and the point lies between the two, with this run's host as at recording (no contention,
+    #: no host-speed finding): a more precise measurement of the same median stays between them
+    series_bound: bool = False
 
     @property
     def awaits_host(self) -> bool:
@@ -260,6 +264,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         return _exact(obs, base, tolerance, where, diffs)
     seen = adjusted(obs, entry)
     obs, state, host, set_aside = seen.obs, seen.state, seen.host, seen.set_aside
+    series_bound = False
     t = max(tolerance, clean(entry.noise))
     raised_by = "the series' noise"
     contended = entry.metric == "wall" and any(map(instability.is_contention, obs.instability))
@@ -287,6 +292,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         kind = Kind.INCONCLUSIVE
         why, todo = _why_and_todo(obs, entry, tolerance, host is not None, contended)
         body += f"; the series cannot support the tolerance {tolerance:.1%} ({why}): {todo}"
+        series_bound = not contended and host is None
     elif 1 / (1 + t) <= ratio <= 1 + t:
         kind = Kind.PASS
     else:
@@ -306,6 +312,7 @@ def _judge(obs: Observation, entry: Entry | None, tolerance: float, device_class
         diffs,
         other_state=other_state,
         host_state=state,
+        series_bound=series_bound,
     )
 
 

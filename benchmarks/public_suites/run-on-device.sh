@@ -9,6 +9,8 @@
 # MODE:    pytest-benchmark  (the project's own measurement: pytest-benchmark 5.x)
 #          groundtruth       (CUDA events around each call: ground_truth.py)
 #          cudaperf          (the same tests, the `benchmark` fixture served by pytest-cudaperf)
+#          record            (`cudaperf record --runs ${RECORD_RUNS:-5}` of the same tests into
+#                             OUTDIR/baselines, the fixture served by pytest-cudaperf)
 # OUTDIR:  where the JSON, the JUnit XML, the log and the environment go (created; absolute or
 #          relative to the repository root)
 #
@@ -21,7 +23,7 @@
 set -u -o pipefail
 
 PROJECT=${1:?PROJECT: kornia, ml4gw or tensordict}
-MODE=${2:?MODE: pytest-benchmark or cudaperf}
+MODE=${2:?MODE: pytest-benchmark, cudaperf, record or groundtruth}
 OUTDIR=${3:?OUTDIR}
 shift 3
 
@@ -112,6 +114,7 @@ case "$PROJECT" in
 esac
 
 COMMON=(-p no:cacheprovider -rfEs --junitxml="$OUTDIR/$PROJECT-$MODE-junit.xml")
+LAUNCH=(-m pytest)
 case "$MODE" in
   pytest-benchmark)
     MODE_ARGS=(--benchmark-json="$OUTDIR/$PROJECT-$MODE.json") ;;
@@ -125,6 +128,16 @@ case "$MODE" in
       export PYTEST_PLUGINS=pytest_cudaperf.plugin  # not installed: load it from the checkout
     fi
     MODE_ARGS=(--cudaperf-benchmark --benchmark-json="$OUTDIR/$PROJECT-$MODE.json") ;;
+  record)
+    # as cudaperf, each of record's runs a pytest process of its own (they start together and
+    # measure in turns); the baselines go to OUTDIR/baselines
+    export PYTHONPATH="$ROOT:$PYTHONPATH"
+    if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.name == 'cudaperf' for e in m.entry_points(group='pytest11')) else 1)"; then
+      export PYTEST_PLUGINS=pytest_cudaperf.plugin
+    fi
+    LAUNCH=(-m pytest_cudaperf.cli record --runs "${RECORD_RUNS:-5}" --baseline-dir "$OUTDIR/baselines" --)
+    COMMON=(-p no:cacheprovider)
+    MODE_ARGS=(--cudaperf-benchmark) ;;
   groundtruth)
     # CUDA events around each call (benchmarks/public_suites/ground_truth.py serves the fixture
     # and switches pytest-benchmark off, whose options and hooks a suite's config may name;
@@ -146,12 +159,12 @@ esac
   echo "pytest-benchmark compat: $BENCH_COMPAT"
   echo "torchaudio: $TORCHAUDIO_NOTE"
   echo "extra wheels: $(cd "$WHEELS" 2>/dev/null && ls *.whl 2>/dev/null | tr '\n' ' ')"
-  echo "command (in $TREE): $(printf '%q ' "${ENVVARS[@]}" "$PY" -m pytest "${ARGS[@]}" "${COMMON[@]}" "${MODE_ARGS[@]}" "$@")"
+  echo "command (in $TREE): $(printf '%q ' "${ENVVARS[@]}" "$PY" "${LAUNCH[@]}" "${ARGS[@]}" "${COMMON[@]}" "${MODE_ARGS[@]}" "$@")"
 } | tee "$OUTDIR/$PROJECT-$MODE-env.txt"
 
 cd "$TREE" || exit 2
 start=$(date +%s)
-env "${ENVVARS[@]}" "$PY" -m pytest "${ARGS[@]}" "${COMMON[@]}" "${MODE_ARGS[@]}" "$@" \
+env "${ENVVARS[@]}" "$PY" "${LAUNCH[@]}" "${ARGS[@]}" "${COMMON[@]}" "${MODE_ARGS[@]}" "$@" \
   > "$OUTDIR/$PROJECT-$MODE.log" 2>&1
 rc=$?
 echo "exit $rc after $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/$PROJECT-$MODE-env.txt"

@@ -343,8 +343,15 @@ class JudgedMeasurement:
         re-measurements: None not to; else how many it will have spent. One that awaits the host
         (:attr:`Verdict.awaits_host`, with a wait) is measured again once the host is back
         (:meth:`host_back`) and spends none: the wait's deadline bounds those; any other is
-        measured again at once and spends one. None with ``--cudaperf-remeasure=off``."""
+        measured again at once and spends one. None with ``--cudaperf-remeasure=off``, and for
+        a host clock's time (``metric == "wall"``: the CPU's) whose verdict only the series' own
+        noise holds (:attr:`Verdict.series_bound`): a more precise measurement of the same median
+        cannot decide it, another draw of it would only be a second chance to pass (why:
+        docs/decisions.md, "Why is a verdict that only the series' noise holds not measured
+        again?")."""
         if self.test.settings.remeasure == "off":
+            return None
+        if record.verdict.series_bound and measurement.metric == "wall":
             return None
         awaits = self.wait is not None and record.verdict.awaits_host
         if not awaits and spent == REMEASURE:

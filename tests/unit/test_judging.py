@@ -1155,3 +1155,36 @@ def test_remeasure_off_leaves_an_inconclusive_as_it_is(tmp_path: Path) -> None:
         assert record.verdict.kind is Kind.INCONCLUSIVE, record.verdict.message
     assert [b.max_time for b in taken["auto"]] == [0.5, 1.0, 2.0]
     assert [b.max_time for b in taken["off"]] == [0.5]
+
+
+@pytest.mark.parametrize(("metric", "series", "taken"), [
+    ("wall", "time:wall", 1),  # the series' noise holds it: not measured again
+    ("device", "time:device/cold", 1 + 2),  # measured again, REMEASURE times
+])  # fmt: skip
+def test_a_host_clock_verdict_that_only_the_series_noise_holds_is_not_measured_again(
+    tmp_path: Path, metric: str, series: str, taken: int
+) -> None:
+    """+19% against a series that moves ±60%: INCONCLUSIVE, the series cannot support the 5%
+    asked for. A more precise measurement of that median cannot decide it; a host clock's
+    (the CPU's) is left as it reads, a device time is still measured again."""
+    from pytest_cudaperf.run import judged as judged_path
+
+    run = run_context(tmp_path)
+    recording = Recording("2026-11-23", 1.0, 0.6, 20, ci=(1.0, 1.0))
+    run.store.update("GPU X", [Record(A, series, "GPU X", "ms", recording, {})])
+    budgets: list[object] = []
+
+    def run_once(budget: object) -> Measurement:
+        budgets.append(budget)
+        samples = [1.19 * (1 + 0.001 * i) for i in range(-10, 11)]
+        cache = "cold" if metric == "device" else "n/a"
+        return Measurement.from_samples(samples, metric=metric, cache=cache)
+
+    test = new_test(run)
+    path(test, run_once).run(judged_path.budget_for(run.settings, PerfOptions()))
+    (record,) = test.state.records
+    assert record.series == series
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert record.verdict.series_bound
+    assert len(budgets) == taken
+    assert judged_path.REMEASURE == 2

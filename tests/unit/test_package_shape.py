@@ -46,6 +46,8 @@ STREAMS = {
     "pytest_cudaperf/distributed/rank.py": 2,
     # the console command's stdout silenced at exit, not a file
     "pytest_cudaperf/cli/__init__.py": 1,
+    # the output of `cudaperf record`'s pytest processes, written as long as each one runs
+    "pytest_cudaperf/cli/process.py": 1,
 }
 
 

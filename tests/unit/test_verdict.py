@@ -776,3 +776,26 @@ def test_a_launch_gap_probed_on_both_sides_is_set_aside() -> None:
     unprobed = judge(obs(0.2171 * 1.064, halfwidth=0.007), recorded, 0.05, "GPU")
     assert unprobed.kind is Kind.INCONCLUSIVE
     assert "set aside" not in unprobed.message
+
+
+def test_only_a_verdict_that_the_series_noise_alone_holds_is_series_bound() -> None:
+    """Between the tolerance and the series' own band, with this run's host as at recording:
+    the series holds it (a more precise measurement of that median stays there). Raised by this
+    run's contention, moved by the host's speed, or a CI straddling the band: not the series."""
+    noisy = series(1.0, 1.13, 0.87)  # ±19.5% between processes
+    held = judge(obs(1.15), noisy, 0.05, "GPU")
+    assert held.kind is Kind.INCONCLUSIVE
+    assert held.series_bound
+    straddling = judge(obs(1.07, halfwidth=0.04), STEADY, 0.05, "GPU")
+    assert straddling.kind is Kind.INCONCLUSIVE
+    assert not straddling.series_bound
+    busy = ("load average 3.7 on 2 CPU cores",)
+    contended = judge(obs(1.5, instability=busy), series(1.0, 1.0, 1.0, metric="wall"), 0.05, "C")
+    assert contended.kind is Kind.INCONCLUSIVE
+    assert not contended.series_bound
+    wide = cpu_series(1.0, 1.35, 0.75, 1.0, 1.0)  # a CPU series moving ±30% or more
+    assert judge(obs(1.2, 0.02, reference_ms=0.17), wide, 0.05, "CPU").series_bound
+    slow_host = judge(obs(1.2, 0.02, reference_ms=0.17 * 1.6), wide, 0.05, "CPU")
+    assert slow_host.kind is Kind.INCONCLUSIVE
+    assert not slow_host.series_bound  # the host may come back: measured again
+    assert not judge(obs(1.03), noisy, 0.05, "GPU").series_bound  # a pass

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# What a judged run of a public suite costs against pytest-benchmark, both at their defaults.
+#
+#   bash benchmarks/public_suites/judged-at-defaults.sh PROJECT OUTDIR [pytest selection args]
+#
+# On the device machine, from the folder run-on-device.sh runs in (the repository root, holding
+# out/public/PROJECT), with what run-on-device.sh needs carried. In order: the suite under
+# pytest-benchmark; `cudaperf record --runs 5` of it with pytest-cudaperf serving `benchmark`
+# (RECORD_RUNS sets 5); UNCHANGED (default 1) judged runs against those baselines; one judged
+# run with CUDAPERF_PLANT (default 0.25) planted in the tests whose ids contain one of the
+# comma-separated CUDAPERF_PLANT_TESTS (about a tenth of them: plant.py). No time option on
+# either side unless the selection args add one (both honour --benchmark-max-time). Each step's
+# end, in seconds from the start, goes to OUTDIR/steps.txt; each run's files to OUTDIR/<step>/
+# (run-on-device.sh's); the baselines to OUTDIR/record/baselines. RECORD_S (default 300) and
+# RUN_S (default 150) cut a step that runs longer; a cut step is marked so in steps.txt.
+#
+#   CUDAPERF_PLANT_TESTS=test_resnet1d_forward,test_whiten_forward,test_compute_ifo_snr \
+#   bash benchmarks/public_suites/judged-at-defaults.sh ml4gw "$OUT" \
+#     -k "batch_32 and (test_gw or test_spectral or whitening or resnet or qtransform)" -p no:randomly
+set -u -o pipefail
+
+PROJECT=${1:?PROJECT: kornia or ml4gw}
+OUTDIR=${2:?OUTDIR}
+shift 2
+HERE=$(cd "$(dirname "$0")" && pwd)
+case "$OUTDIR" in /*) ;; *) OUTDIR="$(pwd)/$OUTDIR" ;; esac
+mkdir -p "$OUTDIR"
+RUN="$HERE/run-on-device.sh"
+BASELINES="$OUTDIR/record/baselines"
+start=$(date +%s)
+step() {  # step NAME RC: its end, seconds from the start, and whether a timeout cut it
+  local cut=""
+  [ "$2" = 124 ] && cut=" (cut by its time limit)"
+  echo "$1: exit $2 at $(( $(date +%s) - start )) s$cut" | tee -a "$OUTDIR/steps.txt"
+}
+
+bash "$RUN" "$PROJECT" pytest-benchmark "$OUTDIR/pytest-benchmark" "$@" > /dev/null 2>&1
+step pytest-benchmark $?
+timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
+step record $?
+
+export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"  # plant.py, for the planted run
+judged() {  # judged NAME [env...]: one judged run against the recorded baselines
+  local name=$1
+  shift
+  env "$@" timeout "${RUN_S:-150}" bash "$RUN" "$PROJECT" cudaperf "$OUTDIR/$name" "${SEL[@]}" \
+    --cudaperf-baseline-dir="$BASELINES" --cudaperf-json="$OUTDIR/$name/report.json" \
+    > /dev/null 2>&1
+  step "$name" $?
+}
+SEL=("$@")
+for i in $(seq 1 "${UNCHANGED:-1}"); do
+  judged "unchanged-$i"
+done
+SEL=("$@" -p plant)
+judged planted CUDAPERF_PLANT="${CUDAPERF_PLANT:-0.25}" CUDAPERF_PLANT_TESTS="${CUDAPERF_PLANT_TESTS:-}"
