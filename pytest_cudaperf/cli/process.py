@@ -118,6 +118,8 @@ def run_in_turns(
                 gate.open()
             time.sleep(POLL_S)
     except BaseException:
+        for run in running.values():  # all told at once: their grace runs side by side
+            _signal_group(run.pid, signal.SIGTERM)
         for run in running.values():
             stop_group(run)
         raise
