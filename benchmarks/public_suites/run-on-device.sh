@@ -115,6 +115,12 @@ esac
 
 COMMON=(-p no:cacheprovider -rfEs --junitxml="$OUTDIR/$PROJECT-$MODE-junit.xml")
 LAUNCH=(-m pytest)
+plugin_from_checkout() {  # pytest-cudaperf from this checkout, loaded by name where not installed
+  export PYTHONPATH="$ROOT:$PYTHONPATH"
+  if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.name == 'cudaperf' for e in m.entry_points(group='pytest11')) else 1)"; then
+    export PYTEST_PLUGINS=pytest_cudaperf.plugin
+  fi
+}
 case "$MODE" in
   pytest-benchmark)
     MODE_ARGS=(--benchmark-json="$OUTDIR/$PROJECT-$MODE.json") ;;
@@ -123,18 +129,12 @@ case "$MODE" in
     # from this checkout, --cudaperf-benchmark switches pytest-benchmark off for the run and the
     # fixture, the marker and the --benchmark-* options (--benchmark-json included) are served by
     # pytest-cudaperf; pytest-cudaperf's own options (baseline folder, report) come after OUTDIR.
-    export PYTHONPATH="$ROOT:$PYTHONPATH"
-    if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.name == 'cudaperf' for e in m.entry_points(group='pytest11')) else 1)"; then
-      export PYTEST_PLUGINS=pytest_cudaperf.plugin  # not installed: load it from the checkout
-    fi
+    plugin_from_checkout
     MODE_ARGS=(--cudaperf-benchmark --benchmark-json="$OUTDIR/$PROJECT-$MODE.json") ;;
   record)
     # as cudaperf, each of record's runs a pytest process of its own (they start together and
     # measure in turns); the baselines go to OUTDIR/baselines
-    export PYTHONPATH="$ROOT:$PYTHONPATH"
-    if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.name == 'cudaperf' for e in m.entry_points(group='pytest11')) else 1)"; then
-      export PYTEST_PLUGINS=pytest_cudaperf.plugin
-    fi
+    plugin_from_checkout
     LAUNCH=(-m pytest_cudaperf.cli record --runs "${RECORD_RUNS:-5}" --baseline-dir "$OUTDIR/baselines" --)
     COMMON=(-p no:cacheprovider)
     MODE_ARGS=(--cudaperf-benchmark) ;;
