@@ -48,21 +48,24 @@ from bench_suite import plugin_env  # noqa: E402
 STEPS: dict[str, str] = {
     "run_adaptive": "sampling rounds",
     "_rounds": "sampler set-up and finish",
-    "measure_judged": "judging",
+    "judge": "judging",
     "judge_measured": "judging",
     "judge_time": "judging",
     "add_time": "judging",
-    "state_wait": "judging",
-    "kernels_judged": "kernels timed apart",
+    "until_back": "waiting for the host's state",
+    "kernels": "kernels timed apart",
+    "kernel_times": "kernels timed apart",
     "confirm_time": "confirming (in process)",
     "host_back": "confirming (in process)",
     "confirm_fresh": "confirming (fresh process)",
     "confirm_deferred": "confirming (fresh process)",
     "_with_breakdown": "breakdown",
+    "read_peak": "peak memory",
     "peak": "peak memory",
     "add_peak": "peak memory",
     "after_measurement": "speed of light and checks",
     "count_work": "speed of light and checks",
+    "runs_cuda_work": "CUDA-work and sync checks",
     "synchronizes": "CUDA-work and sync checks",
     "_synchronizes": "CUDA-work and sync checks",
 }
@@ -78,6 +81,7 @@ ORDER = [
     "sampler set-up and finish",
     "judging",
     "kernels timed apart",
+    "waiting for the host's state",
     "confirming (in process)",
     "confirming (fresh process)",
     "breakdown",
@@ -196,12 +200,12 @@ def child(out: str, started: float, pytest_args: list[str]) -> int:
     sampler.start()
     from pytest_cudaperf.fixtures import timer
 
-    measure = timer.Timer.measure
+    target = timer.Timer.target  # every callable `cuda_timer` and `benchmark` time is built here
 
-    def measure_counted(self: Any, call: Callable[[], object], *args: Any, **kw: Any) -> Any:
-        return measure(self, account.counted(call), *args, **kw)
+    def target_counted(self: Any, call: Callable[[], object], *args: Any, **kw: Any) -> Any:
+        return target(self, account.counted(call), *args, **kw)
 
-    timer.Timer.measure = measure_counted  # type: ignore[method-assign]
+    timer.Timer.target = target_counted  # type: ignore[method-assign]
     rc = pytest.main(pytest_args, plugins=[PhasePlugin(account)])
     account.stop()
     sampler.join()
