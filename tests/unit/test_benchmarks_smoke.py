@@ -57,3 +57,30 @@ def test_a_step_runs_a_script_a_shell_script_or_a_suite(smoke: ModuleType, tmp_p
     assert cmd[:3] == [sys.executable, "-m", "pytest"]
     assert cmd[-2:] == ["-k", "add"]
     assert cwd == BENCHMARKS / "suite_gpu"
+
+
+def test_every_step_bench_phases_names_is_a_function_of_the_package() -> None:
+    """bench_phases finds the plugin's steps by function name: a renamed function would be
+    counted, silently, in the phase around it."""
+    import ast
+
+    source = (BENCHMARKS / "bench_phases.py").read_text()
+    tree = ast.parse(source)
+    steps = next(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and node.target.id == "STEPS"
+    )
+    assert isinstance(steps, ast.Dict)
+    names = {key.value for key in steps.keys if isinstance(key, ast.Constant)}
+    package = BENCHMARKS.parent / "pytest_cudaperf"
+    defined = {
+        node.name
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+    assert len(names) > 15
+    assert sorted(names - defined) == []
