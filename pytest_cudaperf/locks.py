@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no inter-process isolation
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DeviceLock", "LockRegistry", "fcntl", "file_lock", "lock_key"]
+__all__ = ["DeviceLock", "LockRegistry", "fcntl", "file_lock", "hold", "lock_key"]
 
 
 def lock_key(device: str, uuid: str) -> str:
@@ -38,13 +38,24 @@ def _open(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
 
 
+def hold(path: Path) -> int:
+    """Take ``path`` (created if missing) exclusively across processes, waiting for it; the
+    descriptor that holds it (closing it lets go, as the process's end does)."""
+    fd = _open(path)
+    try:
+        _flock(fd, fcntl.LOCK_EX if fcntl else 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """Hold ``path`` (created if missing) exclusively across processes while inside. The one
     file-lock wrapper of the package (baselines.py still has its own ``locked``: to move here)."""
-    fd = _open(path)
+    fd = hold(path)
     try:
-        _flock(fd, fcntl.LOCK_EX if fcntl else 0)
         yield
     finally:
         os.close(fd)

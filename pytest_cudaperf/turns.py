@@ -16,10 +16,7 @@ import os
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+from pytest_cudaperf.locks import fcntl, hold
 
 #: the environment variable that hands a run its turn folder (set by ``cudaperf record`` only;
 #: read and removed at the run's start, so that no process the run starts inherits it)
@@ -31,10 +28,6 @@ _TURN = "turn"
 #: the turns held by this process, released when it ends (never by hand: what runs after the
 #: session, the interpreter's exit with a GPU context, is part of the turn)
 _held: list[int] = []
-
-
-def _turn_fd(folder: Path) -> int:
-    return os.open(folder / _TURN, os.O_RDWR | os.O_CREAT, 0o666)
 
 
 def from_env(environ: MutableMapping[str, str]) -> Path | None:
@@ -52,11 +45,9 @@ def ready_mark(folder: Path, pid: int) -> Path:
 def take_turn(folder: Path) -> None:
     """Mark this process ready (:func:`ready_mark`), then wait for the turn and hold it until the
     process ends."""
-    assert fcntl is not None, "turns need fcntl (AVAILABLE)"
-    fd = _turn_fd(folder)
+    assert AVAILABLE, "turns need fcntl"
     ready_mark(folder, os.getpid()).touch()
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    _held.append(fd)
+    _held.append(hold(folder / _TURN))
 
 
 class Gate:
@@ -64,11 +55,10 @@ class Gate:
     measures while another still starts up."""
 
     def __init__(self, folder: Path) -> None:
-        assert fcntl is not None, "turns need fcntl (AVAILABLE)"
+        assert AVAILABLE, "turns need fcntl"
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
-        self._fd: int | None = _turn_fd(folder)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._fd: int | None = hold(folder / _TURN)
 
     @property
     def is_open(self) -> bool:
