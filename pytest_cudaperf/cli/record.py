@@ -47,9 +47,9 @@ def run_pytest(runs: Sequence[Sequence[str]], folder: Path) -> list[int]:
     (:func:`run_in_turns`: their start-ups overlap, their measurements do not), each one's
     output in ``folder`` (:func:`run_log`) and its end said as it comes; where processes cannot
     take turns (no ``fcntl``), one after another, their output on the terminal."""
-    cmds = [[sys.executable, "-m", "pytest", *args] for args in runs]
     if not turns.AVAILABLE:
-        return [run_in_session(cmd) for cmd in cmds]
+        return one_by_one(run_alone)(runs, folder)
+    cmds = [[sys.executable, "-m", "pytest", *args] for args in runs]
     print(
         f"cudaperf record: {len(cmds)} pytest processes started together, each measuring in "
         "its turn"
@@ -59,6 +59,11 @@ def run_pytest(runs: Sequence[Sequence[str]], folder: Path) -> list[int]:
         print(f"cudaperf record: process {index + 1}/{len(cmds)} ended: exit {rc}, {wall:.0f} s")
 
     return run_in_turns(cmds, folder, ended)
+
+
+def run_alone(args: Sequence[str]) -> int:
+    """``python -m pytest ARGS`` in its own process and session, its output on the terminal."""
+    return run_in_session([sys.executable, "-m", "pytest", *args])
 
 
 def one_by_one(run: Callable[[Sequence[str]], int]) -> Runner:

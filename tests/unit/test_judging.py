@@ -735,8 +735,7 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     (record,) = test.state.records
     assert record.verdict.other_state
     assert record.verdict.kind is Kind.INCONCLUSIVE
-    assert len(budgets) == taken
-    assert judged_path.REMEASURE == 2
+    assert len(budgets) == 1 + (judged_path.REMEASURE if again else 0)
     assert not [d for d in test.state.details if "host-bound: waited" in d]
 
 
@@ -1157,12 +1156,12 @@ def test_remeasure_off_leaves_an_inconclusive_as_it_is(tmp_path: Path) -> None:
     assert [b.max_time for b in taken["off"]] == [0.5]
 
 
-@pytest.mark.parametrize(("metric", "series", "taken"), [
-    ("wall", "time:wall", 1),  # the series' noise holds it: not measured again
-    ("device", "time:device/cold", 1 + 2),  # measured again, REMEASURE times
+@pytest.mark.parametrize(("metric", "series", "again"), [
+    ("wall", "time:wall", False),  # the series' noise holds it: not measured again
+    ("device", "time:device/cold", True),  # measured again, REMEASURE times
 ])  # fmt: skip
 def test_a_host_clock_verdict_that_only_the_series_noise_holds_is_not_measured_again(
-    tmp_path: Path, metric: str, series: str, taken: int
+    tmp_path: Path, metric: str, series: str, again: bool
 ) -> None:
     """+19% against a series that moves ±60%: INCONCLUSIVE, the series cannot support the 5%
     asked for. A more precise measurement of that median cannot decide it; a host clock's
@@ -1186,5 +1185,4 @@ def test_a_host_clock_verdict_that_only_the_series_noise_holds_is_not_measured_a
     assert record.series == series
     assert record.verdict.kind is Kind.INCONCLUSIVE
     assert record.verdict.series_bound
-    assert len(budgets) == taken
-    assert judged_path.REMEASURE == 2
+    assert len(budgets) == 1 + (judged_path.REMEASURE if again else 0)
