@@ -63,6 +63,7 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_overhead.py": [["bench_overhead.py", "--smoke", "--out", "{out}"]],
     "bench_own_time.py": [["bench_own_time.py", "--smoke"]],
     "bench_phases.py": [["bench_phases.py", "--smoke"]],
+    "bench_kernel_times.py": [["bench_kernel_times.py", "--smoke", "--out", "{out}"]],
     "launch_gaps.py": [
         ["launch_gaps.py", "--smoke", "{out}"],
         ["rejudge.py", "{out}/gpu-suite", "--series", "time:device"],

@@ -8,6 +8,7 @@ kept, the rest summed as ``other``. torch is imported inside :func:`profile` onl
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 import time
@@ -208,14 +209,21 @@ def _call_of(start: float, ranges: Sequence[tuple[float, float]]) -> int | None:
 def _device_work(ev: Any, annotations: set[str], device_index: int | None) -> bool:
     """Whether a device-side event is work on ``device_index``: a kernel, memcpy or memset, not
     a synchronisation nor the GPU-side mirror of a ``record_function`` range."""
-    name = str(ev.name)
     kind = getattr(ev, "activity_type", None)
+    index = getattr(ev, "device_index", None)
+    return _is_work(str(ev.name), kind, index, annotations, device_index)
+
+
+def _is_work(
+    name: str, kind: object, index: object, annotations: set[str], device_index: int | None
+) -> bool:
+    """:func:`_device_work` of an event's name, kineto activity type (``kind``: None or not a
+    string where torch gives none) and device index."""
     if isinstance(kind, str) and kind:
         if kind not in DEVICE_KINDS:
             return False
     elif name in annotations or _NOT_WORK.search(name):
         return False
-    index = getattr(ev, "device_index", None)
     return device_index is None or index is None or index == device_index
 
 
@@ -224,20 +232,86 @@ def _device_work(ev: Any, annotations: set[str], device_index: int | None) -> bo
 CALL_RANGE = "cudaperf:call"
 
 
-def per_call_device_us(function_events: Iterable[Any], device_index: int | None) -> list[float]:
+@dataclass(frozen=True)
+class Span:
+    """One profiler event as :func:`per_call_device_us` reads it (times in µs)."""
+
+    name: str
+    #: "CPU", "CUDA", ...
+    device: str
+    start: float
+    end: float
+    #: kineto's activity type ("kernel", "gpu_memcpy", "cuda_sync", ...); None where torch
+    #: gives none (the event is then told by its name)
+    kind: str | None
+    index: int | None
+    annotation: bool
+
+
+def spans_of_events(function_events: Iterable[Any]) -> list[Span]:
+    """Spans of torch's FunctionEvents (``prof.function_events``)."""
+    out = []
+    for ev in function_events:
+        kind = getattr(ev, "activity_type", None)
+        out.append(
+            Span(
+                str(ev.name),
+                _device_type(ev),
+                float(ev.time_range.start),
+                float(ev.time_range.end),
+                kind if isinstance(kind, str) else None,
+                getattr(ev, "device_index", None),
+                bool(getattr(ev, "is_user_annotation", False)),
+            )
+        )
+    return out
+
+
+def spans_of_kineto(result: Any) -> list[Span]:
+    """Spans of the profiler's raw kineto results (``prof.kineto_results``), read as they are:
+    torch's FunctionEvents, built from the same events, cost tens of µs each (a call of
+    thousands of launches took seconds to read), and the per-call device time needs none of
+    what they add (the CPU op tree, memory, shapes)."""
+    out = []
+    for ev in result.events():
+        kind = ev.activity_type() if hasattr(ev, "activity_type") else None
+        device = str(ev.device_type()).rsplit(".", 1)[-1]
+        annotation = bool(ev.is_user_annotation()) if hasattr(ev, "is_user_annotation") else False
+        if device == "CPU" and not annotation:
+            continue  # ops, runtime calls: no part of a call's device time or of its range
+        out.append(
+            Span(
+                str(ev.name()),
+                device,
+                ev.start_ns() / 1e3,
+                (ev.start_ns() + ev.duration_ns()) / 1e3,
+                kind if isinstance(kind, str) and kind else None,
+                int(ev.device_index()),
+                annotation,
+            )
+        )
+    return out
+
+
+def per_call_device_us(spans: Iterable[Span], device_index: int | None) -> list[float]:
     """The device work (µs) that ran inside each ``CALL_RANGE`` range, in call order: each
     kernel counts for the range its start falls in (a call that synchronizes at its end holds
     its kernels inside its range)."""
-    events = list(function_events)
-    annotations = {str(ev.name) for ev in events if getattr(ev, "is_user_annotation", False)}
-    ranges = _call_ranges(events)
+    events = list(spans)
+    annotations = {ev.name for ev in events if ev.annotation}
+    ranges = sorted(
+        (ev.start, ev.end) for ev in events if ev.name == CALL_RANGE and ev.device == "CPU"
+    )
+    starts = [low for low, _ in ranges]
     totals = [0.0] * len(ranges)
     for ev in events:
-        if _device_type(ev) == "CPU" or not _device_work(ev, annotations, device_index):
+        if ev.device == "CPU" or not _is_work(
+            ev.name, ev.kind, ev.index, annotations, device_index
+        ):
             continue
-        call = _call_of(float(ev.time_range.start), ranges)
-        if call is not None:
-            totals[call] += float(ev.time_range.end - ev.time_range.start)
+        at = bisect.bisect_right(starts, ev.start) - 1
+        if at >= 0 and ev.start <= ranges[at][1]:
+            totals[at] += ev.end - ev.start
     return totals
 
 
@@ -273,11 +347,12 @@ def kernel_times(
                 with torch.autograd.profiler.record_function(CALL_RANGE):
                     fn()
                     torch.cuda.synchronize(index)
-        events = prof.function_events
+        raw = getattr(prof, "kineto_results", None)
+        spans = spans_of_kineto(raw) if raw is not None else spans_of_events(prof.function_events)
     except (RuntimeError, AssertionError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
-    return [us / 1e3 for us in per_call_device_us(events or [], index)]
+    return [us / 1e3 for us in per_call_device_us(spans, index)]
 
 
 def _profiler(torch: Any, is_cuda: bool) -> Any:

@@ -688,7 +688,7 @@ def test_short_name_never_fails_on_odd_names(odd: str) -> None:
 
 
 def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> None:
-    from pytest_cudaperf.breakdown.capture import CALL_RANGE, per_call_device_us
+    from pytest_cudaperf.breakdown.capture import CALL_RANGE, per_call_device_us, spans_of_events
 
     cuda = "DeviceType.CUDA"
     events = [
@@ -702,7 +702,72 @@ def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> 
         FakeEvent("Context Sync", 50, 99, device_type=cuda, activity_type="cuda_sync"),
         FakeEvent("after every call", 250, 260, device_type=cuda),
     ]
-    assert per_call_device_us(events, 0) == [25.0, 22.0]
+    assert per_call_device_us(spans_of_events(events), 0) == [25.0, 22.0]
+
+
+class FakeKinetoEvent:
+    """What torch's raw kineto events (``prof.kineto_results.events()``) answer: methods, ns."""
+
+    def __init__(self, event: FakeEvent, cpu_op: bool = False) -> None:
+        self._event = event
+        self._cpu_op = cpu_op
+
+    def name(self) -> str:
+        return self._event.name
+
+    def device_type(self) -> str:
+        return self._event.device_type
+
+    def start_ns(self) -> int:
+        return int(self._event.start * 1000)
+
+    def duration_ns(self) -> int:
+        return int((self._event.end - self._event.start) * 1000)
+
+    def activity_type(self) -> str:
+        if self._event.activity_type:
+            return self._event.activity_type
+        if self._event.device_type == "DeviceType.CPU":
+            return "cpu_op" if self._cpu_op else "user_annotation"
+        return "gpu_user_annotation" if self._event.is_user_annotation else "kernel"
+
+    def device_index(self) -> int:
+        return self._event.device_index
+
+    def is_user_annotation(self) -> bool:
+        return self._event.is_user_annotation
+
+
+def test_per_call_device_time_reads_raw_kineto_events_as_function_events() -> None:
+    from pytest_cudaperf.breakdown.capture import (
+        CALL_RANGE,
+        per_call_device_us,
+        spans_of_events,
+        spans_of_kineto,
+    )
+
+    cuda = "DeviceType.CUDA"
+    events = [
+        FakeEvent(CALL_RANGE, 0, 100, is_user_annotation=True),
+        FakeEvent(CALL_RANGE, 100, 200, is_user_annotation=True),
+        FakeEvent(CALL_RANGE, 10, 90, device_type=cuda, is_user_annotation=True),
+        FakeEvent("k1", 10, 30, device_type=cuda),
+        FakeEvent("k1", 110, 132, device_type=cuda),
+        FakeEvent("Memset (Device)", 150, 151.5, device_type=cuda, activity_type="gpu_memset"),
+        FakeEvent("Event Sync", 120, 199, device_type=cuda, activity_type="cuda_sync"),
+        FakeEvent("before the first call", -20, -10, device_type=cuda),
+    ]
+    ops = [FakeEvent("aten::add", 5, 8), FakeEvent("cudaLaunchKernel", 6, 7)]
+
+    class Result:
+        def events(self) -> list[FakeKinetoEvent]:
+            raw = [FakeKinetoEvent(ev) for ev in events]
+            return raw + [FakeKinetoEvent(ev, cpu_op=True) for ev in ops]
+
+    raw = spans_of_kineto(Result())
+    assert not [s for s in raw if s.device == "CPU" and s.name != CALL_RANGE]  # ops left out
+    assert per_call_device_us(raw, 0) == [20.0, 23.5]
+    assert per_call_device_us(spans_of_events(events), 0) == [20.0, 23.5]
 
 
 def test_launches_per_call_count_the_entries_and_the_rest() -> None:
