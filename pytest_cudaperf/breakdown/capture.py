@@ -271,7 +271,8 @@ def spans_of_kineto(result: Any) -> list[Span]:
     """Spans of the profiler's raw kineto results (``prof.kineto_results``), read as they are:
     torch's FunctionEvents, built from the same events, cost tens of µs each (a call of
     thousands of launches took seconds to read), and the per-call device time needs none of
-    what they add (the CPU op tree, memory, shapes)."""
+    what they add (the CPU op tree, memory, shapes). An event ends at its ``end_ns``, as a
+    FunctionEvent does: torch 2.11's ``duration_ns`` of a GPU event is rounded to 0.25 µs."""
     out = []
     for ev in result.events():
         kind = ev.activity_type() if hasattr(ev, "activity_type") else None
@@ -279,12 +280,13 @@ def spans_of_kineto(result: Any) -> list[Span]:
         annotation = bool(ev.is_user_annotation()) if hasattr(ev, "is_user_annotation") else False
         if device == "CPU" and not annotation:
             continue  # ops, runtime calls: no part of a call's device time or of its range
+        start = ev.start_ns()
         out.append(
             Span(
                 str(ev.name()),
                 device,
-                ev.start_ns() / 1e3,
-                (ev.start_ns() + ev.duration_ns()) / 1e3,
+                start / 1e3,
+                (ev.end_ns() if hasattr(ev, "end_ns") else start + ev.duration_ns()) / 1e3,
                 kind if isinstance(kind, str) and kind else None,
                 int(ev.device_index()),
                 annotation,

@@ -721,8 +721,11 @@ class FakeKinetoEvent:
     def start_ns(self) -> int:
         return int(self._event.start * 1000)
 
-    def duration_ns(self) -> int:
-        return int((self._event.end - self._event.start) * 1000)
+    def end_ns(self) -> int:
+        return int(self._event.end * 1000)
+
+    def duration_ns(self) -> int:  # rounded to 0.25 µs, as torch 2.11 gives a GPU event's
+        return round((self._event.end - self._event.start) * 4) * 250
 
     def activity_type(self) -> str:
         if self._event.activity_type:
@@ -752,7 +755,7 @@ def test_per_call_device_time_reads_raw_kineto_events_as_function_events() -> No
         FakeEvent(CALL_RANGE, 100, 200, is_user_annotation=True),
         FakeEvent(CALL_RANGE, 10, 90, device_type=cuda, is_user_annotation=True),
         FakeEvent("k1", 10, 30, device_type=cuda),
-        FakeEvent("k1", 110, 132, device_type=cuda),
+        FakeEvent("k1", 110, 132.1, device_type=cuda),
         FakeEvent("Memset (Device)", 150, 151.5, device_type=cuda, activity_type="gpu_memset"),
         FakeEvent("Event Sync", 120, 199, device_type=cuda, activity_type="cuda_sync"),
         FakeEvent("before the first call", -20, -10, device_type=cuda),
@@ -766,8 +769,8 @@ def test_per_call_device_time_reads_raw_kineto_events_as_function_events() -> No
 
     raw = spans_of_kineto(Result())
     assert not [s for s in raw if s.device == "CPU" and s.name != CALL_RANGE]  # ops left out
-    assert per_call_device_us(raw, 0) == [20.0, 23.5]
-    assert per_call_device_us(spans_of_events(events), 0) == [20.0, 23.5]
+    assert per_call_device_us(raw, 0) == pytest.approx([20.0, 23.6])  # from end_ns, not rounded
+    assert per_call_device_us(spans_of_events(events), 0) == pytest.approx([20.0, 23.6])
 
 
 def test_launches_per_call_count_the_entries_and_the_rest() -> None:
