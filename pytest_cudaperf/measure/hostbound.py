@@ -54,15 +54,17 @@ class HostSampler:
         self.run = run
         self._synchronize = synchronize
         self._reference = reference
-        #: the host clock (ns) its times are read on
-        self.clock: Callable[[], int] = time.perf_counter_ns
+        #: the host clock (ns) its calls and references are timed on; not ``clock``, which
+        #: :func:`~pytest_cudaperf.measure.timing.run_adaptive` would take for the seconds its
+        #: budget is counted in
+        self.ns_clock: Callable[[], int] = time.perf_counter_ns
         self._wake = wake
         self._size = host_batch_size(first_ms, FIRST_HOST_BATCH)
         #: the reference loop's time (ms) before each sample taken so far
         self.references: list[float] = []
 
     def batch(self) -> list[float]:
-        run, sync, reference, clock = self.run, self._synchronize, self._reference, self.clock
+        run, sync, reference, clock = self.run, self._synchronize, self._reference, self.ns_clock
         wake = self._wake
         times = []
         for _ in range(self._size):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -471,7 +472,7 @@ def test_the_host_sampler_wakes_the_launch_path_before_the_reference_is_timed() 
         reference=lambda: events.append("reference"),
         wake=lambda: events.append("wake"),
     )
-    sampler.clock = clock
+    sampler.ns_clock = clock
     sampler.batch()
     assert events[:7] == ["wake", "clock", "reference", "clock", "call", "sync", "clock"]
     assert events.count("wake") == events.count("reference") == 4
@@ -488,11 +489,36 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
         lambda: calls.append("sync"),
         reference=lambda: calls.append("loop"),
     )
-    sampler.clock = clock
+    sampler.ns_clock = clock
     assert sampler.batch() == pytest.approx([2.0] * 4)
     assert calls[:3] == ["loop", "call", "sync"]
     assert sampler.references == pytest.approx([0.5] * 4)
     assert len(sampler.batch()) == 10  # the next batch aims at 20 ms: 10 calls of 2 ms
+
+
+def test_a_host_bound_measurement_spends_its_budget_in_seconds() -> None:
+    """The host sampler times its calls on a ns clock, while the budget it samples for counts
+    seconds: a sampler's ``clock`` is the one its budget is counted on, so a ns clock there
+    ended every warm-up at its second batch and every round at its first batch of samples."""
+    from pytest_cudaperf.measure.hostbound import HostSampler
+    from pytest_cudaperf.measure.timing import Budget, run_adaptive
+
+    seconds = [0.0]
+    ns = [0]
+    durations = itertools.cycle([1.0, 3.0])  # ms a call: a median never precise to 0.01%
+
+    def call() -> None:
+        ms = next(durations)
+        ns[0] += int(ms * 1e6)
+        seconds[0] += ms / 1e3
+
+    sampler = HostSampler(call, lambda: None, reference=lambda: None)
+    sampler.ns_clock = lambda: ns[0]
+    budget = Budget(warmup=0.01, max_time=0.2, precision=0.0001, min_samples=10)
+    found = run_adaptive(sampler, budget, clock=lambda: seconds[0])
+    assert found.cost_s >= 0.2
+    assert len(found.samples) >= 0.19 / 0.002  # calls of 2 ms on average for 0.2 s
+    assert found.spent_at is not None  # the budget ran out, not the precision reached
 
 
 def test_the_host_sampler_sizes_its_first_batch_by_one_calls_time() -> None:
@@ -500,7 +526,7 @@ def test_the_host_sampler_sizes_its_first_batch_by_one_calls_time() -> None:
 
     def sampler(first_ms: float) -> HostSampler:
         made = HostSampler(lambda: None, lambda: None, reference=lambda: None, first_ms=first_ms)
-        made.clock = Ticks([0, 0, 1_000_000])
+        made.ns_clock = Ticks([0, 0, 1_000_000])
         return made
 
     assert len(sampler(0.0).batch()) == 4  # not known: four calls
