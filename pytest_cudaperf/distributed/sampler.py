@@ -27,8 +27,9 @@ def _all_max(values: list[float]) -> list[float]:
 
 class RankSampler:
     """Samples aligned across ranks: a barrier starts each batch, every rank times the same
-    number of calls per sample, and each sample returned is the slowest rank's. ``clock`` is
-    the agreed (max) elapsed time, so every rank's measurement loop stops at the same batch."""
+    number of calls per sample, and each sample returned is the slowest rank's.
+    ``budget_clock`` is the agreed (max) elapsed time, so every rank's measurement loop stops at
+    the same batch."""
 
     def __init__(self, fn: Callable[[], object], cuda: bool, per_batch: int = 5) -> None:
         self.fn = fn
@@ -39,7 +40,7 @@ class RankSampler:
         self._start = time.perf_counter()
         self._agreed = 0.0
 
-    def clock(self) -> float:
+    def budget_clock(self) -> float:
         return self._agreed
 
     def _timed(self, calls: int) -> float:

@@ -54,9 +54,8 @@ class HostSampler:
         self.run = run
         self._synchronize = synchronize
         self._reference = reference
-        #: the host clock (ns) its calls and references are timed on; not ``clock``, which
-        #: :func:`~pytest_cudaperf.measure.timing.run_adaptive` would take for the seconds its
-        #: budget is counted in
+        #: the host clock (ns) its calls and references are timed on (the seconds its budget is
+        #: counted in are :func:`~pytest_cudaperf.measure.timing.run_adaptive`'s)
         self.ns_clock: Callable[[], int] = time.perf_counter_ns
         self._wake = wake
         self._size = host_batch_size(first_ms, FIRST_HOST_BATCH)

@@ -133,10 +133,10 @@ def run_adaptive(
     """Warm up until stable (and, with ``compiles``, until torch.compile stopped compiling),
     then sample until precise enough or out of time. ``judged`` maps the samples taken to the
     values whose median's precision is the target (a host-bound call's time in reference
-    loops); without it, the samples themselves. A sampler's own ``clock`` (seconds: the
+    loops); without it, the samples themselves. A sampler's ``budget_clock`` (seconds: the
     distributed sampler's, which the ranks agree on) replaces ``clock``."""
     judge = judged or (lambda taken: taken)
-    clock = getattr(sampler, "clock", clock)  # [distributed] ranks agree on the clock
+    clock = getattr(sampler, "budget_clock", clock)  # [distributed] ranks agree on the clock
     unsettled: tuple[float, float] | None = None
     begin = clock()
     previous: float | None = None
