@@ -7,8 +7,8 @@ GPU code that synchronizes inside has its kernels profiled call by call
 same profile: the raw events (``capture.spans_of_kineto``, what the plugin reads) and torch's
 FunctionEvents (``capture.spans_of_events``). Columns: the calls without the profiler, the calls
 under it, each reading's cost, the largest per-call difference between the readings, and
-``kernel_times`` whole as the plugin calls it. The first workload's first profile carries the
-profiler's start-up (once per process).
+``kernel_times`` whole as the plugin calls it (sized by the call's measured time). The first
+workload's first profile carries the profiler's start-up (once per process).
 
     python benchmarks/bench_kernel_times.py [--calls 10] [--repeat 2] --out out/
     python benchmarks/bench_kernel_times.py --smoke --out out/
@@ -119,7 +119,7 @@ def row(name: str, fn: Callable[[], object], device: torch.device, calls: int) -
     whole = "—"
     if device.type == "cuda":
         began = time.perf_counter()
-        capture.kernel_times(fn, str(device))
+        capture.kernel_times(fn, str(device), each_s=calls_s / calls)  # sized as the plugin does
         whole = f"{time.perf_counter() - began:.3f}"
     per_call = statistics.median(raw) / 1e3 if raw else 0.0
     return (

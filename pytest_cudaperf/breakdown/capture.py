@@ -317,32 +317,39 @@ def per_call_device_us(spans: Iterable[Span], device_index: int | None) -> list[
     return totals
 
 
+#: the time a pass of :func:`kernel_times` is sized to (its calls, at least three)
+KERNEL_PASS_BUDGET_S = 0.15
+
+
 def kernel_times(
     fn: Callable[[], object],
     device: str,
     calls: int = 10,
-    budget_s: float = 0.15,
     exact: bool = False,
+    each_s: float | None = None,
 ) -> list[float]:
     """The device time (ms) of the work each of up to ``calls`` calls of ``fn`` ran on
     ``device`` (a CUDA device), each call in its own profiler range and synchronized at its
     end: the kernels of GPU code that synchronizes inside, apart from its host time. Fewer
-    calls (down to 3) when ``calls`` of them would take longer than ``budget_s``, unless
-    ``exact``. The calls draw the same random numbers in every process and every pass
-    (:func:`seeding.same_draws`). Raises BreakdownUnavailable when the profiler cannot run
-    here."""
+    calls (down to 3) when ``calls`` of them would take longer than :data:`KERNEL_PASS_BUDGET_S`,
+    unless ``exact``: by ``each_s``, one call's time where the caller knows it (a measurement's
+    median), else by a call timed first. The calls draw the same random numbers in every
+    process and every pass (:func:`seeding.same_draws`). Raises BreakdownUnavailable when the
+    profiler cannot run here."""
     import torch
 
     dev = torch.device(device)
     index = dev.index if dev.index is not None else torch.cuda.current_device()
     if _profiler_active(torch):
         raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
-    began = time.perf_counter()
-    fn()
-    torch.cuda.synchronize(index)
-    each = time.perf_counter() - began
     if not exact:
-        calls = max(3, min(calls, int(budget_s / max(each, 1e-9))))
+        if each_s is None:
+            began = time.perf_counter()
+            fn()
+            torch.cuda.synchronize(index)
+            each_s = time.perf_counter() - began
+        calls = max(3, min(calls, int(KERNEL_PASS_BUDGET_S / max(each_s, 1e-9))))
+    torch.cuda.synchronize(index)
     try:
         with same_draws(index), _profiler(torch, True) as prof:
             for _ in range(calls):

@@ -310,7 +310,7 @@ class JudgedMeasurement:
             return found
         if not self._timed_apart:
             self._timed_apart = True
-            self._kernels = self.kernels()
+            self._kernels = self.kernels(found.host_ms_per_call or found.median_ms)
         if self._kernels is None:
             return found
         return dataclasses.replace(found, fixed_ms=self._kernels[1].median_ms)
@@ -418,27 +418,28 @@ class JudgedMeasurement:
 
     # --- kernels and breakdowns ----------------------------------------------------------------
 
-    def kernels(self) -> tuple[JudgedRecord, Measurement] | None:
+    def kernels(self, each_ms: float | None = None) -> tuple[JudgedRecord, Measurement] | None:
         """The kernels of GPU code that synchronizes inside, judged as a series of their own
         (``time:kernels``): the device time each profiled call ran, precise where the host time
         around it is not; a regression confirmed by profiling again and, where the calls differ
         from each other (two passes: :func:`kernels_of_passes`), in a fresh process too: what
         such calls draw can differ between processes where it is not seeded. None (and a line
-        saying why) where the profiler cannot run."""
-        found = self._kernel_pass()
+        saying why) where the profiler cannot run. ``each_ms``: one call's time, where measured
+        (it sizes the profiled pass; else a call is timed for it)."""
+        found = self._kernel_pass(each_ms)
         if isinstance(found, str):
             self.test.state.details.append(f"{self.key.label()}kernels not timed apart: {found}")
             return None
         record = self.judge(found)
         if record.verdict.kind not in (Kind.REGRESSION, Kind.IMPROVED) or self.test.settings.update:
             return record, found
-        again = self._kernel_pass()
+        again = self._kernel_pass(each_ms)
         if isinstance(again, str):
             return record, found
         record, found = confirm_time(self.test, record, again)
         return self.confirm_fresh(record, found)
 
-    def _kernel_pass(self) -> Measurement | str:
+    def _kernel_pass(self, each_ms: float | None = None) -> Measurement | str:
         """The kernels' time of the profiled calls (two passes where the first is imprecise), or
         why there is none."""
         from pytest_cudaperf.breakdown.capture import kernel_times
@@ -447,7 +448,8 @@ class JudgedMeasurement:
         fn, device = self.target.fn, self.target.device
         try:
             with self.target.lock():
-                times = kernel_times(fn, device)
+                each_s = each_ms / 1e3 if each_ms else None
+                times = kernel_times(fn, device, each_s=each_s)
                 first = kernels_measured(times, device)
                 if first is None or first.rel_halfwidth <= REPEAT_KERNELS_ABOVE:
                     return first or "the profiler saw no call"

@@ -908,16 +908,22 @@ def test_drift_is_checked_at_the_tolerance_each_record_was_judged_at(
 
 
 def profiled_kernels(
-    monkeypatch: pytest.MonkeyPatch, times: Callable[[int], list[float]]
+    monkeypatch: pytest.MonkeyPatch,
+    times: Callable[[int], list[float]],
+    sized: list[float | None] | None = None,
 ) -> tuple[list[tuple[int, bool]], Target]:
     """The profiler's kernel times replaced by ``times(calls)``: the passes asked for, as
-    (calls, exact), and a profiled callable to judge."""
+    (calls, exact), and a profiled callable to judge; ``sized`` gets each pass's ``each_s``."""
     from pytest_cudaperf.breakdown import capture
 
     passes: list[tuple[int, bool]] = []
 
-    def kernel_times(fn: object, device: str, calls: int = 10, exact: bool = False) -> list[float]:
+    def kernel_times(
+        fn: object, device: str, calls: int = 10, exact: bool = False, each_s: float | None = None
+    ) -> list[float]:
         passes.append((calls, exact))
+        if sized is not None:
+            sized.append(each_s)
         return times(calls)
 
     monkeypatch.setattr(capture, "kernel_times", kernel_times)
@@ -960,6 +966,21 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     assert len(fresh.asked) == 1
     assert found[0].verdict.kind is Kind.INCONCLUSIVE
     assert "not confirmed in a fresh process" in found[0].verdict.message
+
+
+def test_the_kernels_pass_is_sized_by_the_measured_calls_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measurement already timed the call: the profiled pass is sized by its median, not by
+    a call of its own (a 0.1 s call would spend 0.1 s more a pass)."""
+    sized: list[float | None] = []
+    _, profiled = profiled_kernels(monkeypatch, lambda calls: [0.1] * calls, sized)
+    test = new_test(run_context(tmp_path))
+    assert JudgedMeasurement(test, A, profiled, "GPU X").kernels(each_ms=40.0) is not None
+    assert sized == [pytest.approx(0.04)]
+    sized.clear()
+    assert JudgedMeasurement(test, A, profiled, "GPU X").kernels() is not None
+    assert sized == [None]  # not measured: kernel_times times a call itself
 
 
 def test_kernels_that_agree_call_to_call_are_profiled_once(
