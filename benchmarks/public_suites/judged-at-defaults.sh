@@ -13,6 +13,9 @@
 # end, in seconds from the start, goes to OUTDIR/steps.txt; each run's files to OUTDIR/<step>/
 # (run-on-device.sh's); the baselines to OUTDIR/record/baselines. RECORD_S (default 300) and
 # RUN_S (default 150) cut a step that runs longer; a cut step is marked so in steps.txt.
+# STEPS (default "pytest-benchmark record unchanged planted") runs some of them, so that a suite
+# too long for one device call runs over several into the same OUTDIR: the recording of a part
+# (say -k "not batch_512") keeps the series that other parts recorded there before it.
 #
 #   CUDAPERF_PLANT_TESTS=test_resnet1d_forward,test_whiten_forward,test_compute_ifo_snr \
 #   bash benchmarks/public_suites/judged-at-defaults.sh ml4gw "$OUT" \
@@ -34,10 +37,17 @@ step() {  # step NAME RC: its end, seconds from the start, and whether a timeout
   echo "$1: exit $2 at $(( $(date +%s) - start )) s$cut" | tee -a "$OUTDIR/steps.txt"
 }
 
-bash "$RUN" "$PROJECT" pytest-benchmark "$OUTDIR/pytest-benchmark" "$@" > /dev/null 2>&1
-step pytest-benchmark $?
-timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
-step record $?
+STEPS=" ${STEPS:-pytest-benchmark record unchanged planted} "
+wants() { [[ "$STEPS" == *" $1 "* ]]; }
+
+if wants pytest-benchmark; then
+  bash "$RUN" "$PROJECT" pytest-benchmark "$OUTDIR/pytest-benchmark" "$@" > /dev/null 2>&1
+  step pytest-benchmark $?
+fi
+if wants record; then
+  timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
+  step record $?
+fi
 
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"  # plant.py, for the planted run
 judged() {  # judged NAME [env...]: one judged run against the recorded baselines
@@ -49,8 +59,12 @@ judged() {  # judged NAME [env...]: one judged run against the recorded baseline
   step "$name" $?
 }
 SEL=("$@")
-for i in $(seq 1 "${UNCHANGED:-1}"); do
-  judged "unchanged-$i"
-done
+if wants unchanged; then
+  for i in $(seq 1 "${UNCHANGED:-1}"); do
+    judged "unchanged-$i"
+  done
+fi
 SEL=("$@" -p plant)
-judged planted CUDAPERF_PLANT="${CUDAPERF_PLANT:-0.25}" CUDAPERF_PLANT_TESTS="${CUDAPERF_PLANT_TESTS:-}"
+if wants planted; then
+  judged planted CUDAPERF_PLANT="${CUDAPERF_PLANT:-0.25}" CUDAPERF_PLANT_TESTS="${CUDAPERF_PLANT_TESTS:-}"
+fi

@@ -33,3 +33,9 @@ test "$(grep -c "^record: exit 0\|^unchanged-1: exit 0\|^planted: exit [01]" "$O
 for made in unchanged-1/report.json unchanged-1/ml4gw-cudaperf.json planted/report.json; do
   test -s "$OUT/defaults/$made" || { echo "no $made" >&2; exit 1; }
 done
+# a later call runs some steps only, against the baselines the first one recorded
+STEPS=unchanged bash "$HERE/judged-at-defaults.sh" ml4gw "$OUT/defaults" \
+  --benchmark-max-time=0.05 > /dev/null
+test "$(grep -c "^unchanged-1: exit 0" "$OUT/defaults/steps.txt")" = 2 \
+  && test "$(grep -c "^record: " "$OUT/defaults/steps.txt")" = 1 \
+  || { cat "$OUT/defaults/steps.txt" >&2; exit 1; }
