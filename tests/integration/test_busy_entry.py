@@ -180,9 +180,9 @@ def test_a_3x_pedantic_plant_is_caught_or_the_cpu_was_never_free(
 ) -> None:
     """Three recordings; then a 3x slowdown planted while two busy loops hold the cores for the
     first second: rounds read under contention (judged at 2x) are taken again once other
-    processes left the CPU. A REGRESSION, or, where the CPU stayed shared for the whole wait
-    (a loaded host; in this process or in the fresh one that confirms), an INCONCLUSIVE that
-    says so; never a pass."""
+    processes left the CPU. A REGRESSION, or, on a loaded host (the CPU shared for the whole
+    wait, or again while the rounds were taken again or confirmed in a fresh process, or
+    recordings that moved), an INCONCLUSIVE that says what held it; never a pass."""
     pytester.makepyfile(test_planted=PEDANTIC)
     for _ in range(3):
         pytester.runpytest_inprocess(*FAST, "--cudaperf-update").assert_outcomes(passed=1)
@@ -202,14 +202,18 @@ def test_a_3x_pedantic_plant_is_caught_or_the_cpu_was_never_free(
         for r in test["records"]
         if r["series"].startswith("time:")
     ]
-    assert verdict["ratio"] > 2, verdict
     waited = [line for line in test["details"] if "exact rounds: waited" in line]
     if verdict["kind"] == "regression":
+        assert verdict["ratio"] > 2, verdict
         assert n in (20, 40, 80), n  # the rounds asked for, or taken again
         assert all("then took the rounds again" in line for line in waited), waited
     else:
+        # never a pass, and it says what held it: the CPU shared for the whole wait (in vain),
+        # or a threshold raised (by the contention the rounds taken again met, in this process
+        # or the fresh one, or by the noise of three recordings on a loaded host)
         assert verdict["kind"] == "inconclusive", verdict
-        if "not confirmed in a fresh process" in verdict["message"]:  # it waited there
-            assert "by this run's CPU contention" in verdict["message"], verdict
-        else:
-            assert any("in vain" in line for line in waited), (verdict, test["details"])
+        message = verdict["message"]
+        assert "raised to" in message or any("in vain" in line for line in waited), (
+            message,
+            waited,
+        )
