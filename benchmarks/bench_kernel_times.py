@@ -115,7 +115,7 @@ def device_only(
     kwargs: dict[str, Any] = {"use_kineto": True, "use_cpu": not cuda}
     if cuda:
         kwargs.update({"use_device": "cuda"} if "use_device" in params else {"use_cuda": True})
-    windows: list[tuple[float, float]] = []
+    stamps: list[tuple[int, int]] = []
     began = time.perf_counter()
     with same_draws(index), torch.autograd.profiler.profile(**kwargs) as prof:
         for _ in range(calls):
@@ -123,9 +123,11 @@ def device_only(
             fn()
             if cuda:
                 torch.cuda.synchronize(index)
-            windows.append((start / 1e3, time.time_ns() / 1e3))
+            stamps.append((start, time.time_ns()))
             time.sleep(GAP_S)
-    spans = capture.spans_of_kineto(prof.kineto_results)
+    spans = capture.spans_of_kineto(prof.kineto_results)  # µs from the trace's start
+    origin = capture._trace_start_ns(prof.kineto_results)
+    windows = [((lo - origin) / 1e3, (hi - origin) / 1e3) for lo, hi in stamps]
     slack = GAP_S * 1e6 / 2
     totals, outside = [0.0] * calls, 0
     for ev in spans:

@@ -188,6 +188,98 @@ def raw_events(function_events: Iterable[Any], device_index: int | None) -> list
     return out
 
 
+#: the utility events torch leaves out of its FunctionEvents (``_filter_name``), by name
+_FILTERED = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+
+
+@dataclass
+class _Range:
+    start: float
+    end: float
+
+
+class KinetoEvent:
+    """A raw kineto event with what :func:`raw_events` reads of a FunctionEvent (name, device,
+    times in µs, activity type, device index, annotation, CPU parent), without the rest that
+    torch builds for each FunctionEvent at tens of µs an event."""
+
+    __slots__ = (
+        "activity_type",
+        "cpu_parent",
+        "device_index",
+        "device_type",
+        "is_user_annotation",
+        "name",
+        "nested",
+        "thread",
+        "time_range",
+    )
+
+    def __init__(self, ev: Any, origin: int) -> None:
+        kind = ev.activity_type() if hasattr(ev, "activity_type") else None
+        self.name = str(ev.name())
+        self.device_type = str(ev.device_type())
+        self.time_range = _Range(*_span_us(ev, origin))
+        self.activity_type = kind if isinstance(kind, str) and kind else None
+        self.device_index = int(ev.device_index())
+        annotation = ev.is_user_annotation() if hasattr(ev, "is_user_annotation") else False
+        self.is_user_annotation = bool(annotation)
+        self.thread = ev.start_thread_id()
+        #: on the CPU, on one thread: what FunctionEvents nest (async events are not nested)
+        self.nested = (
+            _device_type(self) == "CPU"
+            and not ev.is_async()
+            and ev.start_thread_id() == ev.end_thread_id()
+        )
+        self.cpu_parent: KinetoEvent | None = None
+
+    @property
+    def cpu_time_total(self) -> float:
+        return self.time_range.end - self.time_range.start
+
+
+def kineto_events(result: Any) -> list[KinetoEvent]:
+    """The events of a profile's raw kineto results (``prof.kineto_results``) as
+    :func:`raw_events` reads FunctionEvents: torch's utility events left out as torch leaves
+    them, each CPU event's parent the innermost event of its thread whose span holds its own,
+    as torch's ``EventList._populate_cpu_children`` finds it."""
+    origin = _trace_start_ns(result)
+    out = []
+    for ev in result.events():
+        hidden = ev.is_hidden_event() if hasattr(ev, "is_hidden_event") else False
+        if hidden or ev.name() in _FILTERED:
+            continue
+        out.append(KinetoEvent(ev, origin))
+    by_thread: dict[int, list[KinetoEvent]] = {}
+    for ev in out:
+        if ev.nested:
+            by_thread.setdefault(ev.thread, []).append(ev)
+    for events in by_thread.values():
+        events.sort(key=lambda e: (e.time_range.start, -e.time_range.end))
+        open_: list[KinetoEvent] = []
+        for ev in events:
+            while open_:
+                parent = open_[-1].time_range
+                if ev.time_range.start >= parent.end or ev.time_range.end > parent.end:
+                    open_.pop()
+                else:
+                    ev.cpu_parent = open_[-1]
+                    break
+            open_.append(ev)
+    return out
+
+
 def _device_type(ev: Any) -> str:
     return str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
 
@@ -267,12 +359,27 @@ def spans_of_events(function_events: Iterable[Any]) -> list[Span]:
     return out
 
 
+def _trace_start_ns(result: Any) -> int:
+    """Where a profile's times count from: its trace's start (kineto's times are Unix-epoch ns,
+    which a float in µs holds only to 0.25 µs)."""
+    start = getattr(result, "trace_start_ns", None)
+    return int(start()) if callable(start) else 0
+
+
+def _span_us(ev: Any, origin: int) -> tuple[float, float]:
+    """A raw kineto event's start and end, µs from ``origin`` (ns)."""
+    start = ev.start_ns()
+    end = ev.end_ns() if hasattr(ev, "end_ns") else start + ev.duration_ns()
+    return (start - origin) / 1e3, (end - origin) / 1e3
+
+
 def spans_of_kineto(result: Any) -> list[Span]:
     """Spans of the profiler's raw kineto results (``prof.kineto_results``), read as they are:
     torch's FunctionEvents, built from the same events, cost tens of µs each (a call of
     thousands of launches took seconds to read), and the per-call device time needs none of
-    what they add (the CPU op tree, memory, shapes). An event ends at its ``end_ns``, as a
-    FunctionEvent does: torch 2.11's ``duration_ns`` of a GPU event is rounded to 0.25 µs."""
+    what they add (the CPU op tree, memory, shapes). Times count from the trace's start, as a
+    FunctionEvent's do."""
+    origin = _trace_start_ns(result)
     out = []
     for ev in result.events():
         kind = ev.activity_type() if hasattr(ev, "activity_type") else None
@@ -280,13 +387,13 @@ def spans_of_kineto(result: Any) -> list[Span]:
         annotation = bool(ev.is_user_annotation()) if hasattr(ev, "is_user_annotation") else False
         if device == "CPU" and not annotation:
             continue  # ops, runtime calls: no part of a call's device time or of its range
-        start = ev.start_ns()
+        start, end = _span_us(ev, origin)
         out.append(
             Span(
                 str(ev.name()),
                 device,
-                start / 1e3,
-                (ev.end_ns() if hasattr(ev, "end_ns") else start + ev.duration_ns()) / 1e3,
+                start,
+                end,
                 kind if isinstance(kind, str) and kind else None,
                 int(ev.device_index()),
                 annotation,
@@ -433,7 +540,8 @@ def profile(
                         fn()
             if is_cuda:
                 torch.cuda.synchronize(index)
-        events = prof.function_events
+        raw = getattr(prof, "kineto_results", None)
+        events = kineto_events(raw) if raw is not None else prof.function_events
     except (RuntimeError, AssertionError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc

@@ -705,8 +705,13 @@ def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> 
     assert per_call_device_us(spans_of_events(events), 0) == [25.0, 22.0]
 
 
+#: kineto's raw times are Unix-epoch ns (2026: about 1.8e18)
+EPOCH_NS = 1_795_000_000_000_000_000
+
+
 class FakeKinetoEvent:
-    """What torch's raw kineto events (``prof.kineto_results.events()``) answer: methods, ns."""
+    """What torch's raw kineto events (``prof.kineto_results.events()``) answer: methods,
+    Unix-epoch ns."""
 
     def __init__(self, event: FakeEvent, cpu_op: bool = False) -> None:
         self._event = event
@@ -719,13 +724,10 @@ class FakeKinetoEvent:
         return self._event.device_type
 
     def start_ns(self) -> int:
-        return int(self._event.start * 1000)
+        return EPOCH_NS + round(self._event.start * 1000)
 
     def end_ns(self) -> int:
-        return int(self._event.end * 1000)
-
-    def duration_ns(self) -> int:  # rounded to 0.25 µs, as torch 2.11 gives a GPU event's
-        return round((self._event.end - self._event.start) * 4) * 250
+        return EPOCH_NS + round(self._event.end * 1000)
 
     def activity_type(self) -> str:
         if self._event.activity_type:
@@ -767,10 +769,14 @@ def test_per_call_device_time_reads_raw_kineto_events_as_function_events() -> No
             raw = [FakeKinetoEvent(ev) for ev in events]
             return raw + [FakeKinetoEvent(ev, cpu_op=True) for ev in ops]
 
+        def trace_start_ns(self) -> int:
+            return EPOCH_NS - 5_000
+
     raw = spans_of_kineto(Result())
     assert not [s for s in raw if s.device == "CPU" and s.name != CALL_RANGE]  # ops left out
-    assert per_call_device_us(raw, 0) == pytest.approx([20.0, 23.6])  # from end_ns, not rounded
-    assert per_call_device_us(spans_of_events(events), 0) == pytest.approx([20.0, 23.6])
+    # counted from the trace's start: µs since 1970 in a float are 0.25 µs apart
+    assert per_call_device_us(raw, 0) == pytest.approx([20.0, 23.6], abs=1e-9)
+    assert per_call_device_us(spans_of_events(events), 0) == pytest.approx([20.0, 23.6], abs=1e-9)
 
 
 def test_launches_per_call_count_the_entries_and_the_rest() -> None:
@@ -785,3 +791,33 @@ def test_launches_per_call_count_the_entries_and_the_rest() -> None:
         Other(count=3, launches=4.0, time_us=4.1),
     )
     assert found.launches == pytest.approx(26.0)
+
+
+def test_a_profile_read_raw_gives_the_events_its_function_events_give() -> None:
+    """The breakdown's events from the raw kineto results (``kineto_events``) are those torch's
+    FunctionEvents give, top-level ops and their calls included, on a real CPU profile of
+    nested ops (linear -> addmm, a user annotation, an op inside a Python function)."""
+    torch = pytest.importorskip("torch")
+    from pytest_cudaperf.breakdown.capture import CALL_RANGE, _profiler, kineto_events, raw_events
+
+    weight, x = torch.rand(64, 64), torch.rand(8, 64)
+
+    def call() -> None:
+        with torch.autograd.profiler.record_function("user block"):
+            torch.nn.functional.linear(x, weight).relu()
+        torch.cat([x, x]).sum()
+
+    with _profiler(torch, False) as prof:
+        for _ in range(3):
+            with torch.autograd.profiler.record_function(CALL_RANGE):
+                call()
+
+    def read(events: list[capture.RawEvent]) -> list[tuple[str, str, int | None, float]]:
+        return sorted((e.name, e.kind, e.call, round(e.duration_us, 3)) for e in events)
+
+    raw = read(raw_events(kineto_events(prof.kineto_results), None))
+    assert raw == read(raw_events(prof.function_events, None))
+    ops = {name for name, kind, _, _ in raw if kind == "op"}
+    assert {"aten::linear", "aten::relu", "aten::cat", "aten::sum"} <= ops
+    assert "aten::addmm" not in ops  # inside aten::linear: not top level
+    assert {call for _, _, call, _ in raw} == {0, 1, 2}
