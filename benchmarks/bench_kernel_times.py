@@ -2,16 +2,17 @@
 kineto events gives the per-call device times that torch's FunctionEvents give.
 
 GPU code that synchronizes inside has its kernels profiled call by call
-(``capture.kernel_times``). For each workload this profiles ``--calls`` calls the way it does
+(``percall.kernel_times``). For each workload this profiles ``--calls`` calls the way it does
 (each call in its range, synchronized), then reads the per-call device time both ways from the
-same profile: the raw events (``capture.spans_of_kineto``, what the plugin reads) and torch's
-FunctionEvents (``capture.spans_of_events``). Columns: the calls without the profiler, the calls
+same profile: the raw events (``percall.spans_of_kineto``, what the plugin reads) and torch's
+FunctionEvents (``percall.spans_of_events``). Columns: the calls without the profiler, the calls
 under it, each reading's cost, the largest per-call difference between the readings, and
-``kernel_times`` whole as the plugin calls it (sized by the call's measured time). The first
-workload's first profile carries the profiler's start-up (once per process). The last four
-columns try a cheaper way (``device_only``): the same calls profiled with the CUDA activity
-only, each kernel given to a call by host windows instead of ranges; its median per call
-should match the ranges' (other calls, the same seeded draws) with nothing outside the windows.
+``kernel_times`` whole as the plugin calls it (sized by the call's measured time; the
+device-only pass where it works). The first workload's first profile carries the profiler's
+start-up (once per process). The last four columns are ``percall.device_only_pass`` alone: the
+same calls profiled with the CUDA activity only, each kernel given to a call by its host window
+instead of a range; its median per call should match the ranges' (other calls, the same seeded
+draws) with no kernel outside the windows (on the CPU: not run).
 
     python benchmarks/bench_kernel_times.py [--calls 10] [--repeat 2] --out out/
     python benchmarks/bench_kernel_times.py --smoke --out out/
@@ -24,7 +25,6 @@ ops (ranges only: no device time) so that the script's path runs in CI.
 from __future__ import annotations
 
 import argparse
-import inspect
 import statistics
 import sys
 import time
@@ -38,7 +38,7 @@ from _table import publish
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pytest_cudaperf.breakdown import capture  # noqa: E402
+from pytest_cudaperf.breakdown import capture, percall  # noqa: E402
 from pytest_cudaperf.seeding import same_draws  # noqa: E402
 
 
@@ -83,7 +83,7 @@ def workloads(device: torch.device) -> dict[str, Callable[[], object]]:
 
 
 def profiled(fn: Callable[[], object], device: torch.device, calls: int) -> tuple[Any, float]:
-    """The profile of ``calls`` calls as ``capture.kernel_times`` takes it, and its seconds."""
+    """The profile of ``calls`` calls as ``percall.kernel_times`` takes it, and its seconds."""
     cuda = device.type == "cuda"
     index = (device.index or 0) if cuda else None
     began = time.perf_counter()
@@ -94,53 +94,6 @@ def profiled(fn: Callable[[], object], device: torch.device, calls: int) -> tupl
                 if cuda:
                     torch.cuda.synchronize(index)
     return prof, time.perf_counter() - began
-
-
-#: host idle after each call of a device-only profile: the calls' windows are apart by it
-GAP_S = 0.0005
-
-
-def device_only(
-    fn: Callable[[], object], device: torch.device, calls: int
-) -> tuple[list[float], int, int, float]:
-    """A way to time the kernels apart without the CPU activity (no op events, no ranges), not
-    the plugin's: ``calls`` calls profiled with the CUDA activity only, each device event
-    counted for the call whose host window (``time.time_ns()`` around the call and its
-    synchronize, widened by half the gap; kineto's events carry Unix-epoch ns) holds its start.
-    Per-call device µs, the events read, those outside every window, and the seconds (profile
-    and reading). On the CPU (smoke) the CPU activity stands in and no event is the device's."""
-    cuda = device.type == "cuda"
-    index = (device.index or 0) if cuda else None
-    params = inspect.signature(torch.autograd.profiler.profile.__init__).parameters
-    kwargs: dict[str, Any] = {"use_kineto": True, "use_cpu": not cuda}
-    if cuda:
-        kwargs.update({"use_device": "cuda"} if "use_device" in params else {"use_cuda": True})
-    stamps: list[tuple[int, int]] = []
-    began = time.perf_counter()
-    with same_draws(index), torch.autograd.profiler.profile(**kwargs) as prof:
-        for _ in range(calls):
-            start = time.time_ns()
-            fn()
-            if cuda:
-                torch.cuda.synchronize(index)
-            stamps.append((start, time.time_ns()))
-            time.sleep(GAP_S)
-    spans = capture.spans_of_kineto(prof.kineto_results)  # µs from the trace's start
-    origin = capture._trace_start_ns(prof.kineto_results)
-    windows = [((lo - origin) / 1e3, (hi - origin) / 1e3) for lo, hi in stamps]
-    slack = GAP_S * 1e6 / 2
-    totals, outside = [0.0] * calls, 0
-    for ev in spans:
-        if ev.device == "CPU" or not capture._is_work(ev.name, ev.kind, ev.index, set(), index):
-            continue
-        at = next(
-            (i for i, (lo, hi) in enumerate(windows) if lo - slack <= ev.start <= hi + slack), None
-        )
-        if at is None:
-            outside += 1
-        else:
-            totals[at] += ev.end - ev.start
-    return totals, len(spans), outside, time.perf_counter() - began
 
 
 def plain(fn: Callable[[], object], device: torch.device, calls: int) -> float:
@@ -158,11 +111,11 @@ def row(name: str, fn: Callable[[], object], device: torch.device, calls: int) -
     calls_s = plain(fn, device, calls)
     prof, profiled_s = profiled(fn, device, calls)
     began = time.perf_counter()
-    raw = capture.per_call_device_us(capture.spans_of_kineto(prof.kineto_results), index)
+    raw = percall.per_call_device_us(percall.spans_of_kineto(prof.kineto_results), index)
     raw_s = time.perf_counter() - began
     events = prof.kineto_results.events()
     began = time.perf_counter()
-    old = capture.per_call_device_us(capture.spans_of_events(prof.function_events), index)
+    old = percall.per_call_device_us(percall.spans_of_events(prof.function_events), index)
     old_s = time.perf_counter() - began
     if len(raw) != len(old):
         sys.exit(f"bench_kernel_times: {name}: {len(raw)} calls read raw, {len(old)} as events")
@@ -170,15 +123,21 @@ def row(name: str, fn: Callable[[], object], device: torch.device, calls: int) -
     whole = "—"
     if device.type == "cuda":
         began = time.perf_counter()
-        capture.kernel_times(fn, str(device), each_s=calls_s / calls)  # sized as the plugin does
+        percall.kernel_times(fn, str(device), each_s=calls_s / calls)  # sized as the plugin does
         whole = f"{time.perf_counter() - began:.3f}"
     per_call = statistics.median(raw) / 1e3 if raw else 0.0
-    alone, seen, outside, alone_s = device_only(fn, device, calls)
-    alone_ms = statistics.median(alone) / 1e3
+    alone = "| — | — | — | — |"
+    if index is not None:
+        began = time.perf_counter()
+        found = percall.device_only_pass(torch, fn, index, calls)
+        alone_s = time.perf_counter() - began
+        if found is not None:
+            totals, outside, seen = found
+            median = statistics.median(totals) / 1e3
+            alone = f"| {seen} | {median:.3f} | {outside} | {alone_s:.3f} |"
     return (
         f"| {name} | {len(events)} | {per_call:.3f} | {calls_s:.3f} | {profiled_s:.3f} "
-        f"| {raw_s:.3f} | {old_s:.3f} | {diff:.1e} | {whole} "
-        f"| {seen} | {alone_ms:.3f} | {outside} | {alone_s:.3f} |"
+        f"| {raw_s:.3f} | {old_s:.3f} | {diff:.1e} | {whole} {alone}"
     )
 
 

@@ -8,7 +8,6 @@ kept, the rest summed as ``other``. torch is imported inside :func:`profile` onl
 
 from __future__ import annotations
 
-import bisect
 import re
 import statistics
 import time
@@ -26,7 +25,6 @@ from pytest_cudaperf.breakdown.model import (
     sig,
 )
 from pytest_cudaperf.breakdown.naming import entry_key, short_name
-from pytest_cudaperf.seeding import same_draws
 
 #: the kept entries cover at least this fraction of the total time
 COVERAGE = 0.95
@@ -324,41 +322,6 @@ def _is_work(
 CALL_RANGE = "cudaperf:call"
 
 
-@dataclass(frozen=True)
-class Span:
-    """One profiler event as :func:`per_call_device_us` reads it (times in µs)."""
-
-    name: str
-    #: "CPU", "CUDA", ...
-    device: str
-    start: float
-    end: float
-    #: kineto's activity type ("kernel", "gpu_memcpy", "cuda_sync", ...); None where torch
-    #: gives none (the event is then told by its name)
-    kind: str | None
-    index: int | None
-    annotation: bool
-
-
-def spans_of_events(function_events: Iterable[Any]) -> list[Span]:
-    """Spans of torch's FunctionEvents (``prof.function_events``)."""
-    out = []
-    for ev in function_events:
-        kind = getattr(ev, "activity_type", None)
-        out.append(
-            Span(
-                str(ev.name),
-                _device_type(ev),
-                float(ev.time_range.start),
-                float(ev.time_range.end),
-                kind if isinstance(kind, str) else None,
-                getattr(ev, "device_index", None),
-                bool(getattr(ev, "is_user_annotation", False)),
-            )
-        )
-    return out
-
-
 def _trace_start_ns(result: Any) -> int:
     """Where a profile's times count from: its trace's start (kineto's times are Unix-epoch ns,
     which a float in µs holds only to 0.25 µs)."""
@@ -373,109 +336,12 @@ def _span_us(ev: Any, origin: int) -> tuple[float, float]:
     return (start - origin) / 1e3, (end - origin) / 1e3
 
 
-def spans_of_kineto(result: Any) -> list[Span]:
-    """Spans of the profiler's raw kineto results (``prof.kineto_results``), read as they are:
-    torch's FunctionEvents, built from the same events, cost tens of µs each (a call of
-    thousands of launches took seconds to read), and the per-call device time needs none of
-    what they add (the CPU op tree, memory, shapes). Times count from the trace's start, as a
-    FunctionEvent's do."""
-    origin = _trace_start_ns(result)
-    out = []
-    for ev in result.events():
-        kind = ev.activity_type() if hasattr(ev, "activity_type") else None
-        device = str(ev.device_type()).rsplit(".", 1)[-1]
-        annotation = bool(ev.is_user_annotation()) if hasattr(ev, "is_user_annotation") else False
-        if device == "CPU" and not annotation:
-            continue  # ops, runtime calls: no part of a call's device time or of its range
-        start, end = _span_us(ev, origin)
-        out.append(
-            Span(
-                str(ev.name()),
-                device,
-                start,
-                end,
-                kind if isinstance(kind, str) and kind else None,
-                int(ev.device_index()),
-                annotation,
-            )
-        )
-    return out
-
-
-def per_call_device_us(spans: Iterable[Span], device_index: int | None) -> list[float]:
-    """The device work (µs) that ran inside each ``CALL_RANGE`` range, in call order: each
-    kernel counts for the range its start falls in (a call that synchronizes at its end holds
-    its kernels inside its range)."""
-    events = list(spans)
-    annotations = {ev.name for ev in events if ev.annotation}
-    ranges = sorted(
-        (ev.start, ev.end) for ev in events if ev.name == CALL_RANGE and ev.device == "CPU"
-    )
-    starts = [low for low, _ in ranges]
-    totals = [0.0] * len(ranges)
-    for ev in events:
-        if ev.device == "CPU" or not _is_work(
-            ev.name, ev.kind, ev.index, annotations, device_index
-        ):
-            continue
-        at = bisect.bisect_right(starts, ev.start) - 1
-        if at >= 0 and ev.start <= ranges[at][1]:
-            totals[at] += ev.end - ev.start
-    return totals
-
-
-#: the time a pass of :func:`kernel_times` is sized to (its calls, at least three)
-KERNEL_PASS_BUDGET_S = 0.15
-
-
-def kernel_times(
-    fn: Callable[[], object],
-    device: str,
-    calls: int = 10,
-    exact: bool = False,
-    each_s: float | None = None,
-) -> list[float]:
-    """The device time (ms) of the work each of up to ``calls`` calls of ``fn`` ran on
-    ``device`` (a CUDA device), each call in its own profiler range and synchronized at its
-    end: the kernels of GPU code that synchronizes inside, apart from its host time. Fewer
-    calls (down to 3) when ``calls`` of them would take longer than :data:`KERNEL_PASS_BUDGET_S`,
-    unless ``exact``: by ``each_s``, one call's time where the caller knows it (a measurement's
-    median), else by a call timed first. The calls draw the same random numbers in every
-    process and every pass (:func:`seeding.same_draws`). Raises BreakdownUnavailable when the
-    profiler cannot run here."""
-    import torch
-
-    dev = torch.device(device)
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
-    if _profiler_active(torch):
-        raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
-    if not exact:
-        if each_s is None:
-            began = time.perf_counter()
-            fn()
-            torch.cuda.synchronize(index)
-            each_s = time.perf_counter() - began
-        calls = max(3, min(calls, int(KERNEL_PASS_BUDGET_S / max(each_s, 1e-9))))
-    torch.cuda.synchronize(index)
-    try:
-        with same_draws(index), _profiler(torch, True) as prof:
-            for _ in range(calls):
-                with torch.autograd.profiler.record_function(CALL_RANGE):
-                    fn()
-                    torch.cuda.synchronize(index)
-        raw = getattr(prof, "kineto_results", None)
-        spans = spans_of_kineto(raw) if raw is not None else spans_of_events(prof.function_events)
-    except (RuntimeError, AssertionError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
-    return [us / 1e3 for us in per_call_device_us(spans, index)]
-
-
-def _profiler(torch: Any, is_cuda: bool) -> Any:
+def _profiler(torch: Any, is_cuda: bool, cpu: bool = True) -> Any:
     """The kineto-backed autograd profiler (what ``torch.profiler.profile`` wraps): it skips
     ``torch.profiler``'s ``prepare_trace``, whose ``hasattr(torch, "_inductor")`` imports
     Inductor (seconds, once per process). ``use_device`` is feature-detected (older torch:
-    ``use_cuda``)."""
+    ``use_cuda``). ``cpu=False``: the CUDA activity alone (no CPU op events); None where this
+    torch cannot leave the CPU's out."""
     import inspect
 
     profile_cls = torch.autograd.profiler.profile
@@ -483,6 +349,10 @@ def _profiler(torch: Any, is_cuda: bool) -> Any:
     kwargs: dict[str, Any] = {"use_kineto": True}
     if is_cuda:
         kwargs.update({"use_device": "cuda"} if "use_device" in params else {"use_cuda": True})
+    if not cpu:
+        if "use_cpu" not in params or not is_cuda:
+            return None
+        kwargs["use_cpu"] = False
     return profile_cls(**kwargs)
 
 

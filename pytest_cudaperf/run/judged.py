@@ -442,8 +442,8 @@ class JudgedMeasurement:
     def _kernel_pass(self, each_ms: float | None = None) -> Measurement | str:
         """The kernels' time of the profiled calls (two passes where the first is imprecise), or
         why there is none."""
-        from pytest_cudaperf.breakdown.capture import kernel_times
         from pytest_cudaperf.breakdown.model import BreakdownUnavailable
+        from pytest_cudaperf.breakdown.percall import kernel_times
 
         fn, device = self.target.fn, self.target.device
         try:

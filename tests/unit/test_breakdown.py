@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_cudaperf.breakdown import capture, html, model, naming
+from pytest_cudaperf.breakdown import capture, html, model, naming, percall
 from pytest_cudaperf.breakdown import diff as diffing
 from pytest_cudaperf.breakdown import explain as explaining
 from pytest_cudaperf.breakdown.capture import RawEvent
@@ -688,7 +688,8 @@ def test_short_name_never_fails_on_odd_names(odd: str) -> None:
 
 
 def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> None:
-    from pytest_cudaperf.breakdown.capture import CALL_RANGE, per_call_device_us, spans_of_events
+    from pytest_cudaperf.breakdown.capture import CALL_RANGE
+    from pytest_cudaperf.breakdown.percall import per_call_device_us, spans_of_events
 
     cuda = "DeviceType.CUDA"
     events = [
@@ -744,8 +745,8 @@ class FakeKinetoEvent:
 
 
 def test_per_call_device_time_reads_raw_kineto_events_as_function_events() -> None:
-    from pytest_cudaperf.breakdown.capture import (
-        CALL_RANGE,
+    from pytest_cudaperf.breakdown.capture import CALL_RANGE
+    from pytest_cudaperf.breakdown.percall import (
         per_call_device_us,
         spans_of_events,
         spans_of_kineto,
@@ -821,3 +822,60 @@ def test_a_profile_read_raw_gives_the_events_its_function_events_give() -> None:
     assert {"aten::linear", "aten::relu", "aten::cat", "aten::sum"} <= ops
     assert "aten::addmm" not in ops  # inside aten::linear: not top level
     assert {call for _, _, call, _ in raw} == {0, 1, 2}
+
+
+def span(name: str, start: float, end: float, device: str = "CUDA", **kw: Any) -> percall.Span:
+    """A profiler event as the readers give it (µs)."""
+    fields: dict[str, Any] = {"kind": None, "index": 0, "annotation": False}
+    fields.update(kw)
+    return percall.Span(name, device, start, end, **fields)
+
+
+def test_device_work_is_given_to_the_host_window_its_start_falls_in() -> None:
+    """Windows are the calls' host spans (µs), 1 ms apart: a kernel belongs to the window that
+    holds its start, widened by a quarter of the gap (the profiler's clock and the host's agree
+    to µs, not exactly); one in the middle of a gap, before the first window or after the last
+    is no call's and counted apart; one on another GPU, or a sync, is no work."""
+    windows = [(1000.0, 1100.0), (2100.0, 2200.0)]
+    spans = [
+        span("k", 1010, 1030),
+        span("k", 1090, 1095),  # ends after its start's window: counted whole
+        span("memcpy", 2099, 2104, kind="gpu_memcpy"),  # 1 µs before the host saw the call
+        span("k", 2150, 2170),
+        span("k", 2150, 2190, index=1),  # another GPU
+        span("Context Sync", 2100, 2200, kind="cuda_sync"),
+        span("aten::add", 1000, 1100, device="CPU"),
+    ]
+    assert percall.per_window_device_us(spans, windows, 0) == ([25.0, 25.0], 0)
+    for stray in (1600.0, 700.0, 2500.0):  # mid-gap, before the first, after the last
+        found = percall.per_window_device_us([*spans, span("k", stray, stray + 5)], windows, 0)
+        assert found == ([25.0, 25.0], 1), stray
+    edges = [span("k", 1340, 1345), span("k", 1860, 1865)]  # within a quarter gap of a call
+    assert percall.per_window_device_us(edges, windows, 0) == ([5.0, 5.0], 0)
+
+
+def test_device_only_passes_stop_for_the_process_once_one_reads_a_kernel_outside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first pass of a process tries the device-only profile; where one cannot run or
+    finds work outside every window, the ranged profile takes over for the process."""
+    monkeypatch.setattr(percall, "_DEVICE_ONLY", {})
+    passes: list[tuple[list[float], int, int] | None] = [([1000.0, 2000.0], 0, 9)]
+    asked: list[int] = []
+
+    def device_only_pass(torch: object, fn: object, index: int, calls: int) -> Any:
+        asked.append(index)
+        found = passes.pop(0)
+        if found is None:
+            raise RuntimeError("kineto: no activities")
+        return found
+
+    monkeypatch.setattr(percall, "device_only_pass", device_only_pass)
+    assert percall.device_only_times(None, lambda: None, 0, 2) == [1.0, 2.0]
+    passes.append(([1000.0, 0.0], 1, 9))  # a kernel outside: the ranges take over
+    assert percall.device_only_times(None, lambda: None, 0, 2) is None
+    assert percall.device_only_times(None, lambda: None, 0, 2) is None
+    assert asked == [0, 0]  # not tried again on that GPU
+    passes.append(None)  # another GPU, whose pass cannot run
+    assert percall.device_only_times(None, lambda: None, 1, 2) is None
+    assert percall._DEVICE_ONLY == {0: False, 1: False}

@@ -914,7 +914,7 @@ def profiled_kernels(
 ) -> tuple[list[tuple[int, bool]], Target]:
     """The profiler's kernel times replaced by ``times(calls)``: the passes asked for, as
     (calls, exact), and a profiled callable to judge; ``sized`` gets each pass's ``each_s``."""
-    from pytest_cudaperf.breakdown import capture
+    from pytest_cudaperf.breakdown import percall
 
     passes: list[tuple[int, bool]] = []
 
@@ -926,7 +926,7 @@ def profiled_kernels(
             sized.append(each_s)
         return times(calls)
 
-    monkeypatch.setattr(capture, "kernel_times", kernel_times)
+    monkeypatch.setattr(percall, "kernel_times", kernel_times)
     return passes, Target(lambda: None, "cuda:0")
 
 

@@ -1,0 +1,243 @@
+"""The device time of each profiled call of GPU code that synchronizes inside (its
+``time:kernels`` series): :func:`kernel_times`, the calls profiled with the CUDA activity alone
+and told apart by their host windows (:func:`device_only_pass`) or, where that cannot be read
+here, each in its ``record_function`` range (:func:`per_call_device_us`), from the profiler's
+raw events (:func:`spans_of_kineto`). torch is imported by the caller's calls only."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_cudaperf.breakdown.capture import (
+    CALL_RANGE,
+    _device_type,
+    _is_work,
+    _profiler,
+    _profiler_active,
+    _span_us,
+    _trace_start_ns,
+)
+from pytest_cudaperf.breakdown.model import BreakdownUnavailable
+from pytest_cudaperf.seeding import same_draws
+
+
+@dataclass(frozen=True)
+class Span:
+    """One profiler event as :func:`per_call_device_us` reads it (times in µs)."""
+
+    name: str
+    #: "CPU", "CUDA", ...
+    device: str
+    start: float
+    end: float
+    #: kineto's activity type ("kernel", "gpu_memcpy", "cuda_sync", ...); None where torch
+    #: gives none (the event is then told by its name)
+    kind: str | None
+    index: int | None
+    annotation: bool
+
+
+def spans_of_events(function_events: Iterable[Any]) -> list[Span]:
+    """Spans of torch's FunctionEvents (``prof.function_events``)."""
+    out = []
+    for ev in function_events:
+        kind = getattr(ev, "activity_type", None)
+        out.append(
+            Span(
+                str(ev.name),
+                _device_type(ev),
+                float(ev.time_range.start),
+                float(ev.time_range.end),
+                kind if isinstance(kind, str) else None,
+                getattr(ev, "device_index", None),
+                bool(getattr(ev, "is_user_annotation", False)),
+            )
+        )
+    return out
+
+
+def spans_of_kineto(result: Any) -> list[Span]:
+    """Spans of the profiler's raw kineto results (``prof.kineto_results``), read as they are:
+    torch's FunctionEvents, built from the same events, cost tens of µs each (a call of
+    thousands of launches took seconds to read), and the per-call device time needs none of
+    what they add (the CPU op tree, memory, shapes). Times count from the trace's start, as a
+    FunctionEvent's do."""
+    origin = _trace_start_ns(result)
+    out = []
+    for ev in result.events():
+        kind = ev.activity_type() if hasattr(ev, "activity_type") else None
+        device = str(ev.device_type()).rsplit(".", 1)[-1]
+        annotation = bool(ev.is_user_annotation()) if hasattr(ev, "is_user_annotation") else False
+        if device == "CPU" and not annotation:
+            continue  # ops, runtime calls: no part of a call's device time or of its range
+        start, end = _span_us(ev, origin)
+        out.append(
+            Span(
+                str(ev.name()),
+                device,
+                start,
+                end,
+                kind if isinstance(kind, str) and kind else None,
+                int(ev.device_index()),
+                annotation,
+            )
+        )
+    return out
+
+
+def per_call_device_us(spans: Iterable[Span], device_index: int | None) -> list[float]:
+    """The device work (µs) that ran inside each ``CALL_RANGE`` range, in call order: each
+    kernel counts for the range its start falls in (a call that synchronizes at its end holds
+    its kernels inside its range)."""
+    events = list(spans)
+    annotations = {ev.name for ev in events if ev.annotation}
+    ranges = sorted(
+        (ev.start, ev.end) for ev in events if ev.name == CALL_RANGE and ev.device == "CPU"
+    )
+    starts = [low for low, _ in ranges]
+    totals = [0.0] * len(ranges)
+    for ev in events:
+        if ev.device == "CPU" or not _is_work(
+            ev.name, ev.kind, ev.index, annotations, device_index
+        ):
+            continue
+        at = bisect.bisect_right(starts, ev.start) - 1
+        if at >= 0 and ev.start <= ranges[at][1]:
+            totals[at] += ev.end - ev.start
+    return totals
+
+
+def per_window_device_us(
+    spans: Iterable[Span], windows: Sequence[tuple[float, float]], device_index: int | None
+) -> tuple[list[float], int]:
+    """The device work (µs) whose start falls in each host window (start, end: µs on the
+    spans' clock, in call order, each widened by a quarter of :data:`CALL_GAP_S`), and how many
+    work events fell in none: in the middle half of a gap, or beyond the first or last window,
+    where a profiler's clock that is not the host's puts the kernels at a call's edges."""
+    slack = CALL_GAP_S * 1e6 / 4
+    starts = [low - slack for low, _ in windows]
+    totals = [0.0] * len(windows)
+    outside = 0
+    for ev in spans:
+        if ev.device == "CPU" or not _is_work(ev.name, ev.kind, ev.index, set(), device_index):
+            continue
+        at = bisect.bisect_right(starts, ev.start) - 1
+        if at >= 0 and ev.start <= windows[at][1] + slack:
+            totals[at] += ev.end - ev.start
+        else:
+            outside += 1
+    return totals, outside
+
+
+#: the host's idle after each call of a device-only pass: its calls' windows lie that far apart
+CALL_GAP_S = 0.001
+
+
+def device_only_pass(
+    torch: Any, fn: Callable[[], object], index: int, calls: int
+) -> tuple[list[float], int, int] | None:
+    """``calls`` calls of ``fn`` profiled with the CUDA activity alone: on calls of many ops
+    most of what the profiler records, and hands back to be read, is the CPU's op events. The
+    device time (µs) of each call is the work whose start falls in its host window:
+    ``time.time_ns()`` before the call and after its synchronize (kineto's times are
+    Unix-epoch ns, as the host's; :func:`per_window_device_us`). Also: the work events outside
+    every window, and the events read. None where this torch cannot profile without the CPU
+    or gives no raw results."""
+    profiler = _profiler(torch, True, cpu=False)
+    if profiler is None:
+        return None
+    stamps: list[tuple[int, int]] = []
+    with same_draws(index), profiler as prof:
+        for _ in range(calls):
+            began = time.time_ns()
+            fn()
+            torch.cuda.synchronize(index)
+            stamps.append((began, time.time_ns()))
+            time.sleep(CALL_GAP_S)
+    raw = getattr(prof, "kineto_results", None)
+    if raw is None:
+        return None
+    origin = _trace_start_ns(raw)
+    windows = [((low - origin) / 1e3, (high - origin) / 1e3) for low, high in stamps]
+    spans = spans_of_kineto(raw)
+    totals, outside = per_window_device_us(spans, windows, index)
+    return totals, outside, len(spans)
+
+
+#: per device index, whether a device-only pass read every kernel within its calls' windows
+#: (the first pass of a process tries it; one that did not turns it off for the process)
+_DEVICE_ONLY: dict[int, bool] = {}
+
+
+def device_only_times(
+    torch: Any, fn: Callable[[], object], index: int, calls: int
+) -> list[float] | None:
+    """The device time (ms) of each call from a :func:`device_only_pass`, while such passes
+    work on device ``index`` in this process; None (the caller profiles with ranges) where the
+    pass could not run or a work event fell outside every window, which turns them off."""
+    if not _DEVICE_ONLY.get(index, True):
+        return None
+    try:
+        found = device_only_pass(torch, fn, index, calls)
+    except (RuntimeError, AssertionError):  # this torch's profiler needs the CPU's events
+        found = None
+    works = found is not None and found[1] == 0
+    _DEVICE_ONLY[index] = works
+    return [us / 1e3 for us in found[0]] if found is not None and works else None
+
+
+#: the time a pass of :func:`kernel_times` is sized to (its calls, at least three)
+KERNEL_PASS_BUDGET_S = 0.15
+
+
+def kernel_times(
+    fn: Callable[[], object],
+    device: str,
+    calls: int = 10,
+    exact: bool = False,
+    each_s: float | None = None,
+) -> list[float]:
+    """The device time (ms) of the work each of up to ``calls`` calls of ``fn`` ran on
+    ``device`` (a CUDA device), each call synchronized at its end: the kernels of GPU code that
+    synchronizes inside, apart from its host time. The calls are profiled with the CUDA
+    activity alone and told apart by their host windows (:func:`device_only_pass`) where a
+    first such pass of the process read every kernel inside its calls' windows; else each in
+    its own profiler range (``CALL_RANGE``) of a profile with the CPU's events. Fewer
+    calls (down to 3) when ``calls`` of them would take longer than :data:`KERNEL_PASS_BUDGET_S`,
+    unless ``exact``: by ``each_s``, one call's time where the caller knows it (a measurement's
+    median), else by a call timed first. The calls draw the same random numbers in every
+    process and every pass (:func:`seeding.same_draws`). Raises BreakdownUnavailable when the
+    profiler cannot run here."""
+    import torch
+
+    dev = torch.device(device)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    if _profiler_active(torch):
+        raise BreakdownUnavailable("torch.profiler could not run: another profiler is active")
+    if not exact:
+        if each_s is None:
+            began = time.perf_counter()
+            fn()
+            torch.cuda.synchronize(index)
+            each_s = time.perf_counter() - began
+        calls = max(3, min(calls, int(KERNEL_PASS_BUDGET_S / max(each_s, 1e-9))))
+    torch.cuda.synchronize(index)
+    alone = device_only_times(torch, fn, index, calls)
+    if alone is not None:
+        return alone
+    try:
+        with same_draws(index), _profiler(torch, True) as prof:
+            for _ in range(calls):
+                with torch.autograd.profiler.record_function(CALL_RANGE):
+                    fn()
+                    torch.cuda.synchronize(index)
+        raw = getattr(prof, "kineto_results", None)
+        spans = spans_of_kineto(raw) if raw is not None else spans_of_events(prof.function_events)
+    except (RuntimeError, AssertionError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
+    return [us / 1e3 for us in per_call_device_us(spans, index)]
