@@ -2,7 +2,7 @@
 ``time:kernels`` series): :func:`kernel_times`, the calls profiled with the CUDA activity alone
 and told apart by their host windows (:func:`device_only_pass`) or, where that cannot be read
 here, each in its ``record_function`` range (:func:`per_call_device_us`), from the profiler's
-raw events (:func:`spans_of_kineto`). torch is imported by the caller's calls only."""
+raw events (:func:`spans_of_kineto`). torch is imported inside :func:`kernel_times` only."""
 
 from __future__ import annotations
 
