@@ -178,14 +178,16 @@ def device_only_times(
 ) -> list[float] | None:
     """The device time (ms) of each call from a :func:`device_only_pass`, while such passes
     work on device ``index`` in this process; None (the caller profiles with ranges) where the
-    pass could not run or a work event fell outside every window, which turns them off."""
+    pass could not run, a work event fell outside every window, or it saw no work at all (a
+    profiler that records no kernel without the CPU's events would read zeros), which turns
+    them off."""
     if not _DEVICE_ONLY.get(index, True):
         return None
     try:
         found = device_only_pass(torch, fn, index, calls)
     except (RuntimeError, AssertionError):  # this torch's profiler needs the CPU's events
         found = None
-    works = found is not None and found[1] == 0
+    works = found is not None and found[1] == 0 and any(us > 0 for us in found[0])
     _DEVICE_ONLY[index] = works
     return [us / 1e3 for us in found[0]] if found is not None and works else None
 

@@ -857,8 +857,9 @@ def test_device_work_is_given_to_the_host_window_its_start_falls_in() -> None:
 def test_device_only_passes_stop_for_the_process_once_one_reads_a_kernel_outside(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The first pass of a process tries the device-only profile; where one cannot run or
-    finds work outside every window, the ranged profile takes over for the process."""
+    """The first pass of a process tries the device-only profile; where one cannot run, finds
+    work outside every window or no work at all, the ranged profile takes over for the
+    process."""
     monkeypatch.setattr(percall, "_DEVICE_ONLY", {})
     passes: list[tuple[list[float], int, int] | None] = [([1000.0, 2000.0], 0, 9)]
     asked: list[int] = []
@@ -878,4 +879,6 @@ def test_device_only_passes_stop_for_the_process_once_one_reads_a_kernel_outside
     assert asked == [0, 0]  # not tried again on that GPU
     passes.append(None)  # another GPU, whose pass cannot run
     assert percall.device_only_times(None, lambda: None, 1, 2) is None
-    assert percall._DEVICE_ONLY == {0: False, 1: False}
+    passes.append(([0.0, 0.0], 0, 9))  # a third that saw no kernel at all: not zeros, ranges
+    assert percall.device_only_times(None, lambda: None, 2, 2) is None
+    assert percall._DEVICE_ONLY == {0: False, 1: False, 2: False}
