@@ -499,7 +499,7 @@ def test_the_host_sampler_times_each_call_beside_a_reference_loop() -> None:
 def test_a_host_bound_measurement_spends_its_budget_in_seconds() -> None:
     """The host sampler times its calls on a ns clock, while the budget it samples for counts
     seconds: a ns clock taken for the budget's ended every warm-up at its second batch and every
-    round at its first batch of samples."""
+    round once it held three samples."""
     from pytest_cudaperf.measure.hostbound import HostSampler
     from pytest_cudaperf.measure.timing import Budget, run_adaptive
 
