@@ -4,8 +4,8 @@ kineto events gives the per-call device times that torch's FunctionEvents give.
 GPU code that synchronizes inside has its kernels profiled call by call
 (``percall.kernel_times``). For each workload this profiles ``--calls`` calls the way it does
 (each call in its range, synchronized), then reads the per-call device time both ways from the
-same profile: the raw events (``percall.spans_of_kineto``, what the plugin reads) and torch's
-FunctionEvents (``percall.spans_of_events``). Columns: the calls without the profiler, the calls
+same profile: the raw events (``capture.kineto_events``, what the plugin reads) and torch's
+FunctionEvents (``prof.function_events``). Columns: the calls without the profiler, the calls
 under it, each reading's cost, the largest per-call difference between the readings, and
 ``kernel_times`` whole as the plugin calls it (sized by the call's measured time; the
 device-only pass where it works). The first workload's first profile carries the profiler's
@@ -111,11 +111,11 @@ def row(name: str, fn: Callable[[], object], device: torch.device, calls: int) -
     calls_s = plain(fn, device, calls)
     prof, profiled_s = profiled(fn, device, calls)
     began = time.perf_counter()
-    raw = percall.per_call_device_us(percall.spans_of_kineto(prof.kineto_results), index)
+    raw = percall.per_call_device_us(capture.kineto_events(prof.kineto_results, ops=False), index)
     raw_s = time.perf_counter() - began
     events = prof.kineto_results.events()
     began = time.perf_counter()
-    old = percall.per_call_device_us(percall.spans_of_events(prof.function_events), index)
+    old = percall.per_call_device_us(prof.function_events, index)
     old_s = time.perf_counter() - began
     if len(raw) != len(old):
         sys.exit(f"bench_kernel_times: {name}: {len(raw)} calls read raw, {len(old)} as events")

@@ -207,6 +207,12 @@ class _Range:
     end: float
 
 
+def _annotation(ev: Any) -> bool:
+    """Whether a raw kineto event is a ``record_function`` range (torch marks user annotations
+    where it can)."""
+    return bool(ev.is_user_annotation()) if hasattr(ev, "is_user_annotation") else False
+
+
 class KinetoEvent:
     """A raw kineto event with what :func:`raw_events` reads of a FunctionEvent (name, device,
     times in µs, activity type, device index, annotation, CPU parent), without the rest that
@@ -231,8 +237,7 @@ class KinetoEvent:
         self.time_range = _Range(*_span_us(ev, origin))
         self.activity_type = kind if isinstance(kind, str) and kind else None
         self.device_index = int(ev.device_index())
-        annotation = ev.is_user_annotation() if hasattr(ev, "is_user_annotation") else False
-        self.is_user_annotation = bool(annotation)
+        self.is_user_annotation = _annotation(ev)
         self.thread = ev.start_thread_id()
         #: on the CPU, on one thread: what FunctionEvents nest (async events are not nested)
         self.nested = (
@@ -247,18 +252,24 @@ class KinetoEvent:
         return self.time_range.end - self.time_range.start
 
 
-def kineto_events(result: Any) -> list[KinetoEvent]:
-    """The events of a profile's raw kineto results (``prof.kineto_results``) as
-    :func:`raw_events` reads FunctionEvents: torch's utility events left out as torch leaves
-    them, each CPU event's parent the innermost event of its thread whose span holds its own,
-    as torch's ``EventList._populate_cpu_children`` finds it."""
+def kineto_events(result: Any, ops: bool = True) -> list[KinetoEvent]:
+    """The events of a profile's raw kineto results (``prof.kineto_results``) as torch's
+    FunctionEvents give them to :func:`raw_events`: torch's utility events left out as torch
+    leaves them, each CPU event's parent the innermost event of its thread whose span holds its
+    own, as torch's ``EventList._populate_cpu_children`` finds it. ``ops=False``: the device's
+    events and the CPU's ranges (``record_function``) only, unnested, which is all a call's
+    device time needs (:mod:`pytest_cudaperf.breakdown.percall`)."""
     origin = _trace_start_ns(result)
     out = []
     for ev in result.events():
         hidden = ev.is_hidden_event() if hasattr(ev, "is_hidden_event") else False
         if hidden or ev.name() in _FILTERED:
             continue
+        if not ops and str(ev.device_type()).endswith("CPU") and not _annotation(ev):
+            continue
         out.append(KinetoEvent(ev, origin))
+    if not ops:
+        return out
     by_thread: dict[int, list[KinetoEvent]] = {}
     for ev in out:
         if ev.nested:
@@ -299,21 +310,14 @@ def _call_of(start: float, ranges: Sequence[tuple[float, float]]) -> int | None:
 def _device_work(ev: Any, annotations: set[str], device_index: int | None) -> bool:
     """Whether a device-side event is work on ``device_index``: a kernel, memcpy or memset, not
     a synchronisation nor the GPU-side mirror of a ``record_function`` range."""
+    name = str(ev.name)
     kind = getattr(ev, "activity_type", None)
-    index = getattr(ev, "device_index", None)
-    return _is_work(str(ev.name), kind, index, annotations, device_index)
-
-
-def _is_work(
-    name: str, kind: object, index: object, annotations: set[str], device_index: int | None
-) -> bool:
-    """:func:`_device_work` of an event's name, kineto activity type (``kind``: None or not a
-    string where torch gives none) and device index."""
     if isinstance(kind, str) and kind:
         if kind not in DEVICE_KINDS:
             return False
     elif name in annotations or _NOT_WORK.search(name):
         return False
+    index = getattr(ev, "device_index", None)
     return device_index is None or index is None or index == device_index
 
 

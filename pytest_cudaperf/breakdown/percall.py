@@ -2,132 +2,67 @@
 ``time:kernels`` series): :func:`kernel_times`, the calls profiled with the CUDA activity alone
 and told apart by their host windows (:func:`device_only_pass`) or, where that cannot be read
 here, each in its ``record_function`` range (:func:`per_call_device_us`), from the profiler's
-raw events (:func:`spans_of_kineto`). torch is imported inside :func:`kernel_times` only."""
+raw events (:func:`~pytest_cudaperf.breakdown.capture.kineto_events`). torch is imported inside
+:func:`kernel_times` only."""
 
 from __future__ import annotations
 
 import bisect
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_cudaperf.breakdown.capture import (
     CALL_RANGE,
+    _call_of,
+    _call_ranges,
     _device_type,
-    _is_work,
+    _device_work,
     _profiler,
     _profiler_active,
-    _span_us,
     _trace_start_ns,
+    kineto_events,
 )
 from pytest_cudaperf.breakdown.model import BreakdownUnavailable
 from pytest_cudaperf.seeding import same_draws
 
 
-@dataclass(frozen=True)
-class Span:
-    """One profiler event as :func:`per_call_device_us` reads it (times in µs)."""
-
-    name: str
-    #: "CPU", "CUDA", ...
-    device: str
-    start: float
-    end: float
-    #: kineto's activity type ("kernel", "gpu_memcpy", "cuda_sync", ...); None where torch
-    #: gives none (the event is then told by its name)
-    kind: str | None
-    index: int | None
-    annotation: bool
-
-
-def spans_of_events(function_events: Iterable[Any]) -> list[Span]:
-    """Spans of torch's FunctionEvents (``prof.function_events``)."""
-    out = []
-    for ev in function_events:
-        kind = getattr(ev, "activity_type", None)
-        out.append(
-            Span(
-                str(ev.name),
-                _device_type(ev),
-                float(ev.time_range.start),
-                float(ev.time_range.end),
-                kind if isinstance(kind, str) else None,
-                getattr(ev, "device_index", None),
-                bool(getattr(ev, "is_user_annotation", False)),
-            )
-        )
-    return out
-
-
-def spans_of_kineto(result: Any) -> list[Span]:
-    """Spans of the profiler's raw kineto results (``prof.kineto_results``), read as they are:
-    torch's FunctionEvents, built from the same events, cost tens of µs each (a call of
-    thousands of launches took seconds to read), and the per-call device time needs none of
-    what they add (the CPU op tree, memory, shapes). Times count from the trace's start, as a
-    FunctionEvent's do."""
-    origin = _trace_start_ns(result)
-    out = []
-    for ev in result.events():
-        kind = ev.activity_type() if hasattr(ev, "activity_type") else None
-        device = str(ev.device_type()).rsplit(".", 1)[-1]
-        annotation = bool(ev.is_user_annotation()) if hasattr(ev, "is_user_annotation") else False
-        if device == "CPU" and not annotation:
-            continue  # ops, runtime calls: no part of a call's device time or of its range
-        start, end = _span_us(ev, origin)
-        out.append(
-            Span(
-                str(ev.name()),
-                device,
-                start,
-                end,
-                kind if isinstance(kind, str) and kind else None,
-                int(ev.device_index()),
-                annotation,
-            )
-        )
-    return out
-
-
-def per_call_device_us(spans: Iterable[Span], device_index: int | None) -> list[float]:
+def per_call_device_us(events: Iterable[Any], device_index: int | None) -> list[float]:
     """The device work (µs) that ran inside each ``CALL_RANGE`` range, in call order: each
     kernel counts for the range its start falls in (a call that synchronizes at its end holds
-    its kernels inside its range)."""
-    events = list(spans)
-    annotations = {ev.name for ev in events if ev.annotation}
-    ranges = sorted(
-        (ev.start, ev.end) for ev in events if ev.name == CALL_RANGE and ev.device == "CPU"
-    )
-    starts = [low for low, _ in ranges]
+    its kernels inside its range). ``events``: torch's FunctionEvents, or their raw
+    counterparts (:func:`~pytest_cudaperf.breakdown.capture.kineto_events`)."""
+    events = list(events)
+    annotations = {str(ev.name) for ev in events if getattr(ev, "is_user_annotation", False)}
+    ranges = _call_ranges(events)
     totals = [0.0] * len(ranges)
     for ev in events:
-        if ev.device == "CPU" or not _is_work(
-            ev.name, ev.kind, ev.index, annotations, device_index
-        ):
+        if _device_type(ev) == "CPU" or not _device_work(ev, annotations, device_index):
             continue
-        at = bisect.bisect_right(starts, ev.start) - 1
-        if at >= 0 and ev.start <= ranges[at][1]:
-            totals[at] += ev.end - ev.start
+        call = _call_of(float(ev.time_range.start), ranges)
+        if call is not None:
+            totals[call] += float(ev.time_range.end - ev.time_range.start)
     return totals
 
 
 def per_window_device_us(
-    spans: Iterable[Span], windows: Sequence[tuple[float, float]], device_index: int | None
+    events: Iterable[Any], windows: Sequence[tuple[float, float]], device_index: int | None
 ) -> tuple[list[float], int]:
     """The device work (µs) whose start falls in each host window (start, end: µs on the
-    spans' clock, in call order, each widened by a quarter of :data:`CALL_GAP_S`), and how many
+    events' clock, in call order, each widened by a quarter of :data:`CALL_GAP_S`), and how many
     work events fell in none: in the middle half of a gap, or beyond the first or last window,
     where a profiler's clock that is not the host's puts the kernels at a call's edges."""
     slack = CALL_GAP_S * 1e6 / 4
     starts = [low - slack for low, _ in windows]
     totals = [0.0] * len(windows)
     outside = 0
-    for ev in spans:
-        if ev.device == "CPU" or not _is_work(ev.name, ev.kind, ev.index, set(), device_index):
+    for ev in events:
+        if _device_type(ev) == "CPU" or not _device_work(ev, set(), device_index):
             continue
-        at = bisect.bisect_right(starts, ev.start) - 1
-        if at >= 0 and ev.start <= windows[at][1] + slack:
-            totals[at] += ev.end - ev.start
+        start = float(ev.time_range.start)
+        at = bisect.bisect_right(starts, start) - 1
+        if at >= 0 and start <= windows[at][1] + slack:
+            totals[at] += float(ev.time_range.end) - start
         else:
             outside += 1
     return totals, outside
@@ -163,9 +98,9 @@ def device_only_pass(
         return None
     origin = _trace_start_ns(raw)
     windows = [((low - origin) / 1e3, (high - origin) / 1e3) for low, high in stamps]
-    spans = spans_of_kineto(raw)
-    totals, outside = per_window_device_us(spans, windows, index)
-    return totals, outside, len(spans)
+    events = kineto_events(raw, ops=False)
+    totals, outside = per_window_device_us(events, windows, index)
+    return totals, outside, len(events)
 
 
 #: per device index, whether a device-only pass read every kernel within its calls' windows
@@ -238,8 +173,8 @@ def kernel_times(
                     fn()
                     torch.cuda.synchronize(index)
         raw = getattr(prof, "kineto_results", None)
-        spans = spans_of_kineto(raw) if raw is not None else spans_of_events(prof.function_events)
+        events = kineto_events(raw, ops=False) if raw is not None else prof.function_events
     except (RuntimeError, AssertionError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
-    return [us / 1e3 for us in per_call_device_us(spans, index)]
+    return [us / 1e3 for us in per_call_device_us(events, index)]

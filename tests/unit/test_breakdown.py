@@ -689,7 +689,7 @@ def test_short_name_never_fails_on_odd_names(odd: str) -> None:
 
 def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> None:
     from pytest_cudaperf.breakdown.capture import CALL_RANGE
-    from pytest_cudaperf.breakdown.percall import per_call_device_us, spans_of_events
+    from pytest_cudaperf.breakdown.percall import per_call_device_us
 
     cuda = "DeviceType.CUDA"
     events = [
@@ -703,7 +703,7 @@ def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> 
         FakeEvent("Context Sync", 50, 99, device_type=cuda, activity_type="cuda_sync"),
         FakeEvent("after every call", 250, 260, device_type=cuda),
     ]
-    assert per_call_device_us(spans_of_events(events), 0) == [25.0, 22.0]
+    assert per_call_device_us(events, 0) == [25.0, 22.0]
 
 
 #: kineto's raw times are Unix-epoch ns (2026: about 1.8e18)
@@ -743,14 +743,19 @@ class FakeKinetoEvent:
     def is_user_annotation(self) -> bool:
         return self._event.is_user_annotation
 
+    def is_async(self) -> bool:
+        return False
+
+    def start_thread_id(self) -> int:
+        return 1
+
+    def end_thread_id(self) -> int:
+        return 1
+
 
 def test_per_call_device_time_reads_raw_kineto_events_as_function_events() -> None:
-    from pytest_cudaperf.breakdown.capture import CALL_RANGE
-    from pytest_cudaperf.breakdown.percall import (
-        per_call_device_us,
-        spans_of_events,
-        spans_of_kineto,
-    )
+    from pytest_cudaperf.breakdown.capture import CALL_RANGE, kineto_events
+    from pytest_cudaperf.breakdown.percall import per_call_device_us
 
     cuda = "DeviceType.CUDA"
     events = [
@@ -773,11 +778,11 @@ def test_per_call_device_time_reads_raw_kineto_events_as_function_events() -> No
         def trace_start_ns(self) -> int:
             return EPOCH_NS - 5_000
 
-    raw = spans_of_kineto(Result())
-    assert not [s for s in raw if s.device == "CPU" and s.name != CALL_RANGE]  # ops left out
+    raw = kineto_events(Result(), ops=False)
+    assert {e.name for e in raw if e.device_type.endswith("CPU")} == {CALL_RANGE}  # no ops
     # counted from the trace's start: µs since 1970 in a float are 0.25 µs apart
     assert per_call_device_us(raw, 0) == pytest.approx([20.0, 23.6], abs=1e-9)
-    assert per_call_device_us(spans_of_events(events), 0) == pytest.approx([20.0, 23.6], abs=1e-9)
+    assert per_call_device_us(events, 0) == pytest.approx([20.0, 23.6], abs=1e-9)
 
 
 def test_launches_per_call_count_the_entries_and_the_rest() -> None:
@@ -824,11 +829,9 @@ def test_a_profile_read_raw_gives_the_events_its_function_events_give() -> None:
     assert {call for _, _, call, _ in raw} == {0, 1, 2}
 
 
-def span(name: str, start: float, end: float, device: str = "CUDA", **kw: Any) -> percall.Span:
-    """A profiler event as the readers give it (µs)."""
-    fields: dict[str, Any] = {"kind": None, "index": 0, "annotation": False}
-    fields.update(kw)
-    return percall.Span(name, device, start, end, **fields)
+def span(name: str, start: float, end: float, **kw: Any) -> FakeEvent:
+    """A device event (µs)."""
+    return FakeEvent(name, start, end, **{"device_type": "DeviceType.CUDA", **kw})
 
 
 def test_device_work_is_given_to_the_host_window_its_start_falls_in() -> None:
@@ -840,11 +843,11 @@ def test_device_work_is_given_to_the_host_window_its_start_falls_in() -> None:
     spans = [
         span("k", 1010, 1030),
         span("k", 1090, 1105),  # ends after its start's window: counted whole
-        span("memcpy", 2099, 2104, kind="gpu_memcpy"),  # 1 µs before the host saw the call
+        span("memcpy", 2099, 2104, activity_type="gpu_memcpy"),  # 1 µs before the host saw the call
         span("k", 2150, 2170),
-        span("k", 2150, 2190, index=1),  # another GPU
-        span("Context Sync", 2100, 2200, kind="cuda_sync"),
-        span("aten::add", 1000, 1100, device="CPU"),
+        span("k", 2150, 2190, device_index=1),  # another GPU
+        span("Context Sync", 2100, 2200, activity_type="cuda_sync"),
+        FakeEvent("aten::add", 1000, 1100),  # the CPU's
     ]
     assert percall.per_window_device_us(spans, windows, 0) == ([35.0, 25.0], 0)
     for stray in (1600.0, 700.0, 2500.0):  # mid-gap, before the first, after the last
