@@ -310,7 +310,7 @@ class JudgedMeasurement:
             return found
         if not self._timed_apart:
             self._timed_apart = True
-            self._kernels = self.kernels(found.host_ms_per_call or found.median_ms)
+            self._kernels = self.kernels(found.median_ms)
         if self._kernels is None:
             return found
         return dataclasses.replace(found, fixed_ms=self._kernels[1].median_ms)
