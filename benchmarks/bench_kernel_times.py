@@ -157,8 +157,8 @@ def main() -> int:
         f"(torch {torch.__version__}), {args.calls} profiled calls; seconds",
         "",
         "| workload | events | device ms/call | calls | calls profiled | read raw | read as "
-        "FunctionEvents | largest per-call difference | kernel_times | device-only: events "
-        "| ms/call | outside the windows | profiled and read |",
+        "FunctionEvents | largest per-call difference | kernel_times "
+        "| device-only: device events read | ms/call | outside the windows | profiled and read |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, fn in workloads(device).items():

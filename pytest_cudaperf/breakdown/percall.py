@@ -80,7 +80,7 @@ def device_only_pass(
     device time (µs) of each call is the work whose start falls in its host window:
     ``time.time_ns()`` before the call and after its synchronize (kineto's times are
     Unix-epoch ns, as the host's; :func:`per_window_device_us`). Also: the work events outside
-    every window, and the events read. None where this torch cannot profile without the CPU
+    every window, and the device events read. None where this torch cannot profile without the CPU
     or gives no raw results."""
     profiler = _profiler(torch, True, cpu=False)
     if profiler is None:
