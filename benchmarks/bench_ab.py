@@ -31,7 +31,8 @@ from bench_suite import ROOT, plugin_env, read_report
 
 sys.path.insert(0, str(ROOT))
 
-from pytest_cudaperf.ab.paired import MIN_PAIRS
+from pytest_cudaperf.ab import prior
+from pytest_cudaperf.ab.paired import MIN_PAIRS, Call, decide, interval
 
 HERE = Path(__file__).resolve().parent
 
@@ -99,6 +100,44 @@ def _planted_rows(out: Path, base_ms: dict[str, float]) -> list[str]:
     return lines
 
 
+def redecided(doc: dict[str, Any], plant: float) -> tuple[dict[str, int], dict[str, int]]:
+    """A comparison's time series decided again on their first :data:`MIN_PAIRS` pairs, each
+    series' ratios times ``1 + plant``: the calls with each series' own interval and with the
+    pair noise the series share (``prior.fit``, as ``cudaperf ab`` weighs it)."""
+    ratios = [
+        [r * (1 + plant) for r in s["ratios"][:MIN_PAIRS] if r]
+        for s in doc.get("series", [])
+        if s["unit"] != "bytes"
+    ]
+    ratios = [r for r in ratios if len(r) == MIN_PAIRS]
+    shared = prior.fit([v for r in ratios if (v := prior.log_variance(r))])
+    counts: tuple[dict[str, int], dict[str, int]] = ({}, {})
+    for r in ratios:
+        for tally, weighed in zip(counts, (None, shared), strict=True):
+            call = decide(interval(r, weighed)[1], len(r), MIN_EFFECT).value
+            tally[call] = tally.get(call, 0) + 1
+    return counts
+
+
+#: the edge ``cudaperf ab`` calls a change at by default
+MIN_EFFECT = 0.02
+
+
+def _redecided_rows(out: Path, plant: float) -> list[str]:
+    """Each A/A comparison decided again at three pairs, as it is and with ``plant`` added to
+    every ratio, each series alone and with the shared pair noise."""
+    calls = [c.value for c in (Call.SLOWER, Call.FASTER, Call.SAME, Call.UNDECIDED)]
+    lines = ["| comparison | added | interval | " + " | ".join(calls) + " |"]
+    lines.append("|---|---|---|" + "---|" * len(calls))
+    for path in sorted(out.glob("aa-*.json")):
+        doc = json.loads(path.read_text())
+        for added in (0.0, plant):
+            for label, tally in zip(("alone", "shared"), redecided(doc, added), strict=True):
+                cells = [path.stem, f"{added:+.0%}", label, *(str(tally.get(c, 0)) for c in calls)]
+                lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def smoke_comparisons(out: Path, plain: dict[str, float]) -> None:
     """``aa-0.json`` and ``planted-0.json`` for the tests of the plain run, with the fields of
     ``cudaperf ab --json`` that this script reads: log-normal pair ratios (1%), the planted
@@ -130,6 +169,9 @@ def table(out: Path, plant: str) -> list[str]:
     if any(out.glob("planted-*.json")):
         lines += ["", f"## Planted {plant}: per test", ""]
         lines += _planted_rows(out, medians(out / "plain.json"))
+    added = float(plant[:-1]) - 1 if plant.endswith("x") else float(plant)  # 3x: +200%
+    lines += ["", "## A/A comparisons decided again at three pairs", ""]
+    lines += _redecided_rows(out, added)
     return lines
 
 

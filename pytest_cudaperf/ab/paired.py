@@ -4,8 +4,10 @@ effect worth a word. Pure functions over the processes' medians.
 
 Pairs are what make it sharp: the two processes of a pair ran one after the other on the same
 machine, so whatever moved the machine between pairs moves both sides of a pair alike. The
-interval is Student's t on the log ratios (the pairs are few), and a series with fewer than
-:data:`MIN_PAIRS` pairs is UNDECIDED whatever its ratios say.
+interval is Student's t on the log ratios (the pairs are few), its variance weighed with the
+pair noise the comparison's series share where a prior was fitted
+(:mod:`pytest_cudaperf.ab.prior`), and a series with fewer than :data:`MIN_PAIRS` pairs is
+UNDECIDED whatever its ratios say.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+
+from pytest_cudaperf.ab.prior import Prior, log_variance
 
 #: pairs below which nothing is decided (two pairs give a t interval with one degree of freedom)
 MIN_PAIRS = 3
@@ -35,11 +39,15 @@ _T95 = (
 )  # fmt: skip
 
 
-def t95(df: int) -> float:
-    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
+def t95(df: float) -> float:
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom (a fraction is
+    rounded down; above 30, the normal's 1.96 plus the first Cornish-Fisher term,
+    ``(z³ + z) / 4df``, within 0.001 of the exact value)."""
     if df < 1:
         return math.inf
-    return _T95[df - 1] if df <= len(_T95) else 1.96
+    if df <= len(_T95):
+        return _T95[int(df) - 1]
+    return 1.96 + (1.96**3 + 1.96) / (4 * df)
 
 
 class Call(str, Enum):
@@ -70,16 +78,21 @@ class Paired:
         return len(self.ratios)
 
 
-def interval(ratios: Sequence[float]) -> tuple[float, tuple[float, float]]:
-    """The geometric mean of ``ratios`` and its 95% interval (Student's t on their logs); an
-    infinite interval below two ratios."""
+def interval(
+    ratios: Sequence[float], prior: Prior | None = None
+) -> tuple[float, tuple[float, float]]:
+    """The geometric mean of ``ratios`` and its 95% interval (Student's t on their logs, the
+    variance and degrees of freedom weighed with ``prior`` when given); an infinite interval
+    below two ratios."""
     logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
     if not logs:
         return math.nan, (0.0, math.inf)
     centre = statistics.fmean(logs)
-    if len(logs) < 2:
+    own = log_variance(ratios)
+    if own is None:
         return math.exp(centre), (0.0, math.inf)
-    half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    variance, df = own if prior is None else prior.moderated(*own)
+    half = t95(df) * math.sqrt(variance / len(logs))
     return math.exp(centre), (math.exp(centre - half), math.exp(centre + half))
 
 
@@ -140,16 +153,18 @@ def pair_ratios(
     return tuple(cycles), True
 
 
-def compare_times(
+def compare_times(  # noqa: PLR0913 - both sides, their clocks, the edge and the prior
     base: Sequence[float | None],
     head: Sequence[float | None],
     min_effect: float,
     base_mhz: Sequence[float | None] = (),
     head_mhz: Sequence[float | None] = (),
+    prior: Prior | None = None,
 ) -> Paired:
-    """A time series' paired comparison (see :func:`pair_ratios`, :func:`decide`)."""
+    """A time series' paired comparison (see :func:`pair_ratios`, :func:`interval`,
+    :func:`decide`)."""
     ratios, cycles = pair_ratios(base, head, base_mhz, head_mhz)
-    ratio, ci = interval(ratios)
+    ratio, ci = interval(ratios, prior)
     return Paired(ratios, ratio, ci, decide(ci, len(ratios), min_effect), cycles)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_cudaperf import atomic
 from pytest_cudaperf.ab.paired import CONFIRM_PAIRS, Call, Paired
+from pytest_cudaperf.ab.prior import Prior
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.terminal import render_table
 from pytest_cudaperf.series import Recording
@@ -135,6 +136,9 @@ class AbResult:
     #: series called SLOWER or FASTER that the confirming pairs withdrew (now UNDECIDED), each
     #: with the call it had
     unconfirmed: list[str] = field(default_factory=list)
+    #: the pair noise the time series share, weighed into each one's interval (None: too few
+    #: series to fit it, each series' interval its own)
+    prior: Prior | None = None
 
     def calls(self, call: Call) -> list[Compared]:
         return [c for c in self.compared if c.paired.call is call]
@@ -156,11 +160,29 @@ class AbResult:
             "failed_side": self.failed_side,
             "stopped": self.stopped,
             "unconfirmed": self.unconfirmed,
+            "prior": None if self.prior is None else _prior_json(self.prior),
             "summary": {call.value: len(self.calls(call)) for call in Call},
         }
 
     def write_json(self, path: Path) -> None:
         atomic.write_text(path, json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+
+
+def _prior_json(prior: Prior) -> dict[str, Any]:
+    return {
+        "sd": prior.sd,
+        "df": prior.df if math.isfinite(prior.df) else None,
+        "series": prior.series,
+    }
+
+
+def prior_line(prior: Prior) -> str:
+    """What the series' shared pair noise is, as the terminal says it."""
+    held = "as many as the pairs" if math.isinf(prior.df) else f"{prior.df:.1f}"
+    return (
+        f"pair noise shared by {prior.series} time series: ±{math.expm1(prior.sd):.2%} a pair, "
+        f"held with {held} degrees of freedom"
+    )
 
 
 HEADER = ["test", "base", "head", "change", "95% CI", "pairs", "verdict", "kernels"]
@@ -226,6 +248,8 @@ def lines(result: AbResult) -> list[str]:
         out.append(f"only on head (not judged): {', '.join(result.only_head)}")
     for side, tests in result.failed_tests.items():
         out.append(f"failed on {side} (not judged): {', '.join(tests)}")
+    if result.prior is not None:
+        out.append(f"cudaperf ab: {prior_line(result.prior)}")
     if result.stopped:
         out.append(f"cudaperf ab: {result.stopped}")
     if result.unconfirmed:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_cudaperf.ab import prior
 from pytest_cudaperf.ab.paired import (
     CONFIRM_PAIRS,
     MIN_PAIRS,
@@ -27,6 +28,7 @@ from pytest_cudaperf.ab.paired import (
     compare_times,
     repeats,
 )
+from pytest_cudaperf.ab.prior import Prior
 from pytest_cudaperf.ab.result import AbResult, Compared, Process
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.breakdown.diff import diff
@@ -264,21 +266,33 @@ class AbSession:
         on_base = {i for found in base for i in found}
         on_head = {i for found in head for i in found}
         failed = self.failed["base"] | self.failed["head"]
-        compared = []
+        both = []
         for ident in sorted(on_base & on_head):
             if ident[0].nodeid in failed:
                 continue
             b = tuple(found.get(ident) for found in base)
             h = tuple(found.get(ident) for found in head)
             unit = next(r.unit for r in (*b, *h) if r is not None)
-            compared.append(self._paired(ident, unit, b, h))
-        self.result.compared = compared
+            both.append((ident, unit, b, h))
+        # the pair noise the time series share (its prior), then each series' call weighed with it
+        alone = [self._paired(*series, None) for series in both]
+        shared = prior.fit(
+            [
+                own
+                for c in alone
+                if c.unit in TIME_UNITS and (own := prior.log_variance(c.paired.ratios))
+            ]
+        )
+        self.result.prior = shared
+        self.result.compared = (
+            alone if shared is None else [self._paired(*series, shared) for series in both]
+        )
         self.result.only_base = [_label(i) for i in sorted(on_base - on_head)]
         self.result.only_head = [_label(i) for i in sorted(on_head - on_base)]
         self.result.failed_tests = {
             side: sorted(tests) for side, tests in self.failed.items() if tests
         }
-        return bool(compared)
+        return bool(self.result.compared)
 
     def _paired(
         self,
@@ -286,14 +300,15 @@ class AbSession:
         unit: str,
         b: tuple[Record | None, ...],
         h: tuple[Record | None, ...],
+        shared: Prior | None,
     ) -> Compared:
         base = [r.recording.median if r else None for r in b]
         head = [r.recording.median if r else None for r in h]
         if unit == "bytes":
             paired = compare_peaks(base, head)
         else:
-            clocks = ([r.recording.sm_mhz if r else None for r in s] for s in (b, h))
-            paired = compare_times(base, head, self.result.min_effect, *clocks)
+            b_mhz, h_mhz = ([r.recording.sm_mhz if r else None for r in s] for s in (b, h))
+            paired = compare_times(base, head, self.result.min_effect, b_mhz, h_mhz, shared)
         return Compared(ident[0], ident[1], unit, tuple(r.recording if r else None for r in b),
                         tuple(r.recording if r else None for r in h), paired)  # fmt: skip
 

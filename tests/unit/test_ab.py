@@ -3,12 +3,16 @@ with scripted processes (real processes: tests/integration/test_ab_cli.py)."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from pytest_cudaperf.ab import prior
 from pytest_cudaperf.ab.paired import (
     CONFIRM_PAIRS,
     Call,
@@ -46,7 +50,9 @@ def test_the_interval_is_students_t_on_the_logs() -> None:
     assert math.log(high) == pytest.approx(sum(logs) / 3 + 4.303 * sd / 3**0.5)
     assert interval([1.1])[1] == (0.0, math.inf)  # one pair: no interval
     assert t95(1) == 12.706
-    assert t95(100) == 1.96
+    assert t95(2.7) == 4.303  # a fraction of a degree of freedom rounds down
+    assert t95(100) == pytest.approx(1.984, abs=0.001)
+    assert t95(math.inf) == 1.96
 
 
 @pytest.mark.parametrize(
@@ -397,3 +403,96 @@ def test_an_undecided_series_keeps_the_pairs_going_to_the_budget(tmp_path: Path)
     calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in result.compared}
     assert calls == {"t.py::noisy": (Call.UNDECIDED, 6), "t.py::steady": (Call.SAME, 3)}
     assert result.stopped == "stopped after 6 pairs (--pairs)"
+
+
+def _pair_noise(variances: Sequence[float], pairs: int, seed: int) -> list[tuple[float, int]]:
+    """Each series' sample variance of ``pairs`` normal log ratios of true ``variances[i]``."""
+    rng = random.Random(seed)
+    out = []
+    for true in variances:
+        logs = [rng.gauss(0.0, math.sqrt(true)) for _ in range(pairs)]
+        out.append((statistics.variance(logs), pairs - 1))
+    return out
+
+
+def test_the_series_share_their_pair_noise_where_they_have_the_same() -> None:
+    """200 series of one true pair noise (1.3%), three pairs each: the prior finds that noise
+    and holds it with many degrees of freedom, so one series' interval is near the normal's."""
+    fitted = prior.fit(_pair_noise([0.013**2] * 200, 3, seed=1))
+    assert fitted is not None
+    assert fitted.sd == pytest.approx(0.013, rel=0.15)
+    assert fitted.df > 20
+    variance, df = fitted.moderated(0.013**2 / 4, 2)  # a series that agreed by chance
+    assert variance > 0.013**2 * 0.8
+    assert t95(df) < 2.1
+
+
+def test_series_of_very_different_noise_keep_their_own() -> None:
+    """Series whose true pair noise spans 0.3%…30% share little: the prior's degrees of
+    freedom are few, and a quiet series is not widened nor a noisy one narrowed to the pool."""
+    rng = random.Random(2)
+    truths = [(0.003 * 100 ** rng.random()) ** 2 for _ in range(200)]
+    fitted = prior.fit(_pair_noise(truths, 3, seed=3))
+    assert fitted is not None
+    assert fitted.df < 3
+    noisy, _ = fitted.moderated(0.2**2, 2)
+    assert noisy > 0.2**2 / 2
+
+
+def test_too_few_series_fit_no_prior() -> None:
+    few = _pair_noise([0.01**2] * (prior.MIN_SERIES - 1), 3, seed=4)
+    assert prior.fit(few) is None
+    assert prior.fit([*few, (0.0, 2)]) is None  # ratios that agree exactly have no log variance
+    assert prior.fit([*few, (0.0001, 2)]) is not None
+
+
+def test_the_gamma_functions_the_fit_needs() -> None:
+    assert prior.digamma(1.0) == pytest.approx(-0.5772156649, abs=1e-9)
+    assert prior.digamma(0.5) == pytest.approx(-1.9635100260, abs=1e-9)
+    assert prior.trigamma(1.0) == pytest.approx(math.pi**2 / 6, abs=1e-9)
+    assert prior.trigamma(0.5) == pytest.approx(math.pi**2 / 2, abs=1e-9)
+    assert prior.trigamma_inverse(prior.trigamma(3.7)) == pytest.approx(3.7, rel=1e-9)
+    assert prior.trigamma_inverse(0.0) == math.inf
+
+
+def test_a_shared_noise_narrows_the_interval_of_three_pairs() -> None:
+    """Three pairs of 1.3% noise: alone, Student's t with two degrees of freedom reaches past
+    the 2% edge (UNDECIDED); with a prior of that noise held with 30 degrees of freedom the
+    interval lies inside it (SAME)."""
+    ratios = [1.013, 0.987, 1.0]
+    _, alone = interval(ratios)
+    assert decide(alone, 3, 0.02) is Call.UNDECIDED
+    shared = prior.Prior(0.013**2, 30.0, 35)
+    _, together = interval(ratios, shared)
+    assert decide(together, 3, 0.02) is Call.SAME
+    assert together[1] - together[0] < alone[1] - alone[0]
+
+
+def test_an_a_a_of_many_steady_series_is_decided_at_three_pairs(tmp_path: Path) -> None:
+    """Twelve series whose pairs move about 1%: each alone is UNDECIDED at three pairs, together
+    their shared noise decides them SAME there; the comparison ends at three pairs and says what
+    the shared noise is."""
+    orders = list(itertools.permutations((-1.0, 0.0, 1.0)))
+    medians = {
+        f"t.py::s{i}": {
+            "base": [1.0] * 6,
+            "head": [math.exp(0.01 * (1 + i % 3 / 10) * z) for z in orders[i % 6]] * 2,
+        }
+        for i in range(12)
+    }
+    for by_side in medians.values():
+        alone = compare_times(by_side["base"][:3], by_side["head"][:3], 0.02)
+        assert alone.call is Call.UNDECIDED
+    runner = ScriptedSides(medians)
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(AbBudget(pairs=6, seconds=600))
+    result = comparison.result
+    assert result.prior is not None
+    assert result.prior.series == 12
+    assert runner.calls == {"base": 3, "head": 3}
+    assert {c.paired.call for c in result.compared} == {Call.SAME}
+    assert any(
+        line.startswith("cudaperf ab: pair noise shared by 12 time series: ±")
+        for line in lines(result)
+    )
+    assert result.to_json()["prior"]["series"] == 12
