@@ -153,17 +153,16 @@ def pair_ratios(
     return tuple(cycles), True
 
 
-def compare_times(  # noqa: PLR0913 - both sides, their clocks, the edge and the prior
+def compare_times(
     base: Sequence[float | None],
     head: Sequence[float | None],
     min_effect: float,
-    base_mhz: Sequence[float | None] = (),
-    head_mhz: Sequence[float | None] = (),
+    clocks: tuple[Sequence[float | None], Sequence[float | None]] = ((), ()),
     prior: Prior | None = None,
 ) -> Paired:
     """A time series' paired comparison (see :func:`pair_ratios`, :func:`interval`,
-    :func:`decide`)."""
-    ratios, cycles = pair_ratios(base, head, base_mhz, head_mhz)
+    :func:`decide`); ``clocks`` are each side's SM clocks (MHz), pair by pair."""
+    ratios, cycles = pair_ratios(base, head, *clocks)
     ratio, ci = interval(ratios, prior)
     return Paired(ratios, ratio, ci, decide(ci, len(ratios), min_effect), cycles)
 

@@ -252,8 +252,7 @@ class AbSession:
             [r.median if r else None for r in b],
             [r.median if r else None for r in h],
             self.result.min_effect,
-            [r.sm_mhz if r else None for r in b],
-            [r.sm_mhz if r else None for r in h],
+            ([r.sm_mhz if r else None for r in b], [r.sm_mhz if r else None for r in h]),
         )
         if alone.pairs != len(fresh):
             return False
@@ -308,7 +307,7 @@ class AbSession:
             paired = compare_peaks(base, head)
         else:
             b_mhz, h_mhz = ([r.recording.sm_mhz if r else None for r in s] for s in (b, h))
-            paired = compare_times(base, head, self.result.min_effect, b_mhz, h_mhz, shared)
+            paired = compare_times(base, head, self.result.min_effect, (b_mhz, h_mhz), shared)
         return Compared(ident[0], ident[1], unit, tuple(r.recording if r else None for r in b),
                         tuple(r.recording if r else None for r in h), paired)  # fmt: skip
 
