@@ -19,10 +19,11 @@ from pytest_cudaperf.devices.probe import header_lines
 from pytest_cudaperf.distributed import launcher, plan
 from pytest_cudaperf.distributed.collectives import DistRank
 from pytest_cudaperf.distributed.rank import collector_of
-from pytest_cudaperf.markers import SPECS, MarkerError, Marks, marker_help, parse_marks
+from pytest_cudaperf.markers import SPECS, Marks, marker_help, parse_marks
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.report.terminal import terminal_summary
+from pytest_cudaperf.run import deselect
 from pytest_cudaperf.run.callreport import finish_call_report
 from pytest_cudaperf.run.child import FRESH_ENV
 from pytest_cudaperf.run.context import Deferred, ItemState, RunContext, TestContext, other_outputs
@@ -129,7 +130,7 @@ class BenchmarkServer:
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            item.stash[BENCH_MARK] = _bench_mark(item)
+            item.stash[BENCH_MARK] = bench_marker.of_item(item.get_closest_marker("benchmark"))
             uses = "benchmark" in getattr(item, "fixturenames", ())
             skip = bench_options.skip_reason(uses, self.options)
             if skip:
@@ -226,16 +227,6 @@ class BenchmarkServer:
         return benchmark.weave
 
 
-def _bench_mark(item: pytest.Item) -> bench_marker.BenchmarkMark | str:
-    mark = item.get_closest_marker("benchmark")
-    if mark is None:
-        return bench_marker.BenchmarkMark()
-    try:
-        return bench_marker.parse(mark.args, mark.kwargs)
-    except MarkerError as exc:
-        return str(exc)
-
-
 # --- options, configuration, header ----------------------------------------------------------
 
 
@@ -244,6 +235,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         group.addoption(option.cli, **option_arguments(option))
         parser.addini(option.ini, option.help.replace("%%", "%"), type="string", default=None)
+    group.addoption(
+        deselect.OPTION, action="append", default=[], metavar="NODEID", help=deselect.HELP
+    )
 
 
 class _KnownArgs:
@@ -407,6 +401,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:], dropped = deselect.split(items, config.getoption("cudaperf_deselect"))
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
     for item in items:
         item.stash[MARKS] = parse_marks(item.iter_markers())  # closest first
     tests = [(item.nodeid, item.stash[MARKS]) for item in items]

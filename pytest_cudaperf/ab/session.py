@@ -36,6 +36,7 @@ from pytest_cudaperf.breakdown.model import Breakdown
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, read_report
 from pytest_cudaperf.report.fields import ReportError
+from pytest_cudaperf.run import deselect
 from pytest_cudaperf.series import TIME_UNITS, Record
 from pytest_cudaperf.units import format_duration
 
@@ -152,7 +153,7 @@ class AbSession:
         order = abba(budget.pairs)
         done: list[str] = []
         for pair in range(1, budget.pairs + 1):
-            extra = ["--cudaperf-breakdown=off", *(f"--deselect={n}" for n in done)]
+            extra = ["--cudaperf-breakdown=off", *map(deselect.arg, done)]
             for side in order[2 * (pair - 1) : 2 * pair]:
                 document = self._process(side, pair, extra)
                 if document is None:
@@ -212,7 +213,7 @@ class AbSession:
         tests = {key.nodeid for key, _ in suspects}
         seen = {i[0].nodeid for side in self.measured.values() for found in side for i in found}
         seen |= self.failed["base"] | self.failed["head"]
-        extra = ["--cudaperf-breakdown=off", *(f"--deselect={n}" for n in sorted(seen - tests))]
+        extra = ["--cudaperf-breakdown=off", *map(deselect.arg, sorted(seen - tests))]
         first = min(len(self.measured["base"]), len(self.measured["head"]))
         order = abba(CONFIRM_PAIRS)
         for k in range(CONFIRM_PAIRS):

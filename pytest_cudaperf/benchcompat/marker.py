@@ -108,3 +108,14 @@ def parse(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> BenchmarkMark:
         return benchmark(**bound.kwargs)
     except MarkerError as exc:
         raise MarkerError(f"@pytest.mark.benchmark: {exc}") from None
+
+
+def of_item(mark: Any) -> BenchmarkMark | str:
+    """A test's closest ``@pytest.mark.benchmark`` mark (None: it has none) as its arguments,
+    or the one line saying what is wrong with them (the test fails with it at setup)."""
+    if mark is None:
+        return BenchmarkMark()
+    try:
+        return parse(mark.args, mark.kwargs)
+    except MarkerError as exc:
+        return str(exc)

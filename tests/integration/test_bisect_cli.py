@@ -89,7 +89,7 @@ class CheckedOutCode:
         except SyntaxError as exc:
             return 2, f"ERROR collecting tests/test_work.py\nE   SyntaxError: {exc.msg}"
         target = next(a.split("=", 1)[1] for a in args if a.startswith("--cudaperf-json="))
-        skip = {a.split("=", 1)[1] for a in args if a.startswith("--deselect=")}
+        skip = {a.split("=", 1)[1] for a in args if a.startswith("--cudaperf-deselect=")}
         chosen = [a for a in args if "::" in a and not a.startswith("-")] or [LIGHT, STEADY]
         tests = []
         for nodeid in chosen:

@@ -203,3 +203,14 @@ def test_a_fixture_given_a_tensor_for_a_function_fails_with_one_line(
     failures = out.split(" FAILURES ")[1].split(" short test summary ")[0]
     body = [line for line in failures.splitlines()[1:-1] if not line.startswith("_")]
     assert len(body) == 5  # one line per test
+
+
+def test_cudaperf_deselect_drops_exactly_the_test_it_names(pytester: pytest.Pytester) -> None:
+    """pytest's --deselect takes a prefix (test_add also drops test_add_hot); the plugin's
+    --cudaperf-deselect, which cudaperf ab deselects its decided tests with, takes the id."""
+    pytester.makepyfile(test_ops="def test_add(): pass\ndef test_add_hot(): pass\n")
+    exact = pytester.runpytest("-v", "--cudaperf-deselect=test_ops.py::test_add")
+    exact.assert_outcomes(passed=1, deselected=1)
+    exact.stdout.fnmatch_lines(["*test_ops.py::test_add_hot PASSED*"])
+    prefix = pytester.runpytest("--deselect=test_ops.py::test_add")
+    prefix.assert_outcomes(deselected=2)

@@ -192,13 +192,14 @@ class ScriptedSides:
 
     def __call__(self, side: Side, args: Sequence[str]) -> tuple[int, str]:
         target = next(a.split("=", 1)[1] for a in args if a.startswith("--cudaperf-json="))
-        skip = [a.split("=", 1)[1] for a in args if a.startswith("--deselect=")]
+        skip = [a.split("=", 1)[1] for a in args if a.startswith("--cudaperf-deselect=")]
+        prefixes = tuple(a.split("=", 1)[1] for a in args if a.startswith("--deselect="))
         self.deselected.append(skip)
         n = self.calls[side.name]
         self.calls[side.name] += 1
         tests = []
         for nodeid, by_side in self.medians.items():
-            if nodeid in skip:
+            if nodeid in skip or nodeid.startswith(prefixes):  # pytest's --deselect: a prefix
                 continue
             ms = by_side[side.name][n]
             record = Record(
@@ -496,3 +497,20 @@ def test_an_a_a_of_many_steady_series_is_decided_at_three_pairs(tmp_path: Path) 
         for line in lines(result)
     )
     assert result.to_json()["prior"]["series"] == 12
+
+
+def test_a_decided_test_leaves_the_pairs_without_a_test_whose_id_it_begins(
+    tmp_path: Path,
+) -> None:
+    """``t.py::add`` is SAME at the third pair, ``t.py::add_hot`` (its id begins with the
+    other's) not yet: the next pairs still measure ``add_hot``, until it is SAME too."""
+    runner = ScriptedSides(
+        {
+            "t.py::add": {"base": [1.0] * 6, "head": [1.0] * 6},
+            "t.py::add_hot": {"base": [1.0] * 6, "head": [1.02, 0.98] + [1.0] * 4},
+        }
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(AbBudget(pairs=6, seconds=600))
+    calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in comparison.result.compared}
+    assert calls == {"t.py::add": (Call.SAME, 3), "t.py::add_hot": (Call.SAME, 5)}
