@@ -81,7 +81,7 @@ class CheckedOutKernels:
 
     def __call__(self, side: Side, args: Sequence[str]) -> tuple[int, str]:
         target = next(a.split("=", 1)[1] for a in args if a.startswith("--cudaperf-json="))
-        skip = {a.split("=", 1)[1] for a in args if a.startswith("--deselect=")}
+        skip = {a.split("=", 1)[1] for a in args if a.startswith("--cudaperf-deselect=")}
         chosen = [a for a in args if "::" in a and not a.startswith("-") and a not in skip]
         breakdown = "--cudaperf-breakdown=auto" in args
         write_report(Path(target), report(side.root, chosen, self.rng, breakdown))
