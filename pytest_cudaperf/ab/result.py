@@ -178,11 +178,13 @@ def _prior_json(prior: Prior) -> dict[str, Any]:
 
 def prior_line(prior: Prior) -> str:
     """What the series' shared pair noise is, as the terminal says it."""
-    held = "as many as the pairs" if math.isinf(prior.df) else f"{prior.df:.1f}"
-    return (
-        f"pair noise shared by {prior.series} time series: ±{math.expm1(prior.sd):.2%} a pair, "
-        f"held with {held} degrees of freedom"
+    held = (
+        "infinite degrees of freedom (their variances differ no more than their pairs explain)"
+        if math.isinf(prior.df)
+        else f"{prior.df:.1f} degrees of freedom"
     )
+    noise = math.expm1(prior.sd)
+    return f"pair noise shared by {prior.series} time series: ±{noise:.2%} a pair, held with {held}"
 
 
 HEADER = ["test", "base", "head", "change", "95% CI", "pairs", "verdict", "kernels"]

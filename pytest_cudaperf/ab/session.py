@@ -28,7 +28,6 @@ from pytest_cudaperf.ab.paired import (
     compare_times,
     repeats,
 )
-from pytest_cudaperf.ab.prior import Prior
 from pytest_cudaperf.ab.result import AbResult, Compared, Process
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.breakdown.diff import diff
@@ -300,7 +299,7 @@ class AbSession:
         unit: str,
         b: tuple[Record | None, ...],
         h: tuple[Record | None, ...],
-        shared: Prior | None,
+        shared: prior.Prior | None,
     ) -> Compared:
         base = [r.recording.median if r else None for r in b]
         head = [r.recording.median if r else None for r in h]
