@@ -39,3 +39,9 @@ STEPS=unchanged bash "$HERE/judged-at-defaults.sh" ml4gw "$OUT/defaults" \
 test "$(grep -c "^unchanged-1: exit 0" "$OUT/defaults/steps.txt")" = 2 \
   && test "$(grep -c "^record: " "$OUT/defaults/steps.txt")" = 1 \
   || { cat "$OUT/defaults/steps.txt" >&2; exit 1; }
+# the folder's table: every step a row, the planted test named
+python "$HERE/defaults_table.py" "$OUT/defaults" --planted-tests test_add > /dev/null
+for row in "| pytest-benchmark | 0 |" "| record | 0 |" "| unchanged-1 | 0 |" "| planted | " \
+    "planted tests failed: "; do
+  grep -qF "$row" "$OUT/defaults/defaults.md" || { cat "$OUT/defaults/defaults.md" >&2; exit 1; }
+done
