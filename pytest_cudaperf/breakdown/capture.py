@@ -289,6 +289,19 @@ def kineto_events(result: Any, ops: bool = True) -> list[KinetoEvent]:
     return out
 
 
+def profiled_events(prof: Any, ops: bool = True) -> Any:
+    """A finished profile's events: its raw kineto events (:func:`kineto_events`, ``ops`` as
+    there) where this torch keeps them, else torch's FunctionEvents."""
+    raw = getattr(prof, "kineto_results", None)
+    return kineto_events(raw, ops) if raw is not None else prof.function_events
+
+
+def profiler_failed(exc: BaseException) -> BreakdownUnavailable:
+    """What a profiler's error becomes: BreakdownUnavailable with its first line."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return BreakdownUnavailable(f"torch.profiler could not run: {first}")
+
+
 def _device_type(ev: Any) -> str:
     return str(getattr(ev, "device_type", "DeviceType.CPU")).rsplit(".", 1)[-1]
 
@@ -414,11 +427,9 @@ def profile(
                         fn()
             if is_cuda:
                 torch.cuda.synchronize(index)
-        raw = getattr(prof, "kineto_results", None)
-        events = kineto_events(raw) if raw is not None else prof.function_events
+        events = profiled_events(prof)
     except (RuntimeError, AssertionError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
+        raise profiler_failed(exc) from exc
     return aggregate(raw_events(events or [], index), "cuda" if is_cuda else "cpu", calls, host_us)
 
 

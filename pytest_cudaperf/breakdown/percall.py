@@ -22,6 +22,8 @@ from pytest_cudaperf.breakdown.capture import (
     _profiler_active,
     _trace_start_ns,
     kineto_events,
+    profiled_events,
+    profiler_failed,
 )
 from pytest_cudaperf.breakdown.model import BreakdownUnavailable
 from pytest_cudaperf.seeding import same_draws
@@ -172,9 +174,7 @@ def kernel_times(
                 with torch.autograd.profiler.record_function(CALL_RANGE):
                     fn()
                     torch.cuda.synchronize(index)
-        raw = getattr(prof, "kineto_results", None)
-        events = kineto_events(raw, ops=False) if raw is not None else prof.function_events
+        events = profiled_events(prof, ops=False)
     except (RuntimeError, AssertionError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BreakdownUnavailable(f"torch.profiler could not run: {first}") from exc
+        raise profiler_failed(exc) from exc
     return [us / 1e3 for us in per_call_device_us(events, index)]
