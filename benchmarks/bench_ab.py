@@ -32,7 +32,7 @@ from bench_suite import ROOT, plugin_env, read_report
 sys.path.insert(0, str(ROOT))
 
 from pytest_cudaperf.ab import prior
-from pytest_cudaperf.ab.paired import MIN_PAIRS, Call, decide, interval
+from pytest_cudaperf.ab.paired import MIN_EFFECT, MIN_PAIRS, Call, decide, interval
 
 HERE = Path(__file__).resolve().parent
 
@@ -102,8 +102,9 @@ def _planted_rows(out: Path, base_ms: dict[str, float]) -> list[str]:
 
 def redecided(doc: dict[str, Any], plant: float) -> tuple[dict[str, int], dict[str, int]]:
     """A comparison's time series decided again on their first :data:`MIN_PAIRS` pairs, each
-    series' ratios times ``1 + plant``: the calls with each series' own interval and with the
-    pair noise the series share (``prior.fit``, as ``cudaperf ab`` weighs it)."""
+    series' ratios times ``1 + plant``, against the comparison's minimum effect: the calls with
+    each series' own interval and with the pair noise the series share (``prior.fit``, as
+    ``cudaperf ab`` weighs it)."""
     ratios = [
         [r * (1 + plant) for r in s["ratios"][:MIN_PAIRS] if r]
         for s in doc.get("series", [])
@@ -111,16 +112,13 @@ def redecided(doc: dict[str, Any], plant: float) -> tuple[dict[str, int], dict[s
     ]
     ratios = [r for r in ratios if len(r) == MIN_PAIRS]
     shared = prior.fit([v for r in ratios if (v := prior.log_variance(r))])
+    edge = float(doc.get("min_effect", MIN_EFFECT))
     counts: tuple[dict[str, int], dict[str, int]] = ({}, {})
     for r in ratios:
         for tally, weighed in zip(counts, (None, shared), strict=True):
-            call = decide(interval(r, weighed)[1], len(r), MIN_EFFECT).value
+            call = decide(interval(r, weighed)[1], len(r), edge).value
             tally[call] = tally.get(call, 0) + 1
     return counts
-
-
-#: the edge ``cudaperf ab`` calls a change at by default
-MIN_EFFECT = 0.02
 
 
 def _redecided_rows(out: Path, plant: float) -> list[str]:
