@@ -18,6 +18,7 @@ HELP = (
 class Item(Protocol):
     """A collected test as :func:`split` reads it (``pytest.Item``; not imported, so that
     ``cudaperf ab``, which passes :func:`arg`, does not import pytest)."""
+
     @property
     def nodeid(self) -> str: ...
 
