@@ -38,11 +38,9 @@ def steps(out: Path) -> list[Path]:
     """The step folders of ``out``, in the order the script runs them."""
 
     def rank(path: Path) -> tuple[int, int]:
-        name, _, index = path.name.partition("-")
-        if path.name == "pytest-benchmark":
-            return 0, 0
-        order = ORDER.index(name) if name in ORDER else len(ORDER)
-        return order, int(index) if index.isdigit() else 0
+        found = re.fullmatch(r"(.+?)(?:-(\d+))?", path.name)
+        name, index = (found.group(1), found.group(2)) if found else (path.name, None)
+        return (ORDER.index(name) if name in ORDER else len(ORDER)), int(index or 0)
 
     return sorted((p for p in out.iterdir() if p.is_dir() and rank(p)[0] < len(ORDER)), key=rank)
 
@@ -123,8 +121,9 @@ def table(out: Path, planted_tests: list[str]) -> list[str]:
         if step.name == "planted" and planted_tests:
             hit = sorted(n for n in regressed if any(t in n for t in planted_tests))
             others = sorted(n for n in regressed if not any(t in n for t in planted_tests))
-            lines += ["", f"planted tests failed: {len(hit)} (of the tests matching "]
-            lines[-1] += f"{', '.join(planted_tests)}); other tests failed: {len(others)}"
+            matching = ", ".join(planted_tests)
+            lines += ["", f"planted tests failed: {len(hit)} (of the tests matching {matching}); "]
+            lines[-1] += f"other tests failed: {len(others)}"
             lines += [f"- `{n}`" for n in others]
     return lines
 
