@@ -32,7 +32,7 @@ from bench_suite import ROOT, plugin_env, read_report
 sys.path.insert(0, str(ROOT))
 
 from pytest_cudaperf.ab import prior
-from pytest_cudaperf.ab.paired import MIN_EFFECT, MIN_PAIRS, Call, decide, interval
+from pytest_cudaperf.ab.paired import MIN_EFFECT, MIN_PAIRS, Call, decide, interval, t95
 
 HERE = Path(__file__).resolve().parent
 
@@ -136,6 +136,47 @@ def _redecided_rows(out: Path, plant: float) -> list[str]:
     return lines
 
 
+def projected(doc: dict[str, Any], pairs: int) -> list[tuple[str, bool, bool, str]]:
+    """What a futility stop at :data:`MIN_PAIRS` pairs would see: for each time series still
+    UNDECIDED there (the pair noise shared as ``cudaperf ab`` weighs it), its id, whether its
+    interval projected to ``pairs`` pairs (its variance so far, ``pairs - 1`` degrees of freedom
+    of its own) is narrower than the minimum effect (SAME reachable), whether its centre lies
+    beyond that half-width plus the effect (a change reachable), and the comparison's final call.
+    A series with neither is one a futility stop would drop (docs/decisions.md, "Why does
+    cudaperf ab not give up on a noisy series early?")."""
+    series = [
+        (s, r)
+        for s in doc.get("series", [])
+        if s["unit"] != "bytes" and len(r := [x for x in s["ratios"][:MIN_PAIRS] if x]) == MIN_PAIRS
+    ]
+    shared = prior.fit([v for _, r in series if (v := prior.log_variance(r))])
+    edge = math.log(1 + float(doc.get("min_effect", MIN_EFFECT)))
+    seen = []
+    for s, r in series:
+        centre, ci = interval(r, shared)
+        own = prior.log_variance(r)
+        if decide(ci, len(r), math.exp(edge) - 1) is not Call.UNDECIDED or own is None:
+            continue
+        variance, df = own if shared is None else shared.moderated(*own)
+        half = t95(df + pairs - MIN_PAIRS) * math.sqrt(variance / pairs)
+        name = f"{s['nodeid']} {s['name']}".strip()
+        seen.append((name, half < edge, abs(math.log(centre)) - half > edge, s["call"]))
+    return seen
+
+
+def _futility_rows(out: Path, pairs: int) -> list[str]:
+    lines = ["| comparison | undecided at three pairs | SAME reachable | change reachable |"]
+    lines += ["|---|---|---|---|"]
+    dropped = []
+    for path in sorted(out.glob("aa-*.json")) + sorted(out.glob("planted-*.json")):
+        seen = projected(json.loads(path.read_text()), pairs)
+        same, change = sum(x[1] for x in seen), sum(x[2] for x in seen)
+        lines.append(f"| {path.stem} | {len(seen)} | {same} | {change} |")
+        dropped += [f"- {path.stem}: `{n}`, in the end {c}" for n, a, b, c in seen if not (a or b)]
+    lines += ["", f"a futility stop would drop ({pairs} pairs projected):", *dropped]
+    return lines
+
+
 def smoke_comparisons(out: Path, plain: dict[str, float]) -> None:
     """``aa-0.json`` and ``planted-0.json`` for the tests of the plain run, with the fields of
     ``cudaperf ab --json`` that this script reads: log-normal pair ratios (1%), the planted
@@ -157,7 +198,7 @@ def smoke_comparisons(out: Path, plain: dict[str, float]) -> None:
         (out / f"{name}.json").write_text(json.dumps(document, indent=1))
 
 
-def table(out: Path, plant: str) -> list[str]:
+def table(out: Path, plant: str, pairs: int) -> list[str]:
     plain = json.loads((out / "plain.json").read_text())
     lines = ["# bench_ab", "", f"plain suite run: {plain.get('wall_s', '?')} s", ""]
     lines += ["| comparison | wall | processes | pairs | slower | faster | same | undecided |"]
@@ -170,6 +211,8 @@ def table(out: Path, plant: str) -> list[str]:
     added = float(plant[:-1]) - 1 if plant.endswith("x") else float(plant)  # 3x: +200%
     lines += ["", "## A/A comparisons decided again at three pairs", ""]
     lines += _redecided_rows(out, added)
+    lines += ["", "## Undecided at three pairs, projected to the last pair", ""]
+    lines += _futility_rows(out, pairs)
     return lines
 
 
@@ -232,7 +275,7 @@ def main() -> None:
             break
         ab(args, suite, out, name, python)
         longest = max(longest, time.monotonic() - began - elapsed)
-    publish(table(out, args.plant), out, "table.md")
+    publish(table(out, args.plant, args.pairs), out, "table.md")
 
 
 if __name__ == "__main__":
