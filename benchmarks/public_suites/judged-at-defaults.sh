@@ -14,8 +14,9 @@
 # (run-on-device.sh's); the baselines to OUTDIR/record/baselines. RECORD_S (default 300) and
 # RUN_S (default 150) cut a step that runs longer; a cut step is marked so in steps.txt.
 # STEPS (default "pytest-benchmark record unchanged planted") runs some of them, so that a suite
-# too long for one device call runs over several into the same OUTDIR: the recording of a part
-# (say -k "not batch_512") keeps the series that other parts recorded there before it.
+# too long for one device call runs over several into the same OUTDIR (carried back to the device
+# between calls): the recording of a part (say -k "not batch_512") keeps the series that other
+# parts recorded there before it, and unchanged runs are numbered on from those already there.
 #
 #   CUDAPERF_PLANT_TESTS=test_resnet1d_forward,test_whiten_forward,test_compute_ifo_snr \
 #   bash benchmarks/public_suites/judged-at-defaults.sh ml4gw "$OUT" \
@@ -60,8 +61,10 @@ judged() {  # judged NAME [env...]: one judged run against the recorded baseline
 }
 SEL=("$@")
 if wants unchanged; then
+  done_before=0  # a later call into the same OUTDIR numbers its runs on from the earlier ones
+  while [ -d "$OUTDIR/unchanged-$((done_before + 1))" ]; do done_before=$((done_before + 1)); done
   for i in $(seq 1 "${UNCHANGED:-1}"); do
-    judged "unchanged-$i"
+    judged "unchanged-$((done_before + i))"
   done
 fi
 SEL=("$@" -p plant)
