@@ -60,7 +60,7 @@ def wall(step: Path) -> tuple[int, float] | None:
     return None
 
 
-def test_times(step: Path) -> tuple[Counter[str], list[float]]:
+def case_times(step: Path) -> tuple[Counter[str], list[float]]:
     """The outcomes of the step's JUnit file and the pytest time of each test not skipped (s)."""
     outcomes: Counter[str] = Counter()
     times = []
@@ -76,7 +76,7 @@ def test_times(step: Path) -> tuple[Counter[str], list[float]]:
 
 def junit(step: Path) -> tuple[Counter[str], float | None]:
     """The outcomes of the step's JUnit file and the median time of a test (s)."""
-    outcomes, times = test_times(step)
+    outcomes, times = case_times(step)
     return outcomes, statistics.median(times) if times else None
 
 
@@ -131,14 +131,14 @@ def rows(
             f"- unchanged runs: {len(finished)} finished, {cut} cut; median wall {said}"
             + (f" (pytest-benchmark {reference[1]:.0f} s)" if reference else "")
         )
-        per_run = [t for s in finished if (t := test_times(s)[1])]
+        per_run = [t for s in finished if (t := case_times(s)[1])]
         pooled = [x for t in per_run for x in t]
         if pooled:
             spread = f"{min(map(statistics.median, per_run)):.2f}–"
             spread += f"{max(map(statistics.median, per_run)):.2f} s"
             line = "- pytest time a test, finished unchanged runs pooled: median "
             line += f"{statistics.median(pooled):.2f} s (each run's median {spread})"
-            theirs = [t for s in found if s.name == "pytest-benchmark" for t in test_times(s)[1]]
+            theirs = [t for s in found if s.name == "pytest-benchmark" for t in case_times(s)[1]]
             if theirs:
                 line += f"; pytest-benchmark {statistics.median(theirs):.2f} s"
             lines.append(line)
