@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pytest_cudaperf.ab.prior import Prior, log_variance
+from pytest_cudaperf.ab.prior import Prior, log_ratios, variance_of
 
 #: pairs below which nothing is decided (two pairs give a t interval with one degree of freedom)
 MIN_PAIRS = 3
@@ -84,11 +84,11 @@ def interval(
     """The geometric mean of ``ratios`` and its 95% interval (Student's t on their logs, the
     variance and degrees of freedom weighed with ``prior`` when given); an infinite interval
     below two ratios."""
-    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+    logs = log_ratios(ratios)
     if not logs:
         return math.nan, (0.0, math.inf)
     centre = statistics.fmean(logs)
-    own = log_variance(ratios)
+    own = variance_of(logs)
     if own is None:
         return math.exp(centre), (0.0, math.inf)
     variance, df = own if prior is None else prior.moderated(*own)

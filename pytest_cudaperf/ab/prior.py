@@ -101,10 +101,18 @@ def fit(variances: Sequence[tuple[float, int]]) -> Prior | None:
     return Prior(math.exp(centre + digamma(df / 2) - math.log(df / 2)), df, len(usable))
 
 
-def log_variance(ratios: Sequence[float]) -> tuple[float, int] | None:
-    """The sample variance of the logs of ``ratios`` and its degrees of freedom; None below two
-    usable ratios."""
-    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+def log_ratios(ratios: Sequence[float]) -> list[float]:
+    """The logs of ``ratios``, those that have one (positive and finite)."""
+    return [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+
+
+def variance_of(logs: Sequence[float]) -> tuple[float, int] | None:
+    """The sample variance of ``logs`` and its degrees of freedom; None below two."""
     if len(logs) < 2:
         return None
     return statistics.variance(logs), len(logs) - 1
+
+
+def log_variance(ratios: Sequence[float]) -> tuple[float, int] | None:
+    """:func:`variance_of` the :func:`log_ratios` of ``ratios``."""
+    return variance_of(log_ratios(ratios))

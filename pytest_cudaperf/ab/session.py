@@ -283,9 +283,10 @@ class AbSession:
             ]
         )
         self.result.prior = shared
-        self.result.compared = (
-            alone if shared is None else [self._paired(*series, shared) for series in both]
-        )
+        self.result.compared = [
+            self._paired(*series, shared) if shared is not None and c.unit in TIME_UNITS else c
+            for series, c in zip(both, alone, strict=True)
+        ]
         self.result.only_base = [_label(i) for i in sorted(on_base - on_head)]
         self.result.only_head = [_label(i) for i in sorted(on_head - on_base)]
         self.result.failed_tests = {
