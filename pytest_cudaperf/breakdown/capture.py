@@ -243,7 +243,7 @@ class KinetoEvent:
         self.nested = (
             _device_type(self) == "CPU"
             and not ev.is_async()
-            and ev.start_thread_id() == ev.end_thread_id()
+            and self.thread == ev.end_thread_id()
         )
         self.cpu_parent: KinetoEvent | None = None
 
