@@ -100,23 +100,31 @@ def _planted_rows(out: Path, base_ms: dict[str, float]) -> list[str]:
     return lines
 
 
-def redecided(doc: dict[str, Any], plant: float) -> tuple[dict[str, int], dict[str, int]]:
-    """A comparison's time series decided again on their first :data:`MIN_PAIRS` pairs, each
-    series' ratios times ``1 + plant``, against the comparison's minimum effect: the calls with
-    each series' own interval and with the pair noise the series share (``prior.fit``, as
-    ``cudaperf ab`` weighs it)."""
-    ratios = [
-        [r * (1 + plant) for r in s["ratios"][:MIN_PAIRS] if r]
+def first_pairs(
+    doc: dict[str, Any], plant: float = 0.0
+) -> tuple[list[tuple[dict[str, Any], list[float]]], prior.Prior | None, float]:
+    """A comparison's time series with :data:`MIN_PAIRS` pairs or more, each with its first
+    :data:`MIN_PAIRS` ratios times ``1 + plant``; the pair noise they share there
+    (``prior.fit``, as ``cudaperf ab`` weighs it); and the comparison's minimum effect."""
+    series = [
+        (s, [r * (1 + plant) for r in s["ratios"][:MIN_PAIRS] if r])
         for s in doc.get("series", [])
         if s["unit"] != "bytes"
     ]
-    ratios = [r for r in ratios if len(r) == MIN_PAIRS]
-    shared = prior.fit([v for r in ratios if (v := prior.log_variance(r))])
-    edge = float(doc.get("min_effect", MIN_EFFECT))
+    series = [(s, r) for s, r in series if len(r) == MIN_PAIRS]
+    shared = prior.fit([v for _, r in series if (v := prior.log_variance(r))])
+    return series, shared, float(doc.get("min_effect", MIN_EFFECT))
+
+
+def redecided(doc: dict[str, Any], plant: float) -> tuple[dict[str, int], dict[str, int]]:
+    """A comparison's time series decided again on their :func:`first_pairs` (``plant`` added),
+    against the comparison's minimum effect: the calls with each series' own interval and with
+    the pair noise the series share."""
+    series, shared, min_effect = first_pairs(doc, plant)
     counts: tuple[dict[str, int], dict[str, int]] = ({}, {})
-    for r in ratios:
+    for _, r in series:
         for tally, weighed in zip(counts, (None, shared), strict=True):
-            call = decide(interval(r, weighed)[1], len(r), edge).value
+            call = decide(interval(r, weighed)[1], len(r), min_effect).value
             tally[call] = tally.get(call, 0) + 1
     return counts
 
@@ -138,24 +146,19 @@ def _redecided_rows(out: Path, plant: float) -> list[str]:
 
 def projected(doc: dict[str, Any], pairs: int) -> list[tuple[str, bool, bool, str]]:
     """What a futility stop at :data:`MIN_PAIRS` pairs would see: for each time series still
-    UNDECIDED there (the pair noise shared as ``cudaperf ab`` weighs it), its id, whether its
+    UNDECIDED on its :func:`first_pairs` (their shared pair noise weighed in), its id, whether its
     interval projected to ``pairs`` pairs (its variance so far, ``pairs - 1`` degrees of freedom
     of its own) is narrower than the minimum effect (SAME reachable), whether its centre lies
     beyond that half-width plus the effect (a change reachable), and the comparison's final call.
     A series with neither is one a futility stop would drop (docs/decisions.md, "Why does
     cudaperf ab not give up on a noisy series early?")."""
-    series = [
-        (s, r)
-        for s in doc.get("series", [])
-        if s["unit"] != "bytes" and len(r := [x for x in s["ratios"][:MIN_PAIRS] if x]) == MIN_PAIRS
-    ]
-    shared = prior.fit([v for _, r in series if (v := prior.log_variance(r))])
-    edge = math.log(1 + float(doc.get("min_effect", MIN_EFFECT)))
+    series, shared, min_effect = first_pairs(doc)
+    edge = math.log1p(min_effect)
     seen = []
     for s, r in series:
         centre, ci = interval(r, shared)
         own = prior.log_variance(r)
-        if decide(ci, len(r), math.exp(edge) - 1) is not Call.UNDECIDED or own is None:
+        if decide(ci, len(r), min_effect) is not Call.UNDECIDED or own is None:
             continue
         variance, df = own if shared is None else shared.moderated(*own)
         half = t95(df + pairs - MIN_PAIRS) * math.sqrt(variance / pairs)
