@@ -26,6 +26,7 @@ import statistics
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -60,89 +61,83 @@ def wall(step: Path) -> tuple[int, float] | None:
     return None
 
 
-def case_times(step: Path) -> tuple[Counter[str], list[float]]:
-    """The outcomes of the step's JUnit file and the pytest time of each test not skipped (s)."""
+@dataclass(frozen=True)
+class Step:
+    """What one step folder holds, each of its files read once."""
+
+    #: its name in the table (the folder's, led by its OUTDIR's where there are several)
+    name: str
+    #: the script's step: pytest-benchmark, record, unchanged-N or planted
+    step: str
+    wall: tuple[int, float] | None
+    #: JUnit outcomes, and the pytest time of each test not skipped (s)
+    outcomes: Counter[str]
+    times: list[float]
+    #: each test of the report: its id and (series, verdict kind) of each of its records
+    verdicts: list[tuple[str, list[tuple[str, str]]]]
+
+    @property
+    def kinds(self) -> Counter[tuple[str, str]]:
+        return Counter(v for _, found in self.verdicts for v in found)
+
+    def regressed(self) -> set[str]:
+        """The tests with a time series judged REGRESSION."""
+        return {n for n, found in self.verdicts if "regression" in _time_kinds(found)}
+
+
+def _time_kinds(found: list[tuple[str, str]]) -> set[str]:
+    return {kind for series, kind in found if not series.startswith("memory")}
+
+
+def read_step(path: Path, name: str) -> Step:
+    """The step folder ``path``, shown as ``name``."""
     outcomes: Counter[str] = Counter()
     times = []
-    for path in step.glob("*-junit.xml"):
-        for case in ET.parse(path).getroot().iter("testcase"):
-            kinds = {child.tag for child in case}
-            outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
+    for junit in path.glob("*-junit.xml"):
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            tags = {child.tag for child in case}
+            outcome = next((k for k in ("failure", "error", "skipped") if k in tags), "passed")
             outcomes[outcome] += 1
             if outcome != "skipped":
                 times.append(float(case.get("time", "0")))
-    return outcomes, times
-
-
-def junit(step: Path) -> tuple[Counter[str], float | None]:
-    """The outcomes of the step's JUnit file and the median time of a test (s)."""
-    outcomes, times = case_times(step)
-    return outcomes, statistics.median(times) if times else None
-
-
-def time_kinds(step: Path) -> list[set[str]]:
-    """The verdict kinds of each test's time series in the step's report, a set per test."""
-    path = step / "report.json"
-    if not path.exists():
-        return []
-    return [
-        {j.verdict.kind.value for j in test.records if not j.record.series.startswith("memory")}
-        for test in read_report(path).tests
+    report = path / "report.json"
+    verdicts = [
+        (test.nodeid, [(j.record.series.split("/")[0], j.verdict.kind.value) for j in test.records])
+        for test in (read_report(report).tests if report.exists() else [])
     ]
-
-
-def verdicts(step: Path) -> tuple[Counter[tuple[str, str]], set[str]]:
-    """(series, verdict kind) of every judged record of the step's report, and the tests with a
-    time series judged REGRESSION."""
-    path = step / "report.json"
-    kinds: Counter[tuple[str, str]] = Counter()
-    regressed: set[str] = set()
-    if not path.exists():
-        return kinds, regressed
-    for test in read_report(path).tests:
-        for judged in test.records:
-            series = judged.record.series.split("/")[0]
-            kind = judged.verdict.kind.value
-            kinds[(series, kind)] += 1
-            if kind == "regression" and not series.startswith("memory"):
-                regressed.add(test.nodeid)
-    return kinds, regressed
+    return Step(name, path.name, wall(path), outcomes, times, verdicts)
 
 
 def _ratio(seconds: float, reference: tuple[int, float] | None) -> str:
     return f" = {seconds / reference[1]:.2f}x" if reference and reference[1] > 0 else ""
 
 
-def rows(
-    found: list[Path], reference: tuple[int, float] | None, named: dict[Path, str]
-) -> list[str]:
-    """The lines an acceptance reads (see the module's docstring), each step by its name in
-    ``named``."""
-    unchanged = [s for s in found if s.name.startswith("unchanged")]
-    finished = [s for s in unchanged if wall(s)]
+def rows(found: list[Step], reference: tuple[int, float] | None) -> list[str]:
+    """The lines an acceptance reads (see the module's docstring)."""
+    unchanged = [s for s in found if s.step.startswith("unchanged")]
+    finished = [s for s in unchanged if s.wall]
     lines = ["", "## The rows", ""]
     if unchanged:
-        walls = sorted(w[1] for s in finished if (w := wall(s)))
+        walls = sorted(s.wall[1] for s in finished if s.wall)
         walls += [math.inf] * (len(unchanged) - len(finished))
         middle = statistics.median(walls)
-        cut = len(unchanged) - len(finished)
         said = f"{middle:.0f} s{_ratio(middle, reference)}" if math.isfinite(middle) else "cut"
         lines.append(
-            f"- unchanged runs: {len(finished)} finished, {cut} cut; median wall {said}"
+            f"- unchanged runs: {len(finished)} finished, {len(unchanged) - len(finished)} cut; "
+            f"median wall {said}"
             + (f" (pytest-benchmark {reference[1]:.0f} s)" if reference else "")
         )
-        per_run = [t for s in finished if (t := case_times(s)[1])]
-        pooled = [x for t in per_run for x in t]
-        if pooled:
-            spread = f"{min(map(statistics.median, per_run)):.2f}–"
-            spread += f"{max(map(statistics.median, per_run)):.2f} s"
+        per_run = [s.times for s in finished if s.times]
+        if per_run:
+            medians = [statistics.median(t) for t in per_run]
             line = "- pytest time a test, finished unchanged runs pooled: median "
-            line += f"{statistics.median(pooled):.2f} s (each run's median {spread})"
-            theirs = [t for s in found if s.name == "pytest-benchmark" for t in case_times(s)[1]]
+            line += f"{statistics.median([x for t in per_run for x in t]):.2f} s "
+            line += f"(each run's median {min(medians):.2f}–{max(medians):.2f} s)"
+            theirs = [t for s in found if s.step == "pytest-benchmark" for t in s.times]
             if theirs:
                 line += f"; pytest-benchmark {statistics.median(theirs):.2f} s"
             lines.append(line)
-        kinds = [k for s in finished for k in time_kinds(s)]
+        kinds = [_time_kinds(v) for s in finished for _, v in s.verdicts]
         if kinds:
             unsure = sum("inconclusive" in k for k in kinds)
             failed = sum("regression" in k for k in kinds)
@@ -150,54 +145,57 @@ def rows(
                 f"- test-runs with a time series INCONCLUSIVE: {unsure} of {len(kinds)} "
                 f"({unsure / len(kinds):.1%}); REGRESSION: {failed}"
             )
-    for step in found:
-        if step.name.endswith("planted") and (done := wall(step)):
-            lines.append(f"- {named[step]}: wall {done[1]:.0f} s{_ratio(done[1], reference)}")
+    for s in found:
+        if s.step == "planted" and s.wall:
+            lines.append(f"- {s.name}: wall {s.wall[1]:.0f} s{_ratio(s.wall[1], reference)}")
     return lines
 
 
 def table(outs: list[Path], planted_tests: list[str]) -> list[str]:
     several = len(outs) > 1
-    found = [s for out in outs for s in steps(out)]
-    named = {s: f"{s.parent.name}/{s.name}" if several else s.name for s in found}
-    reference = next((w for out in outs if (w := wall(out / "pytest-benchmark"))), None)
+    found = [
+        read_step(p, f"{out.name}/{p.name}" if several else p.name)
+        for out in outs
+        for p in steps(out)
+    ]
+    reference = next((s.wall for s in found if s.step == "pytest-benchmark" and s.wall), None)
     lines = [f"# {', '.join(o.name for o in outs)}: judged at both tools' defaults", ""]
     lines += ["| step | exit | wall | vs pytest-benchmark | tests | median a test |"]
     lines += ["|---|---|---|---|---|---|"]
     for step in found:
-        done = wall(step)
+        done = step.wall
         ratio = (
             f"{done[1] / reference[1]:.2f}x"
-            if done and reference and reference[1] > 0 and step.name != "pytest-benchmark"
+            if done and reference and reference[1] > 0 and step.step != "pytest-benchmark"
             else "—"
         )
-        outcomes, median = junit(step)
-        counted = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "—"
+        counted = ", ".join(f"{n} {k}" for k, n in sorted(step.outcomes.items())) or "—"
         cells = [
-            named[step],
+            step.name,
             str(done[0]) if done else "did not finish",
             f"{done[1]:.0f} s" if done else "—",
             ratio,
             counted,
-            f"{median:.2f} s" if median is not None else "—",
+            f"{statistics.median(step.times):.2f} s" if step.times else "—",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| step | series | PASS | INCONCLUSIVE | REGRESSION | IMPROVED | NEW |"]
     lines += ["|---|---|---|---|---|---|---|"]
     for step in found:
-        kinds, regressed = verdicts(step)
+        kinds = step.kinds
         for series in sorted({s for s, _ in kinds}):
             counts = [kinds[(series, k)] for k in ("pass", "inconclusive", "regression")]
             counts += [kinds[(series, k)] for k in ("improved", "new")]
-            lines.append(f"| {named[step]} | `{series}` | " + " | ".join(map(str, counts)) + " |")
-        if step.name == "planted" and planted_tests:
+            lines.append(f"| {step.name} | `{series}` | " + " | ".join(map(str, counts)) + " |")
+        if step.step == "planted" and planted_tests:
+            regressed = step.regressed()
             hit = sorted(n for n in regressed if any(t in n for t in planted_tests))
             others = sorted(n for n in regressed if not any(t in n for t in planted_tests))
             matching = ", ".join(planted_tests)
             lines += ["", f"planted tests failed: {len(hit)} (of the tests matching {matching}); "]
             lines[-1] += f"other tests failed: {len(others)}"
             lines += [f"- `{n}`" for n in others]
-    return lines + rows(found, reference, named)
+    return lines + rows(found, reference)
 
 
 def main(argv: list[str] | None = None) -> int:
