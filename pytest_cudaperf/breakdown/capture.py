@@ -241,9 +241,7 @@ class KinetoEvent:
         self.thread = ev.start_thread_id()
         #: on the CPU, on one thread: what FunctionEvents nest (async events are not nested)
         self.nested = (
-            _device_type(self) == "CPU"
-            and not ev.is_async()
-            and self.thread == ev.end_thread_id()
+            _device_type(self) == "CPU" and not ev.is_async() and self.thread == ev.end_thread_id()
         )
         self.cpu_parent: KinetoEvent | None = None
 
