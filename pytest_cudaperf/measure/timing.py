@@ -36,10 +36,6 @@ HOST_BOUND_RATIO = 1.5
 HOST_TIME_CAP = 2.0
 #: the fewest calls a host-bound round stops at for its precision
 HOST_MIN_SAMPLES = 20
-#: the precision (relative CI half-width of the median) of CPU wall time judged against its
-#: series: a tenth of the ±30% at least that such a series is judged at (``series.WALL_FLOOR``;
-#: why: docs/decisions.md, "How precise is a CPU wall time judged against its series?")
-WALL_PRECISION = 0.03
 
 
 @dataclass(frozen=True)
@@ -85,11 +81,6 @@ class Budget:
             min_samples=max(self.min_samples, HOST_MIN_SAMPLES),
             max_time=self.max_time * HOST_TIME_CAP,
         )
-
-    def wall_bound(self) -> Budget:
-        """This budget for CPU wall time judged against its series: a precision of
-        :data:`WALL_PRECISION` where the tolerance asked for a finer one."""
-        return dataclasses.replace(self, precision=max(self.precision, WALL_PRECISION))
 
     @classmethod
     def for_tolerance(

@@ -238,15 +238,6 @@ class JudgedMeasurement:
         test = self.test
         return self.target.profiled and test.run.rank is None and test.settings.breakdown != "off"
 
-    @property
-    def _wall_judged(self) -> bool:
-        """Whether this is CPU wall time judged against a stored series (not an update): it
-        samples to :data:`~pytest_cudaperf.measure.timing.WALL_PRECISION`."""
-        test = self.test
-        if self.target.device != "cpu" or test.settings.update:
-            return False
-        return test.run.store.lookup(self.device_class, self.key, "time:wall") is not None
-
     def budget(self) -> Budget:
         """The budget the test's marker and settings give with the target's times
         (:func:`budget_for`)."""
@@ -257,9 +248,7 @@ class JudgedMeasurement:
 
     def run(self, budget: Budget | None = None) -> Measurement:
         """Measure within ``budget`` (by default the one the test's marker and settings give with
-        the target's :attr:`Target.times`: :func:`budget_for`; for CPU wall time judged against
-        its series, :meth:`~pytest_cudaperf.measure.timing.Budget.wall_bound`) and judge against
-        the baseline;
+        the target's :attr:`Target.times`: :func:`budget_for`) and judge against the baseline;
         re-measure an inconclusive result (twice the time budget each time, at most
         :data:`REMEASURE` times; one left undecided for the host's state with the same budget, as
         often as the state wait allows); confirm a regression or an improvement by measuring again
@@ -283,8 +272,6 @@ class JudgedMeasurement:
         call that does not follow the host's speed (:attr:`Measurement.fixed_ms`)."""
         test = self.test
         budget = self.budget() if budget is None else budget
-        if self._wall_judged:
-            budget = budget.wall_bound()
         measurement = self._measured(budget)
         found = self.target.read_peak()
         record, peak_judged = judge_measured(test, self.key, measurement, self.device_class, found)
@@ -435,9 +422,9 @@ class JudgedMeasurement:
         """The kernels of GPU code that synchronizes inside, judged as a series of their own
         (``time:kernels``): the device time each profiled call ran, precise where the host time
         around it is not; a regression confirmed by profiling again and, where the calls differ
-        from each other (two passes: ``measurement.kernels_of_passes``), in a fresh process too:
-        what such calls draw can differ between processes where it is not seeded. None (and a
-        line saying why) where the profiler cannot run. ``each_ms``: one call's time, where measured
+        from each other (two passes: :func:`kernels_of_passes`), in a fresh process too: what
+        such calls draw can differ between processes where it is not seeded. None (and a line
+        saying why) where the profiler cannot run. ``each_ms``: one call's time, where measured
         (it sizes the profiled pass; else a call is timed for it)."""
         found = self._kernel_pass(each_ms)
         if isinstance(found, str):
@@ -457,7 +444,6 @@ class JudgedMeasurement:
         why there is none."""
         from pytest_cudaperf.breakdown.model import BreakdownUnavailable
         from pytest_cudaperf.breakdown.percall import kernel_times
-        from pytest_cudaperf.measure.measurement import kernels_measured, kernels_of_passes
 
         fn, device = self.target.fn, self.target.device
         try:
@@ -498,6 +484,26 @@ class JudgedMeasurement:
         with self.target.lock():
             found = explain.explain(stored, fn, device)
         return dataclasses.replace(record, explanation=found.lines, compared=found.compared)
+
+
+def kernels_measured(times: list[float], device: str) -> Measurement | None:
+    """The kernels' measurement of one pass of profiled calls (``times``, ms); None without
+    calls."""
+    from pytest_cudaperf.measure.measurement import Measurement
+
+    return Measurement.from_samples(times, metric="kernels", device=device) if times else None
+
+
+def kernels_of_passes(first: list[float], second: list[float], device: str) -> Measurement:
+    """The kernels' measurement of two passes over the same seeded calls, whose CI is how the
+    passes agree (:func:`stats.repeated_median`): calls that draw their work at random differ
+    from each other by far more than they differ from themselves."""
+    from pytest_cudaperf.measure import stats
+    from pytest_cudaperf.measure.measurement import Measurement
+
+    median, ci = stats.repeated_median(first, second)
+    pooled = Measurement.from_samples([*first, *second], metric="kernels", device=device)
+    return dataclasses.replace(pooled, median_ms=median, ci_ms=ci, seeded_passes=2)
 
 
 def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:

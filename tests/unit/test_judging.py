@@ -11,8 +11,7 @@ import pytest
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks, PerfOptions
-from pytest_cudaperf.measure.measurement import Measurement, kernels_of_passes
-from pytest_cudaperf.measure.timing import WALL_PRECISION
+from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.github import github_annotations, github_summary
 from pytest_cudaperf.report.html import render_html
@@ -31,7 +30,7 @@ from pytest_cudaperf.run.judged import (
     check_peak,
 )
 from pytest_cudaperf.run.results import Results
-from pytest_cudaperf.series import WALL_FLOOR, Record, Recording
+from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.store.baselines import BaselineStore
 from pytest_cudaperf.verdict import Kind
@@ -315,37 +314,6 @@ def test_a_judged_measurement_without_a_budget_takes_the_one_its_target_times_gi
     assert budgets == [expected]
     assert (expected.warmup, expected.max_time, expected.rounds) == (0.2, 0.5, 4)
     assert expected.precision == pytest.approx(0.001)
-
-
-def test_cpu_wall_time_judged_against_its_series_samples_to_a_tenth_of_the_wall_floor(
-    tmp_path: Path,
-) -> None:
-    """Judged against a stored ``time:wall`` series, which is judged at ±30% at least, the median
-    need not be sampled to a tenth of the 5% tolerance. Its recording (an update), a first run
-    with no series, and device time keep the tolerance's precision."""
-
-    def path_of(test: TestContext, device: str, budgets: list[Any]) -> JudgedMeasurement:
-        def run_once(budget: Any) -> Measurement:
-            budgets.append(budget)
-            return Measurement.from_samples([1.0, 1.01, 0.99], metric="wall", device="cpu")
-
-        target = Scripted(lambda: None, device, profiled=False, run_once=run_once)
-        return JudgedMeasurement(test, A, target, "CPU X")
-
-    run = run_context(tmp_path)
-    first: list[Any] = []
-    recording = new_test(run_context(tmp_path, update=True))
-    path_of(recording, "cpu", first).run()
-    path_of(new_test(run), "cpu", first).run()  # no series yet: NEW
-    assert [b.precision for b in first] == [pytest.approx(0.005)] * 2
-    run.store.update("CPU X", stored(recording))
-    judged_budgets: list[Any] = []
-    path_of(new_test(run), "cpu", judged_budgets).run()
-    assert [b.precision for b in judged_budgets] == [WALL_PRECISION]
-    assert pytest.approx(WALL_FLOOR / 10) == WALL_PRECISION
-    on_gpu: list[Any] = []
-    path_of(new_test(run), "cuda:0", on_gpu).run()
-    assert on_gpu[0].precision == pytest.approx(0.005)
 
 
 def test_a_failed_output_is_one_line_and_the_others_are_written(tmp_path: Path) -> None:
@@ -967,6 +935,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
 ) -> None:
     """An auto-augment policy: each call draws other ops (0.05-0.35 ms of kernels), the same
     ones in every pass; a second pass makes the median as precise as the passes agree."""
+    from pytest_cudaperf.run import judged as judged_path
 
     drawn = [0.05, 0.35, 0.12, 0.30, 0.08, 0.20, 0.25, 0.10, 0.15, 0.33]
     slower = {"by": 1.0}
@@ -989,7 +958,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     assert found is not None
     assert found[0].verdict.kind is Kind.REGRESSION  # at +10%, within a 5% tolerance's reach
     # such calls are confirmed in a fresh process too: there they drew their usual work
-    unchanged = kernels_of_passes(drawn, list(drawn), "cuda:0")
+    unchanged = judged_path.kernels_of_passes(drawn, list(drawn), "cuda:0")
     fresh = FreshStub(lambda: unchanged)
     run.fresh = fresh  # type: ignore[assignment]
     found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
