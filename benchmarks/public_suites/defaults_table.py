@@ -12,7 +12,9 @@ skipped) and their median pytest time; for the judged runs the verdicts of every
 a time series as REGRESSION. Then the rows an acceptance reads: the unchanged runs' median wall
 (a run cut by its time limit counted as the slowest) over pytest-benchmark's, the median pytest
 time a test over every finished unchanged run's tests pooled (and each run's), the test-runs
-with a time series INCONCLUSIVE or REGRESSION, and the planted run's wall over pytest-benchmark's.
+with a time series INCONCLUSIVE or REGRESSION, where the unchanged runs' wall goes against
+pytest-benchmark's (the tests' times summed, the rest of the wall, the tests furthest over
+theirs), and the planted run's wall over pytest-benchmark's.
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -70,11 +72,15 @@ class Step:
     #: the script's step: pytest-benchmark, record, unchanged-N or planted
     step: str
     wall: tuple[int, float] | None
-    #: JUnit outcomes, and the pytest time of each test not skipped (s)
+    #: JUnit outcomes, and the pytest time of each test not skipped (s), by its name
     outcomes: Counter[str]
-    times: list[float]
+    by_test: dict[str, float]
     #: each test of the report: its id and (series, verdict kind) of each of its records
     verdicts: list[tuple[str, list[tuple[str, str]]]]
+
+    @property
+    def times(self) -> list[float]:
+        return list(self.by_test.values())
 
     @property
     def kinds(self) -> Counter[tuple[str, str]]:
@@ -92,20 +98,22 @@ def _time_kinds(found: list[tuple[str, str]]) -> set[str]:
 def read_step(path: Path, name: str) -> Step:
     """The step folder ``path``, shown as ``name``."""
     outcomes: Counter[str] = Counter()
-    times = []
+    by_test = {}
     for junit in path.glob("*-junit.xml"):
         for case in ET.parse(junit).getroot().iter("testcase"):
             tags = {child.tag for child in case}
             outcome = next((k for k in ("failure", "error", "skipped") if k in tags), "passed")
             outcomes[outcome] += 1
             if outcome != "skipped":
-                times.append(float(case.get("time", "0")))
+                by_test[f"{case.get('classname')}::{case.get('name')}"] = float(
+                    case.get("time", "0")
+                )
     report = path / "report.json"
     verdicts = [
         (test.nodeid, [(j.record.series.split("/")[0], j.verdict.kind.value) for j in test.records])
         for test in (read_report(report).tests if report.exists() else [])
     ]
-    return Step(name, path.name, wall(path), outcomes, times, verdicts)
+    return Step(name, path.name, wall(path), outcomes, by_test, verdicts)
 
 
 def _ratio(seconds: float, reference: tuple[int, float] | None) -> str:
@@ -145,10 +153,49 @@ def rows(found: list[Step], reference: tuple[int, float] | None) -> list[str]:
                 f"- test-runs with a time series INCONCLUSIVE: {unsure} of {len(kinds)} "
                 f"({unsure / len(kinds):.1%}); REGRESSION: {failed}"
             )
+    benchmark = next((s for s in found if s.step == "pytest-benchmark" and s.wall), None)
+    if benchmark is not None and finished:
+        lines += where_it_goes([s for s in finished if s.by_test], benchmark)
     for s in found:
         if s.step == "planted" and s.wall:
             lines.append(f"- {s.name}: wall {s.wall[1]:.0f} s{_ratio(s.wall[1], reference)}")
     return lines
+
+
+#: the tests named as costing most over pytest-benchmark's time
+MOST = 5
+
+
+def where_it_goes(runs: list[Step], theirs: Step) -> list[str]:
+    """Where the unchanged runs' wall goes against pytest-benchmark's: the tests' pytest times
+    summed and the rest of the wall (start-up, collection, what runs after the last test), the
+    median over the runs; and the tests whose time is furthest over pytest-benchmark's, each by
+    its median over the runs."""
+    assert theirs.wall is not None
+    if not runs:
+        return []
+    ours = statistics.median(sum(s.times) for s in runs)
+    rest = statistics.median(s.wall[1] - sum(s.times) for s in runs if s.wall)
+    base = sum(theirs.times)
+    lines = [
+        f"- the tests' pytest times summed: {ours:.1f} s a run against pytest-benchmark's "
+        f"{base:.1f} s; the rest of the wall (start-up, collection, what runs after the last "
+        f"test): {rest:.1f} s against {theirs.wall[1] - base:.1f} s"
+    ]
+    over = {
+        name: statistics.median(s.by_test[name] for s in runs if name in s.by_test) - their
+        for name, their in theirs.by_test.items()
+        if any(name in s.by_test for s in runs)
+    }
+    most = sorted(over, key=lambda n: -over[n])[:MOST]
+    named = ", ".join(
+        f"`{n.rsplit('::', 1)[-1]}` {theirs.by_test[n]:.2f} → {theirs.by_test[n] + over[n]:.2f} s"
+        for n in most
+    )
+    return [
+        *lines,
+        f"- most over pytest-benchmark's time (pytest-benchmark → median of the runs): {named}",
+    ]
 
 
 def table(outs: list[Path], planted_tests: list[str]) -> list[str]:
