@@ -98,7 +98,9 @@ def items_args(
     for nodeid, item_path in items:
         rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
         targets.append(f"{item_path}::{rest}" if rest else str(item_path))
-    args = [*targets, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+    # no report header: a suite's header hooks may run subprocesses (kornia's runs lscpu,
+    # nvidia-smi and gcc), and an addopts `-v` would print it despite the -q
+    args = [*targets, "-n0", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--no-header"]
     args.append(f"--tb={'short' if tbstyle == 'auto' else tbstyle}")
     args += ["--rootdir", str(rootdir), *private_paths(basetemp)]
     if inifile is not None:

@@ -122,10 +122,18 @@ def test_a_fresh_process_writes_none_of_the_suites_outputs(
 ) -> None:
     # the suite's addopts name a JUnit file and an HTML report, and the run is a GitHub job: the
     # fresh process notes which of them exist once it has written its outputs (the parent writes
-    # its own after, at its end), and appends no job summary of its own
-    recorded.makeini("[pytest]\naddopts = --junitxml=junit.xml --cudaperf-html=report.html\n")
+    # its own after, at its end), and appends no job summary of its own. Nor does it print the
+    # suite's report header, whose hooks may run subprocesses (kornia's runs lscpu, nvidia-smi
+    # and gcc), though the addopts make it verbose
+    ini = "[pytest]\naddopts = -v --junitxml=junit.xml --cudaperf-html=report.html\n"
+    recorded.makeini(ini)
     recorded.makeconftest("""
         import os, pathlib
+
+        def pytest_report_header(config):
+            if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS"):
+                pathlib.Path("fresh-header").write_text("printed")
+            return "the suite's own header"
 
         def pytest_unconfigure(config):
             if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS"):
@@ -140,6 +148,8 @@ def test_a_fresh_process_writes_none_of_the_suites_outputs(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*inconclusive: +*% not confirmed in a fresh process*"])
     assert (recorded.path / "fresh-saw").read_text() == "nothing"
+    assert not (recorded.path / "fresh-header").exists()
+    result.stdout.fnmatch_lines(["the suite's own header"])  # the parent's
     assert summary.read_text().count("### cudaperf") == 1
     assert "test_nap" in (recorded.path / "junit.xml").read_text()
     assert (recorded.path / "report.html").exists()

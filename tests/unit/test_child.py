@@ -88,6 +88,7 @@ def test_item_args_select_exactly_the_item(tmp_path: Path) -> None:
     )
     assert args[0] == f"{tmp_path}/tests/test_x.py::TestA::test_b[1-x]"
     assert "-n0" in args  # parses under a suite's addopts = -n auto
+    assert "--no-header" in args  # a suite's header hooks are not run again
     assert "--tb=short" in args
     assert args[args.index("-c") + 1] == str(tmp_path / "pytest.ini")
     assert args[args.index("--basetemp") + 1] == str(tmp_path / "tmp")
