@@ -1,5 +1,5 @@
 """Where one judged test's time goes: a per-phase account of a pytest process that runs one test of
-a suite, and how many times the timed callable was called in each phase.
+a suite (or a selection of them), and how many times the timed callable was called in each phase.
 
 The test runs in a pytest process of its own (with its suite's conftest and the plugin from this
 checkout). A thread samples the main thread's stack every millisecond and gives each interval
@@ -15,9 +15,10 @@ sample or call met: renamed, not run, or too short for a 1 ms sample). The inter
     python benchmarks/bench_phases.py [--suite benchmarks/suite_cpu] [--test EXPR] [--repeat N]
         [--smoke] [-- PYTEST_ARGS]
 
-``--test`` is a ``-k`` expression choosing one test (default: the suite's first); ``--repeat``
-runs that many processes and prints each account (the phases move with the load); ``--smoke``
-runs a small test with a 0.05 s time budget. Nothing is written.
+``--test`` is a ``-k`` expression choosing the tests (default: the suite's first; with several,
+the account is the process's, and the tests that spent most in each phase are named after it);
+``--repeat`` runs that many processes and prints each account (the phases move with the load);
+``--smoke`` runs two small tests with a 0.05 s time budget. Nothing is written.
 """
 
 from __future__ import annotations
@@ -102,7 +103,11 @@ class Account:
 
     def __init__(self) -> None:
         self.phase = "start-up (imports, plugins, configure)"
+        #: the test whose run protocol is on (None between tests)
+        self.test: str | None = None
         self.seconds: dict[str, float] = {}
+        #: seconds per test and phase, of the time a test's run protocol was on
+        self.by_test: dict[tuple[str, str], float] = {}
         self.calls: dict[str, int] = {}
         self.met: set[str] = set()
         self._codes: dict[CodeType, str | None] = {}
@@ -138,6 +143,9 @@ class Account:
             now = time.perf_counter()
             phase = self.where(frame)
             self.seconds[phase] = self.seconds.get(phase, 0.0) + now - last
+            test = self.test
+            if test is not None:
+                self.by_test[test, phase] = self.by_test.get((test, phase), 0.0) + now - last
             last = now
 
     def stop(self) -> None:
@@ -175,6 +183,12 @@ class PhasePlugin:
         self.account.phase = phase
         yield
         self.account.phase = after
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
+        self.account.test = item.nodeid
+        yield
+        self.account.test = None
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_collection(self) -> Any:
@@ -217,6 +231,7 @@ def child(out: str, started: float, pytest_args: list[str]) -> int:
                 "child_began": started,
                 "seconds": account.seconds,
                 "calls": account.calls,
+                "by_test": [[t, p, x] for (t, p), x in account.by_test.items()],
                 "unmet": unmet,
             }
         )
@@ -294,6 +309,31 @@ def table(found: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: the tests named for each step in :func:`by_test`, and the least a step must take to be shown
+MOST_TESTS = 3
+SHOWN_S = 0.5
+
+
+def by_test(found: dict[str, Any]) -> list[str]:
+    """For each phase that took :data:`SHOWN_S` or more within tests (the plugin's steps, the
+    tests' own setup and bodies), the :data:`MOST_TESTS` tests that spent most in it; nothing
+    where one test ran."""
+    spent: dict[str, dict[str, float]] = {}
+    for test, phase, seconds in found.get("by_test", []):
+        spent.setdefault(phase, {})[test] = seconds
+    if len({t for tests in spent.values() for t in tests}) < 2:
+        return []
+    lines = ["most in a step, by test:"]
+    for phase in ORDER:
+        tests = spent.get(phase, {})
+        if sum(tests.values()) < SHOWN_S:
+            continue
+        top = sorted(tests, key=lambda t: -tests[t])[:MOST_TESTS]
+        named = ", ".join(f"{t.rsplit('::', 1)[-1]} {tests[t]:.2f} s" for t in top)
+        lines.append(f"  {phase}: {named}")
+    return lines if len(lines) > 1 else []
+
+
 def main() -> int:
     if "--child" in sys.argv:
         at = sys.argv.index("--child")
@@ -312,7 +352,9 @@ def main() -> int:
     test = args.test
     if args.smoke:
         extra.append("--cudaperf-max-time=0.05")
-        test = test or "test_sorted_list and 1000 and not 10000 and not 100000"
+        test = test or (
+            "test_sorted_list and (1000 or 3000) and not 10000 and not 30000 and not 100000"
+        )
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
@@ -325,7 +367,7 @@ def main() -> int:
                 f"bench_phases: {suite.name}, {test or selected[0]}, judged against a baseline "
                 f"of one process (the callable counted in both); pytest says: {found['tail'][-1]}"
             )
-            print("\n".join(table(found)))
+            print("\n".join(table(found) + by_test(found)))
             if found["unmet"]:
                 print(f"(steps no sample or call met: {', '.join(found['unmet'])})")
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
