@@ -1,11 +1,14 @@
 """How the ``benchmark`` fixture tells a call that queues CUDA work or waits for the GPU from one
 that does neither (:func:`pytest_cudaperf.measure.cudawork.needs_cuda`), over calls modelled as
-the GPU and the host would run them under a hold."""
+the GPU and the host would run them under a hold; and the watch itself
+(:func:`~pytest_cudaperf.measure.cudawork.watch_call`, :func:`runs_cuda_work`) on a simulated
+stream."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -107,3 +110,102 @@ def test_no_hold_is_longer_than_the_longest() -> None:
     call = Call([5000.0])
     assert needs_cuda(call.watch, host_s=5.0) is True  # past every hold: counted as waiting
     assert max(call.holds) == MAX_HOLD_MS
+
+
+# --- watch_call and runs_cuda_work on a simulated GPU -------------------------------------------
+
+#: the simulated sleep kernel's clock: cycles per ms
+CYCLES_PER_MS = 1.98e6
+
+
+class SimulatedGpu:
+    """One stream in ms: the host's clock, when the GPU gets through what is queued, and the
+    holds queued (ms)."""
+
+    def __init__(self) -> None:
+        self.host = 0.0
+        self.free_at = 0.0
+        self.sleeps: list[float] = []
+
+    def enqueue(self, ms: float) -> float:
+        self.free_at = max(self.host, self.free_at) + ms
+        return self.free_at
+
+    def synchronize(self, *_: object) -> None:
+        self.host = max(self.host, self.free_at)
+
+    def sleep(self, cycles: int) -> None:
+        self.sleeps.append(cycles / CYCLES_PER_MS)
+        self.enqueue(cycles / CYCLES_PER_MS)
+
+    def perf_counter(self) -> float:
+        return self.host / 1e3
+
+
+class SimulatedEvent:
+    def __init__(self, gpu: SimulatedGpu) -> None:
+        self.gpu = gpu
+        self.at = 0.0
+
+    def record(self) -> None:
+        self.at = self.gpu.enqueue(0.0)
+
+    def query(self) -> bool:
+        return self.gpu.host >= self.at
+
+    def synchronize(self) -> None:
+        self.gpu.host = max(self.gpu.host, self.at)
+
+    def elapsed_time(self, end: SimulatedEvent) -> float:
+        return end.at - self.at
+
+
+@pytest.fixture
+def gpu(monkeypatch: pytest.MonkeyPatch) -> SimulatedGpu:
+    from pytest_cudaperf import _torch_compat
+    from pytest_cudaperf.measure import cudawork
+
+    simulated = SimulatedGpu()
+    monkeypatch.setattr(_torch_compat, "cuda_sleep", simulated.sleep)
+    monkeypatch.setattr(_torch_compat, "cuda_sleeper", lambda: simulated.sleep)
+    monkeypatch.setattr(cudawork, "time", simulated)
+    return simulated
+
+
+def torch_on(gpu: SimulatedGpu) -> object:
+    cuda = type("cuda", (), {})()
+    cuda.synchronize = gpu.synchronize
+    cuda.Event = lambda enable_timing=False: SimulatedEvent(gpu)
+    return type("torch", (), {"cuda": cuda})()
+
+
+def a_call(gpu: SimulatedGpu, host_ms: float, kernel_ms: float = 0.0, syncs: bool = False) -> Any:
+    def call() -> None:
+        gpu.host += host_ms
+        if kernel_ms:
+            gpu.enqueue(kernel_ms)
+        if syncs:
+            gpu.synchronize()
+
+    return call
+
+
+def test_on_a_simulated_gpu_each_call_is_told_apart_as_the_rule_says(gpu: SimulatedGpu) -> None:
+    """The events and the host's clock as a stream orders them: kernels queued behind the hold
+    take time between the events, a call that synchronizes returns after the hold, and the holds
+    are the ones :func:`needs_cuda` asks for."""
+    from pytest_cudaperf.measure.cudawork import runs_cuda_work
+
+    torch = torch_on(gpu)
+    cases = [  # (call, its first call's host time in s, the answer, the holds after calibration)
+        (a_call(gpu, 0.2, kernel_ms=0.05), 0.05, True, [20.0]),
+        (a_call(gpu, 0.2), 0.05, False, [20.0]),
+        (a_call(gpu, 0.1, kernel_ms=0.2, syncs=True), 0.1, True, [20.0, 40.0]),
+        (a_call(gpu, 60.0), 0.06, False, [20.0, 40.0, 180.0]),
+        (a_call(gpu, 30.0, kernel_ms=1.0), 0.03, True, [20.0, 40.0]),
+    ]
+    for call, host_s, answer, holds in cases:
+        gpu.sleeps.clear()
+        assert runs_cuda_work(torch, call, host_s) is answer
+        # the first two sleeps calibrate the sleep kernel's clock (measure/cuda.py)
+        assert gpu.sleeps[2:] == [pytest.approx(h) for h in holds]
