@@ -74,12 +74,17 @@ def needs_cuda(watch: Watcher, host_s: float) -> bool:
 
 
 def watch_call(
-    torch_mod: Any, call: Callable[[], object], hold_ms: float, cycles_per_ms: float
+    torch_mod: Any,
+    call: Callable[[], object],
+    hold_ms: float,
+    sleep: Callable[[int], object],
+    cycles_per_ms: float,
 ) -> Watch:
-    """``call`` once on the current stream, held by a sleep kernel of ``hold_ms``."""
+    """``call`` once on the current stream, held by ``sleep`` (the sleep kernel, which runs
+    ``cycles_per_ms`` cycles a ms) for ``hold_ms``."""
     torch_mod.cuda.synchronize()
     before, start, end = (torch_mod.cuda.Event(enable_timing=True) for _ in range(3))
-    _torch_compat.cuda_sleep(int(hold_ms * cycles_per_ms))
+    sleep(int(hold_ms * cycles_per_ms))
     before.record()
     start.record()
     began = time.perf_counter()
@@ -94,9 +99,11 @@ def watch_call(
 
 def runs_cuda_work(torch_mod: Any, call: Callable[[], object], host_s: float) -> bool:
     """Whether ``call`` queues work on the current CUDA stream or waits for the GPU
-    (:func:`needs_cuda` over :func:`watch_call`); ``host_s``: one call's time on the host."""
+    (:func:`needs_cuda` over :func:`watch_call`, the sleep kernel resolved and timed once);
+    ``host_s``: one call's time on the host."""
     from pytest_cudaperf.measure.cuda import sleep_cycles_per_ms
 
     torch_mod.cuda.synchronize()
-    cycles_per_ms = sleep_cycles_per_ms(torch_mod)
-    return needs_cuda(lambda hold_ms: watch_call(torch_mod, call, hold_ms, cycles_per_ms), host_s)
+    sleep = _torch_compat.cuda_sleeper()
+    cycles = sleep_cycles_per_ms(torch_mod, sleep)
+    return needs_cuda(lambda hold_ms: watch_call(torch_mod, call, hold_ms, sleep, cycles), host_s)

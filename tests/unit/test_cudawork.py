@@ -166,7 +166,6 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> SimulatedGpu:
     from pytest_cudaperf.measure import cudawork
 
     simulated = SimulatedGpu()
-    monkeypatch.setattr(_torch_compat, "cuda_sleep", simulated.sleep)
     monkeypatch.setattr(_torch_compat, "cuda_sleeper", lambda: simulated.sleep)
     monkeypatch.setattr(cudawork, "time", simulated)
     return simulated
