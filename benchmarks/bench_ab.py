@@ -157,10 +157,10 @@ def projected(doc: dict[str, Any], pairs: int) -> list[tuple[str, bool, bool, st
     seen = []
     for s, r in series:
         centre, ci = interval(r, shared)
-        own = prior.log_variance(r)
-        if decide(ci, len(r), min_effect) is not Call.UNDECIDED or own is None:
+        found = prior.weighed(prior.log_ratios(r), shared)
+        if decide(ci, len(r), min_effect) is not Call.UNDECIDED or found is None:
             continue
-        variance, df = own if shared is None else shared.moderated(*own)
+        variance, df = found
         half = t95(df + pairs - MIN_PAIRS) * math.sqrt(variance / pairs)
         name = f"{s['nodeid']} {s['name']}".strip()
         seen.append((name, half < edge, abs(math.log(centre)) - half > edge, s["call"]))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pytest_cudaperf.ab.prior import Prior, log_ratios, variance_of
+from pytest_cudaperf.ab.prior import Prior, log_ratios, weighed
 
 #: pairs below which nothing is decided (two pairs give a t interval with one degree of freedom)
 MIN_PAIRS = 3
@@ -88,10 +88,10 @@ def interval(
     if not logs:
         return math.nan, (0.0, math.inf)
     centre = statistics.fmean(logs)
-    own = variance_of(logs)
-    if own is None:
+    found = weighed(logs, prior)
+    if found is None:
         return math.exp(centre), (0.0, math.inf)
-    variance, df = own if prior is None else prior.moderated(*own)
+    variance, df = found
     half = t95(df) * math.sqrt(variance / len(logs))
     return math.exp(centre), (math.exp(centre - half), math.exp(centre + half))
 

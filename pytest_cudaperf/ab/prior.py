@@ -113,6 +113,15 @@ def variance_of(logs: Sequence[float]) -> tuple[float, int] | None:
     return statistics.variance(logs), len(logs) - 1
 
 
+def weighed(logs: Sequence[float], prior: Prior | None) -> tuple[float, float] | None:
+    """:func:`variance_of` ``logs`` and its degrees of freedom, weighed with ``prior`` where
+    given (:meth:`Prior.moderated`); None below two."""
+    own = variance_of(logs)
+    if own is None or prior is None:
+        return own
+    return prior.moderated(*own)
+
+
 def log_variance(ratios: Sequence[float]) -> tuple[float, int] | None:
     """:func:`variance_of` the :func:`log_ratios` of ``ratios``."""
     return variance_of(log_ratios(ratios))
