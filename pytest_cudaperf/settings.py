@@ -216,10 +216,11 @@ OPTIONS: tuple[Option, ...] = (
         "confirm-process",
         "re-measure a host-dominated regression in a fresh pytest process before it fails the "
         "test: auto (CPU measurements, synchronized wall times, GPU code that synchronizes "
-        "inside) or off (default: auto)",
-        _choice("auto", "off"),
+        "inside; a speed-up only alongside a regression), all (every speed-up too) or off "
+        "(default: auto)",
+        _choice("auto", "all", "off"),
         "auto",
-        metavar="{auto,off}",
+        metavar="{auto,all,off}",
     ),
     Option(
         "remeasure",

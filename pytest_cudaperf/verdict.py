@@ -432,6 +432,18 @@ def confirm(
     )
 
 
+def speedup_unconfirmed(first: Verdict, why: str) -> Verdict:
+    """An IMPROVED of process-dependent time that no fresh process measured again: INCONCLUSIVE
+    (it passes, as an IMPROVED does), saying ``why`` no fresh process measured it."""
+    assert first.kind is Kind.IMPROVED, "only a speed-up is left unconfirmed by choice"
+    was = format_pct(first.ratio - 1) if first.ratio is not None else "a speed-up"
+    return replace(
+        first,
+        kind=Kind.INCONCLUSIVE,
+        message=f"inconclusive: {was} not confirmed in a fresh process ({why}) — {first.message}",
+    )
+
+
 def _confirmed(verdict: Verdict, where: str) -> Verdict:
     """A REGRESSION or IMPROVED re-measured elsewhere (``where``) says it was confirmed there."""
     if not where or verdict.kind not in (Kind.REGRESSION, Kind.IMPROVED):

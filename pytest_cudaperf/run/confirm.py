@@ -24,7 +24,7 @@ from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.context import Deferred, Suspect, TestContext
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.run.judging import confirm_time
-from pytest_cudaperf.verdict import Kind
+from pytest_cudaperf.verdict import Kind, speedup_unconfirmed
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.measurement import Measurement
@@ -36,6 +36,16 @@ FRESH_STATE_TRIES = 3
 #: verdicts whose failure (or report) says which kernels explain the change
 EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
 WHERE = " in a fresh process"
+#: why a speed-up of a group with no suspected regression was not measured in a fresh process
+#: (why: docs/decisions.md, "Why does a speed-up alone start no fresh process?")
+ALONE = "only a suspected regression starts one: --cudaperf-confirm-process=all"
+
+
+def _starts(suspect: Suspect) -> bool:
+    """Whether ``suspect`` is worth a fresh process of its own: a suspected regression, or any
+    change under ``--cudaperf-confirm-process=all``."""
+    kind = suspect.first.verdict.kind
+    return kind is Kind.REGRESSION or suspect.test.settings.confirm_process == "all"
 
 
 def fresh_verdict(
@@ -166,10 +176,13 @@ def confirm_deferred(
 ) -> None:
     """Confirm every suspect waiting in ``deferred`` in one fresh process per device (one in
     all on the CPU), the device held by this process meanwhile, and put each fresh verdict in
-    its test's record (:func:`settle`). A suspect whose fresh process met the host in another
-    state than at recording is measured again in a later one, with the others of its kind,
-    once the host is back (at most :data:`FRESH_STATE_TRIES` processes in all). On an
-    interruption the suspects not yet settled stand unconfirmed (:func:`unconfirmed`)."""
+    its test's record (:func:`settle`). The suspects of a device with no suspected regression
+    among them (speed-ups alone) start no process unless ``--cudaperf-confirm-process=all``:
+    each stands INCONCLUSIVE (:func:`speedup_alone`); with one, they are measured along. A
+    suspect whose fresh process met the host in another state than at recording is measured
+    again in a later one, with the others of its kind, once the host is back (at most
+    :data:`FRESH_STATE_TRIES` processes in all). On an interruption the suspects not yet
+    settled stand unconfirmed (:func:`unconfirmed`)."""
     pending, deferred.suspects = list(deferred.suspects), []
     shown = {id(s): _shown(s) for s in pending}
     waits = {id(s): _wait(s) for s in pending}
@@ -178,6 +191,14 @@ def confirm_deferred(
         for tries in range(FRESH_STATE_TRIES):
             again: list[Suspect] = []
             for group in _groups(pending):
+                if not any(_starts(s) for s in group):
+                    for suspect in group:  # speed-ups alone: no process of their own
+                        pending.remove(suspect)
+                        if tries == 0:
+                            place = shown[id(suspect)]
+                            assert place is not None
+                            settle(suspect, place, speedup_alone(suspect.first, suspect.measured))
+                    continue
                 nodeids = list(dict.fromkeys(s.test.nodeid for s in group))
                 progress(progress_line(nodeids, group))
                 with group[0].lock():
@@ -204,6 +225,39 @@ def confirm_deferred(
     except BaseException:
         unconfirmed(pending, "the run was interrupted")
         raise
+
+
+def confirm_now(
+    suspect: Suspect, fresh: FreshProcess, back: Callable[[JudgedRecord, Measurement], bool]
+) -> tuple[JudgedRecord, Measurement]:
+    """``suspect`` confirmed at once in a fresh process of its own (a test the loop does not
+    hold), by the batch's rule: a speed-up alone starts none and stands INCONCLUSIVE
+    (:func:`speedup_alone`, unless ``--cudaperf-confirm-process=all``); a fresh process that met
+    the host in another state than at recording is followed by another once ``back`` saw the
+    host come back, up to :data:`FRESH_STATE_TRIES`; the suspect's ``refine`` applied."""
+    test, first, measured = suspect.test, suspect.first, suspect.measured
+    confirmed = speedup_alone(first, measured) if not _starts(suspect) else (first, measured)
+    for tries in range(FRESH_STATE_TRIES if _starts(suspect) else 0):
+        with suspect.lock():
+            found = fresh.measurements(test.nodeid, suspect.env, again=tries > 0)
+        again = fresh_verdict(test, first, measured, found)
+        if again is None:
+            break
+        confirmed = again
+        if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
+            break
+        if not back(*confirmed):
+            break
+    if suspect.refine is not None:
+        confirmed = suspect.refine(*confirmed), confirmed[1]
+    return confirmed
+
+
+def speedup_alone(first: JudgedRecord, measured: Measurement) -> tuple[JudgedRecord, Measurement]:
+    """``first``, a speed-up that no suspected regression's fresh process measured again:
+    INCONCLUSIVE (:func:`pytest_cudaperf.verdict.speedup_unconfirmed`), with ``measured``."""
+    verdict = speedup_unconfirmed(first.verdict, ALONE)
+    return dataclasses.replace(first, verdict=verdict), measured
 
 
 def unconfirmed(suspects: Sequence[Suspect], why: str) -> None:

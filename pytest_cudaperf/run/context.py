@@ -121,7 +121,7 @@ class RunContext:
             lock_folder = Path(fresh_locks)
             settings = dataclasses.replace(settings, html=None)  # a --cudaperf-html in addopts
         fresh = None
-        if settings.confirm_process == "auto" and rank is None and not fresh_locks:
+        if settings.confirm_process != "off" and rank is None and not fresh_locks:
             env = settings_env(settings, baseline_dir)
             fresh = FreshProcess(
                 root, inifile, env, passed_args(invocation, positional), cwd=output_dir

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
-from pytest_cudaperf.run.confirm import EXPLAINED, FRESH_STATE_TRIES, fresh_verdict, host_back
+from pytest_cudaperf.run.confirm import EXPLAINED, confirm_now, host_back
 from pytest_cudaperf.run.context import Suspect, TestContext
 from pytest_cudaperf.run.hoststate import HostWait
 from pytest_cudaperf.run.judging import (
@@ -385,36 +385,21 @@ class JudgedMeasurement:
         Where the test loop defers (:class:`pytest_cudaperf.run.context.Deferred`), the verdict
         of this process is returned as it is and the suspect waits for the loop's one fresh
         process (:func:`pytest_cudaperf.run.confirm.confirm_deferred`), which then applies the
-        same rule and ``refine`` (what the caller does to a confirmed record) to the record."""
+        same rule and ``refine`` (what the caller does to a confirmed record) to the record;
+        elsewhere :func:`pytest_cudaperf.run.confirm.confirm_now` applies it at once."""
         test = self.test
         fresh = test.run.fresh
         judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
         if fresh is None or not judged or not measured.process_dependent:
             return first, measured
+        target = self.target
+        env = visible_device(measured.device)
+        suspect = Suspect(test, first, measured, env, target.lock, target.probe, refine)
         deferred = test.run.deferred
         if deferred is not None and deferred.defers(test.nodeid):
-            env = visible_device(measured.device)
-            target = self.target
-            suspect = Suspect(test, first, measured, env, target.lock, target.probe, refine)
             deferred.suspects.append(suspect)
             return first, measured
-        confirmed = first, measured
-        for tries in range(FRESH_STATE_TRIES):
-            with self.target.lock():
-                found = fresh.measurements(
-                    test.nodeid, visible_device(measured.device), again=tries > 0
-                )
-            again = fresh_verdict(test, first, measured, found)
-            if again is None:
-                break
-            confirmed = again
-            if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
-                break
-            if not self.host_back(*confirmed):
-                break
-        if refine is not None:
-            confirmed = refine(*confirmed), confirmed[1]
-        return confirmed
+        return confirm_now(suspect, fresh, self.host_back)
 
     # --- kernels and breakdowns ----------------------------------------------------------------
 

@@ -17,7 +17,7 @@ FAST = ["--cudaperf-max-time=0.2", "--cudaperf-tolerance=30%", "-p", "no:cachepr
 
 # After a run planted slow-once-TEST, the first process to run that test is slow in every call of
 # it; any later process (the fresh one) is not. slow-always-TEST or SLOW=1 makes every process
-# slow: a real regression.
+# slow: a real regression. FAST=1 makes every process fast (0.1 ms naps): a real speed-up.
 # A slow nap is ten times a fast one (10 ms, 1 ms): a measurement's warm-up and samples cost
 # in proportion to the nap, in each of its three rounds, and each slow test is measured twice
 # (re-measured) in the parent and again in the fresh process.
@@ -33,7 +33,8 @@ def nap(test):
         always = pathlib.Path(__file__).with_name(f"slow-always-{test}").exists()
         _slow[test] = os.environ.get("SLOW") == "1" or always or flag.exists()
         flag.unlink(missing_ok=True)
-    time.sleep(0.01 if _slow[test] else 0.001)
+    fast = os.environ.get("FAST") == "1"
+    time.sleep(0.01 if _slow[test] else 0.0001 if fast else 0.001)
 
 @pytest.mark.perf
 def test_nap():
@@ -85,6 +86,22 @@ def test_off_judges_in_this_process_only(recorded: pytest.Pytester) -> None:
     result = recorded.runpytest(*FAST, "--cudaperf-confirm-process=off")
     result.assert_outcomes(failed=2)
     result.stdout.no_fnmatch_line("*fresh process*")
+
+
+def test_a_speed_up_alone_starts_no_fresh_process(
+    recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAST", "1")
+    result = recorded.runpytest(*FAST, "-k", "not timed")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_napper.py::test_nap: inconclusive: -*% not confirmed in a fresh process"
+            " (only a suspected regression starts one: --cudaperf-confirm-process=all) — *",
+            "cudaperf: 1 measured, 0 regressions, 0 improved, 0 new, 1 inconclusive",
+        ]
+    )
+    result.stderr.no_fnmatch_line("*confirming*")
 
 
 def test_a_fresh_process_that_cannot_measure_leaves_the_regression_standing(

@@ -61,8 +61,11 @@ def cpu(median: float) -> Measurement:
     return dataclasses.replace(measured(median), metric="wall", cache="hot", device="cpu")
 
 
-def suspected(run: RunContext, nodeid: str, median: float) -> TestContext:
-    """``nodeid`` measured ``median`` ms twice in its own process, as its call records it."""
+def suspected(
+    run: RunContext, nodeid: str, median: float, kind: Kind = Kind.REGRESSION
+) -> TestContext:
+    """``nodeid`` measured ``median`` ms twice in its own process (read as ``kind``), as its call
+    records it."""
     test = TestContext(run, ItemState(nodeid), Marks())
     assert run.deferred is not None
     run.deferred.running = nodeid
@@ -70,7 +73,7 @@ def suspected(run: RunContext, nodeid: str, median: float) -> TestContext:
     judged.key = SeriesKey(nodeid)
     slow = cpu(median)
     found = judging.judge_time(test, judged.key, slow, "CPU X")
-    assert found.verdict.kind is Kind.REGRESSION
+    assert found.verdict.kind is kind
     record, again = judging.confirm_time(test, found, cpu(median))
     record, again = judged.confirm_fresh(record, again)
     add_time(test, record, again)
@@ -101,6 +104,72 @@ def test_a_suspect_waits_for_the_loop_and_one_process_confirms_them_all(tmp_path
     assert stands.verdict.kind is Kind.REGRESSION
     (failure,) = b.state.failures
     assert failure.message.endswith("confirmed in a fresh process")
+
+
+def test_speed_ups_alone_start_no_process_and_stand_inconclusive(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a", "t.py::b"])
+    fresh = BatchStub(lambda nodeid: cpu(0.3))
+    run.fresh = fresh  # type: ignore[assignment]
+    tests = [suspected(run, nodeid, 0.3, Kind.IMPROVED) for nodeid in ("t.py::a", "t.py::b")]
+    assert run.deferred is not None
+    assert len(run.deferred.suspects) == 2
+    lines: list[str] = []
+    confirm_deferred(run.deferred, fresh, lines.append)  # type: ignore[arg-type]
+    assert fresh.batches == []
+    assert lines == []
+    for test in tests:
+        (record,) = test.state.records
+        assert record.verdict.kind is Kind.INCONCLUSIVE
+        assert record.verdict.message.startswith(
+            "inconclusive: -70.0% not confirmed in a fresh process "
+            "(only a suspected regression starts one: --cudaperf-confirm-process=all) — median 300.00 µs vs baseline 1.000 ms"
+        )
+        assert test.state.failures == []
+
+
+def test_confirm_process_all_starts_one_for_speed_ups_alone(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+    run.settings = dataclasses.replace(run.settings, confirm_process="all")
+    fresh = BatchStub(lambda nodeid: cpu(0.3))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = suspected(run, "t.py::a", 0.3, Kind.IMPROVED)
+    assert run.deferred is not None
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    assert fresh.batches == [(["t.py::a"], {})]
+    (improved,) = test.state.records
+    assert improved.verdict.kind is Kind.IMPROVED
+    assert improved.verdict.message.endswith("confirmed in a fresh process")
+
+
+def test_a_speed_up_is_measured_along_with_a_suspected_regression(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a", "t.py::b"])
+    fresh = BatchStub(lambda nodeid: cpu(0.3 if nodeid == "t.py::a" else 3.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    faster = suspected(run, "t.py::a", 0.3, Kind.IMPROVED)
+    slower = suspected(run, "t.py::b", 3.0)
+    assert run.deferred is not None
+    lines: list[str] = []
+    confirm_deferred(run.deferred, fresh, lines.append)  # type: ignore[arg-type]
+    assert fresh.batches == [(["t.py::a", "t.py::b"], {})]
+    assert lines == ["cudaperf: confirming 2 suspected changes in a fresh process"]
+    (improved,) = faster.state.records
+    assert improved.verdict.kind is Kind.IMPROVED
+    assert improved.verdict.message.endswith("confirmed in a fresh process")
+    assert [r.verdict.kind for r in slower.state.records] == [Kind.REGRESSION]
+
+
+def test_a_speed_up_confirmed_in_its_call_starts_no_process(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+    fresh = BatchStub(lambda nodeid: None)  # its measurements() fails the test if called
+    run.fresh = fresh  # type: ignore[assignment]
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    judged = path(test)
+    judged.key = SeriesKey("t.py::a")
+    found = judging.judge_time(test, judged.key, cpu(0.3), "CPU X")
+    assert found.verdict.kind is Kind.IMPROVED
+    record, _ = judged.confirm_fresh(found, cpu(0.3))  # running is another test (None)
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert "(only a suspected regression starts one: " in record.verdict.message
 
 
 def test_a_suspect_the_fresh_process_did_not_measure_stands_and_says_why(tmp_path: Path) -> None:
