@@ -10,6 +10,7 @@ initialised just to look: devices that are not initialised read 0.
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Collection, Iterator
 
 from pytest_cudaperf import _torch_compat
@@ -180,7 +181,8 @@ class CudaMemory:
     @contextlib.contextmanager
     def peak_window(self) -> Iterator[PeakWindow]:
         """Requested-bytes peak on the current device between entering and leaving, above
-        what was allocated on entering; allocator retries and OOMs in between."""
+        what was allocated on entering (never below zero: memory freed in between lowers the
+        peak's start, not the entry's count); allocator retries and OOMs in between."""
         torch = self._torch
         window = PeakWindow()
         if not torch.cuda.is_initialized():  # never initialise CUDA to look
@@ -188,18 +190,32 @@ class CudaMemory:
             return
         torch.cuda.synchronize()
         index = torch.cuda.current_device()
-        start = torch.cuda.memory_stats(index)
+        with _no_collection():  # a collection between the two would free below the base
+            start = torch.cuda.memory_stats(index)
+            torch.cuda.reset_peak_memory_stats(index)
         base = int(start.get("requested_bytes.all.current", 0))
-        torch.cuda.reset_peak_memory_stats(index)
         yield window
         torch.cuda.synchronize()
         end = torch.cuda.memory_stats(index)
         window.result = PeakResult(
-            peak_bytes=int(end.get("requested_bytes.all.peak", 0)) - base,
+            # another thread's free between them still can: the window allocated nothing above
+            peak_bytes=max(0, int(end.get("requested_bytes.all.peak", 0)) - base),
             alloc_retries=int(end.get("num_alloc_retries", 0) - start.get("num_alloc_retries", 0)),
             ooms=int(end.get("num_ooms", 0) - start.get("num_ooms", 0)),
             device=f"cuda:{index}",
         )
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """Python's garbage collector held off (a cycle it frees may hold a CUDA tensor)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def device_type(setting: str = "auto", test_device: str | None = None) -> str:

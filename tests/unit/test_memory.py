@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import gc
 import sys
 import types
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -373,3 +375,68 @@ def test_frozen_heap_freezes_for_its_body_and_leaves_a_frozen_heap_frozen() -> N
             gc.freeze()
         else:
             gc.unfreeze()
+
+
+class ScriptedAllocator:
+    """torch.cuda's allocator counters as a peak window reads them: ``current`` and its
+    ``peak`` since the last reset; ``on_read`` runs as memory_stats is called (what a garbage
+    collection or another thread could do meanwhile)."""
+
+    def __init__(self, current: int) -> None:
+        self.current = self.peak = current
+        self.on_read: list[Callable[[], None]] = []
+        self.collector_on: list[bool] = []
+
+    def alloc(self, size: int) -> None:
+        self.current += size
+        self.peak = max(self.peak, self.current)
+
+    def memory_stats(self, index: int) -> dict[str, int]:
+        self.collector_on.append(gc.isenabled())
+        stats = {"requested_bytes.all.current": self.current, "requested_bytes.all.peak": self.peak}
+        for act in self.on_read:
+            act()
+        return stats
+
+    def cuda(self) -> types.SimpleNamespace:
+        def reset(index: int) -> None:
+            self.peak = self.current
+
+        return types.SimpleNamespace(
+            is_initialized=lambda: True,
+            synchronize=lambda: None,
+            current_device=lambda: 0,
+            memory_stats=self.memory_stats,
+            reset_peak_memory_stats=reset,
+        )
+
+
+def _peak_of(allocator: ScriptedAllocator, body: Callable[[], None]) -> int:
+    memory = CudaMemory.__new__(CudaMemory)
+    memory._torch = types.SimpleNamespace(cuda=allocator.cuda())
+    with memory.peak_window() as window:
+        body()
+    assert window.result is not None
+    return window.result.peak_bytes
+
+
+def test_a_peak_window_counts_what_its_body_allocated_above_its_start() -> None:
+    allocator = ScriptedAllocator(10 << 20)
+    assert _peak_of(allocator, lambda: allocator.alloc(3 << 20)) == 3 << 20
+    assert allocator.collector_on[0] is False  # entered with the collector held off
+    assert gc.isenabled()
+
+
+def test_a_peak_window_whose_start_was_freed_under_it_reads_zero_not_negative() -> None:
+    """6 MiB freed between the entry's reading and the reset, as another thread can (a kornia
+    run on the H200, 2026-11-28, read a peak of -6291452 bytes, which failed its report)."""
+    allocator = ScriptedAllocator(10 << 20)
+    freed = [False]
+
+    def free_once() -> None:
+        if not freed[0]:
+            freed[0] = True
+            allocator.current -= 6 << 20
+
+    allocator.on_read.append(free_once)
+    assert _peak_of(allocator, lambda: allocator.alloc(1 << 20)) == 0
