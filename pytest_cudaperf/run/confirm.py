@@ -236,18 +236,21 @@ def confirm_now(
     the host in another state than at recording is followed by another once ``back`` saw the
     host come back, up to :data:`FRESH_STATE_TRIES`; the suspect's ``refine`` applied."""
     test, first, measured = suspect.test, suspect.first, suspect.measured
-    confirmed = speedup_alone(first, measured) if not _starts(suspect) else (first, measured)
-    for tries in range(FRESH_STATE_TRIES if _starts(suspect) else 0):
-        with suspect.lock():
-            found = fresh.measurements(test.nodeid, suspect.env, again=tries > 0)
-        again = fresh_verdict(test, first, measured, found)
-        if again is None:
-            break
-        confirmed = again
-        if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
-            break
-        if not back(*confirmed):
-            break
+    confirmed = first, measured
+    if not _starts(suspect):
+        confirmed = speedup_alone(first, measured)
+    else:
+        for tries in range(FRESH_STATE_TRIES):
+            with suspect.lock():
+                found = fresh.measurements(test.nodeid, suspect.env, again=tries > 0)
+            again = fresh_verdict(test, first, measured, found)
+            if again is None:
+                break
+            confirmed = again
+            if not confirmed[0].verdict.other_state or tries == FRESH_STATE_TRIES - 1:
+                break
+            if not back(*confirmed):
+                break
     if suspect.refine is not None:
         confirmed = suspect.refine(*confirmed), confirmed[1]
     return confirmed
