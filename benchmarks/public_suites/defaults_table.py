@@ -12,9 +12,11 @@ skipped) and their median pytest time; for the judged runs the verdicts of every
 a time series as REGRESSION. Then the rows an acceptance reads: the unchanged runs' median wall
 (a run cut by its time limit counted as the slowest) over pytest-benchmark's, the median pytest
 time a test over every finished unchanged run's tests pooled (and each run's), the test-runs
-with a time series INCONCLUSIVE or REGRESSION, where the unchanged runs' wall goes against
-pytest-benchmark's (the tests' times summed, the rest of the wall, the tests furthest over
-theirs), and the planted run's wall over pytest-benchmark's.
+with a time series INCONCLUSIVE or REGRESSION, why each INCONCLUSIVE time verdict was one (what
+its message says: a speed-up alone, a change not confirmed, the host in another state or speed,
+within the series' band, else its CI across the threshold), where the unchanged runs' wall
+goes against pytest-benchmark's (the tests' times summed, the rest of the wall, the tests
+furthest over theirs), and the planted run's wall over pytest-benchmark's.
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -38,6 +40,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 from _table import publish  # noqa: E402
 
 from pytest_cudaperf.report.document import read_report  # noqa: E402
+from pytest_cudaperf.verdict import Kind  # noqa: E402
 
 #: the steps of judged-at-defaults.sh, in the order they run
 ORDER = ("pytest-benchmark", "record", "unchanged", "planted")
@@ -77,6 +80,8 @@ class Step:
     by_test: dict[str, float]
     #: each test of the report: its id and (series, verdict kind) of each of its records
     verdicts: list[tuple[str, list[tuple[str, str]]]]
+    #: why each INCONCLUSIVE time verdict was one (:func:`reason`)
+    unsure: Counter[str]
 
     @property
     def times(self) -> list[float]:
@@ -95,6 +100,22 @@ def _time_kinds(found: list[tuple[str, str]]) -> set[str]:
     return {kind for series, kind in found if not series.startswith("memory")}
 
 
+#: why a time verdict read INCONCLUSIVE, from what its message says: the first that matches
+REASONS = (
+    ("only a suspected regression starts one", "a speed-up alone, no fresh process"),
+    ("not confirmed", "a change not confirmed"),
+    ("judged only with the host as fast as at recording", "the host in another state"),
+    ("the series cannot support the tolerance", "within the series' band"),
+    ("than when the baseline was recorded", "the host's speed"),
+)
+
+
+def reason(message: str) -> str:
+    """Why an INCONCLUSIVE time verdict was one (:data:`REASONS`; else its CI reached across
+    the threshold)."""
+    return next((why for said, why in REASONS if said in message), "its CI across the threshold")
+
+
 def read_step(path: Path, name: str) -> Step:
     """The step folder ``path``, shown as ``name``."""
     outcomes: Counter[str] = Counter()
@@ -109,11 +130,18 @@ def read_step(path: Path, name: str) -> Step:
                     case.get("time", "0")
                 )
     report = path / "report.json"
+    tests = read_report(report).tests if report.exists() else []
     verdicts = [
         (test.nodeid, [(j.record.series.split("/")[0], j.verdict.kind.value) for j in test.records])
-        for test in (read_report(report).tests if report.exists() else [])
+        for test in tests
     ]
-    return Step(name, path.name, wall(path), outcomes, by_test, verdicts)
+    unsure = Counter(
+        reason(j.verdict.message)
+        for test in tests
+        for j in test.records
+        if j.verdict.kind is Kind.INCONCLUSIVE and not j.record.series.startswith("memory")
+    )
+    return Step(name, path.name, wall(path), outcomes, by_test, verdicts, unsure)
 
 
 def _ratio(seconds: float, reference: tuple[int, float] | None) -> str:
@@ -153,6 +181,9 @@ def rows(found: list[Step], reference: tuple[int, float] | None) -> list[str]:
                 f"- test-runs with a time series INCONCLUSIVE: {unsure} of {len(kinds)} "
                 f"({unsure / len(kinds):.1%}); REGRESSION: {failed}"
             )
+            reasons = sum((s.unsure for s in finished), Counter[str]())
+            said = ", ".join(f"{r} {n}" for r, n in reasons.most_common())
+            lines.append(f"- INCONCLUSIVE time verdicts by why, runs pooled: {said or 'none'}")
     benchmark = next((s for s in found if s.step == "pytest-benchmark" and s.wall), None)
     if benchmark is not None and finished:
         lines += where_it_goes([s for s in finished if s.by_test], benchmark)

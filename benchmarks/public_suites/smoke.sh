@@ -45,7 +45,8 @@ test "$(grep -c "^unchanged-[12]: exit 0" "$OUT/defaults/steps.txt")" = 2 \
 python "$HERE/defaults_table.py" "$OUT/defaults" --planted-tests test_add > /dev/null
 for row in "| pytest-benchmark | 0 |" "| record | 0 |" "| unchanged-1 | 0 |" "| unchanged-2 | 0 |" \
     "| planted | " "planted tests failed: " "- unchanged runs: 2 finished, 0 cut; median wall " \
-    "- test-runs with a time series INCONCLUSIVE: " "- the tests' pytest times summed: " \
+    "- test-runs with a time series INCONCLUSIVE: " "- INCONCLUSIVE time verdicts by why, runs pooled: " \
+    "- the tests' pytest times summed: " \
     "- most over pytest-benchmark's time (pytest-benchmark → median of the runs): \`test_" \
     "- planted: wall "; do
   grep -qF -- "$row" "$OUT/defaults/defaults.md" || { cat "$OUT/defaults/defaults.md" >&2; exit 1; }
