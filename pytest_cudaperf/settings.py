@@ -216,8 +216,8 @@ OPTIONS: tuple[Option, ...] = (
         "confirm-process",
         "re-measure a host-dominated regression in a fresh pytest process before it fails the "
         "test: auto (CPU measurements, synchronized wall times, GPU code that synchronizes "
-        "inside; a speed-up only alongside a regression), all (every speed-up too) or off "
-        "(default: auto)",
+        "inside; a speed-up, or a regression of a test that fails anyway, only alongside another "
+        "regression), all (those too) or off (default: auto)",
         _choice("auto", "all", "off"),
         "auto",
         metavar="{auto,all,off}",

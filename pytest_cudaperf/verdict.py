@@ -432,15 +432,16 @@ def confirm(
     )
 
 
-def speedup_unconfirmed(first: Verdict, why: str) -> Verdict:
-    """An IMPROVED of process-dependent time that no fresh process measured again: INCONCLUSIVE
-    (it passes, as an IMPROVED does), saying ``why`` no fresh process measured it."""
-    assert first.kind is Kind.IMPROVED, "only a speed-up is left unconfirmed by choice"
-    was = format_pct(first.ratio - 1) if first.ratio is not None else "a speed-up"
+def left_unconfirmed(first: Verdict, why: str) -> Verdict:
+    """A REGRESSION or IMPROVED of process-dependent time that no fresh process measured again
+    by choice: INCONCLUSIVE (it fails nothing), saying ``why`` no fresh process measured it."""
+    assert first.kind in (Kind.REGRESSION, Kind.IMPROVED), "only a change is left unconfirmed"
+    was = format_pct(first.ratio - 1) if first.ratio is not None else first.kind.value
+    said = first.message.removeprefix("perf regression: ")
     return replace(
         first,
         kind=Kind.INCONCLUSIVE,
-        message=f"inconclusive: {was} not confirmed in a fresh process ({why}) — {first.message}",
+        message=f"inconclusive: {was} not confirmed in a fresh process ({why}) — {said}",
     )
 
 

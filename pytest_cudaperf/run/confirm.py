@@ -24,7 +24,7 @@ from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.context import Deferred, Suspect, TestContext
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.run.judging import confirm_time
-from pytest_cudaperf.verdict import Kind, speedup_unconfirmed
+from pytest_cudaperf.verdict import Kind, left_unconfirmed
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.measurement import Measurement
@@ -36,16 +36,22 @@ FRESH_STATE_TRIES = 3
 #: verdicts whose failure (or report) says which kernels explain the change
 EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
 WHERE = " in a fresh process"
-#: why a speed-up of a group with no suspected regression was not measured in a fresh process
-#: (why: docs/decisions.md, "Why does a speed-up alone start no fresh process?")
+#: why a suspect started no fresh process of its own (why: docs/decisions.md, "Which suspects
+#: start no fresh process of their own?"): a speed-up; a regression of a test that fails anyway
 ALONE = "only a suspected regression starts one: --cudaperf-confirm-process=all"
+FAILS_ANYWAY = "its test fails anyway: --cudaperf-confirm-process=all"
 
 
-def _starts(suspect: Suspect) -> bool:
-    """Whether ``suspect`` is worth a fresh process of its own: a suspected regression, or any
-    change under ``--cudaperf-confirm-process=all``."""
-    kind = suspect.first.verdict.kind
-    return kind is Kind.REGRESSION or suspect.test.settings.confirm_process == "all"
+def _why_not(suspect: Suspect, fails_anyway: bool) -> str | None:
+    """Why ``suspect`` starts no fresh process of its own (None: it starts one). A speed-up
+    fails nothing; a regression of a test that fails whatever a fresh process finds
+    (``fails_anyway``: :func:`_failing`) would not change its outcome.
+    ``--cudaperf-confirm-process=all`` starts one for each."""
+    if suspect.test.settings.confirm_process == "all":
+        return None
+    if suspect.first.verdict.kind is not Kind.REGRESSION:
+        return ALONE
+    return FAILS_ANYWAY if fails_anyway else None
 
 
 def fresh_verdict(
@@ -155,6 +161,23 @@ def settle(
     return settled
 
 
+def _failing(pending: Sequence[Suspect], shown: dict[int, _Shown | None]) -> set[int]:
+    """The suspects (by ``id``) whose test fails whatever a fresh process finds: its state holds
+    a failure that is no suspect's (a regression confirmed where it was measured, such as a
+    host-bound call's kernels; a budget; a leak)."""
+    theirs: dict[int, set[str]] = {}
+    for suspect in pending:
+        place = shown[id(suspect)]
+        if place is not None:
+            said = f"{suspect.first.key.label()}{place.record.verdict.message}"
+            theirs.setdefault(id(suspect.test), set()).add(said)
+    return {
+        id(s)
+        for s in pending
+        if any(f.message not in theirs.get(id(s.test), set()) for f in s.test.state.failures)
+    }
+
+
 def _groups(suspects: Sequence[Suspect]) -> list[list[Suspect]]:
     """The suspects by the environment their fresh process needs (the GPU it measures on)."""
     groups: dict[tuple[tuple[str, str], ...], list[Suspect]] = {}
@@ -176,9 +199,9 @@ def confirm_deferred(
 ) -> None:
     """Confirm every suspect waiting in ``deferred`` in one fresh process per device (one in
     all on the CPU), the device held by this process meanwhile, and put each fresh verdict in
-    its test's record (:func:`settle`). The suspects of a device with no suspected regression
-    among them (speed-ups alone) start no process unless ``--cudaperf-confirm-process=all``:
-    each stands INCONCLUSIVE (:func:`speedup_alone`); with one, they are measured along. A
+    its test's record (:func:`settle`). The suspects of a device of which none starts a process
+    (:func:`_why_not`: speed-ups, and regressions of tests that fail anyway) start none: each
+    stands INCONCLUSIVE (:func:`left_alone`); along with one that does, they are measured. A
     suspect whose fresh process met the host in another state than at recording is measured
     again in a later one, with the others of its kind, once the host is back (at most
     :data:`FRESH_STATE_TRIES` processes in all). On an interruption the suspects not yet
@@ -187,17 +210,17 @@ def confirm_deferred(
     shown = {id(s): _shown(s) for s in pending}
     waits = {id(s): _wait(s) for s in pending}
     pending = [s for s in pending if shown[id(s)] is not None]
+    failing = _failing(pending, shown)
     try:
         for tries in range(FRESH_STATE_TRIES):
             again: list[Suspect] = []
             for group in _groups(pending):
-                if not any(_starts(s) for s in group):
-                    for suspect in group:  # speed-ups alone: no process of their own
+                why = {id(s): _why_not(s, id(s) in failing) for s in group}
+                if all(why.values()):  # none starts a process: none is measured in one
+                    for suspect in group:
                         pending.remove(suspect)
-                        if tries == 0:
-                            place = shown[id(suspect)]
-                            assert place is not None
-                            settle(suspect, place, speedup_alone(suspect.first, suspect.measured))
+                    if tries == 0:
+                        _leave(group, shown, why)
                     continue
                 nodeids = list(dict.fromkeys(s.test.nodeid for s in group))
                 progress(progress_line(nodeids, group))
@@ -227,18 +250,30 @@ def confirm_deferred(
         raise
 
 
+def _leave(
+    group: Sequence[Suspect], shown: dict[int, _Shown | None], why: dict[int, str | None]
+) -> None:
+    """Each suspect of ``group`` left INCONCLUSIVE, saying why it started no process."""
+    for suspect in group:
+        place, reason = shown[id(suspect)], why[id(suspect)]
+        assert place is not None
+        assert reason is not None
+        settle(suspect, place, left_alone(suspect.first, suspect.measured, reason))
+
+
 def confirm_now(
     suspect: Suspect, fresh: FreshProcess, back: Callable[[JudgedRecord, Measurement], bool]
 ) -> tuple[JudgedRecord, Measurement]:
     """``suspect`` confirmed at once in a fresh process of its own (a test the loop does not
-    hold), by the batch's rule: a speed-up alone starts none and stands INCONCLUSIVE
-    (:func:`speedup_alone`, unless ``--cudaperf-confirm-process=all``); a fresh process that met
+    hold), by the batch's rule: a speed-up starts none and stands INCONCLUSIVE
+    (:func:`left_alone`, unless ``--cudaperf-confirm-process=all``); a fresh process that met
     the host in another state than at recording is followed by another once ``back`` saw the
     host come back, up to :data:`FRESH_STATE_TRIES`; the suspect's ``refine`` applied."""
     test, first, measured = suspect.test, suspect.first, suspect.measured
     confirmed = first, measured
-    if not _starts(suspect):
-        confirmed = speedup_alone(first, measured)
+    why = _why_not(suspect, fails_anyway=False)  # the test's other records are still to come
+    if why is not None:
+        confirmed = left_alone(first, measured, why)
     else:
         for tries in range(FRESH_STATE_TRIES):
             with suspect.lock():
@@ -256,11 +291,12 @@ def confirm_now(
     return confirmed
 
 
-def speedup_alone(first: JudgedRecord, measured: Measurement) -> tuple[JudgedRecord, Measurement]:
-    """``first``, a speed-up that no suspected regression's fresh process measured again:
-    INCONCLUSIVE (:func:`pytest_cudaperf.verdict.speedup_unconfirmed`), with ``measured``."""
-    verdict = speedup_unconfirmed(first.verdict, ALONE)
-    return dataclasses.replace(first, verdict=verdict), measured
+def left_alone(
+    first: JudgedRecord, measured: Measurement, why: str
+) -> tuple[JudgedRecord, Measurement]:
+    """``first``, a change that started no fresh process (``why``: :func:`_why_not`) and that
+    none measured: INCONCLUSIVE (:func:`pytest_cudaperf.verdict.left_unconfirmed`)."""
+    return dataclasses.replace(first, verdict=left_unconfirmed(first.verdict, why)), measured
 
 
 def unconfirmed(suspects: Sequence[Suspect], why: str) -> None:

@@ -104,6 +104,35 @@ def test_a_speed_up_alone_starts_no_fresh_process(
     result.stderr.no_fnmatch_line("*confirming*")
 
 
+BUDGETED = """
+import os, time
+import pytest
+
+@pytest.mark.perf(max_ms=0.5)
+def test_nap_over_budget():
+    time.sleep(0.01 if os.environ.get("SLOW") == "1" else 0.001)
+"""
+
+
+def test_a_regression_of_a_test_that_fails_anyway_starts_no_fresh_process(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # over its max_ms whatever a fresh process would find: its regression is not confirmed
+    pytester.makepyfile(test_budgeted=BUDGETED)
+    pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(failed=1)  # the budget
+    monkeypatch.setenv("SLOW", "1")
+    result = pytester.runpytest(*FAST)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "perf: test_nap_over_budget median * > max_ms 0.5 ms *",
+            "test_budgeted.py::test_nap_over_budget: inconclusive: +*% not confirmed in a fresh"
+            " process (its test fails anyway: --cudaperf-confirm-process=all) — *",
+        ]
+    )
+    result.stderr.no_fnmatch_line("*confirming*")
+
+
 def test_a_fresh_process_that_cannot_measure_leaves_the_regression_standing(
     recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

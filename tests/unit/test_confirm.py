@@ -172,6 +172,47 @@ def test_a_speed_up_confirmed_in_its_call_starts_no_process(tmp_path: Path) -> N
     assert "(only a suspected regression starts one: " in record.verdict.message
 
 
+def kernels_failed(test: TestContext) -> None:
+    """A regression of another series of ``test``, confirmed where it was measured (the kernels
+    of a host-bound call): the test fails whatever a fresh process finds."""
+    test.state.fail(FailureKind.REGRESSION, "[kernels] perf regression: median 84 µs vs 67 µs")
+
+
+def test_a_regression_of_a_test_that_fails_anyway_starts_no_process(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a"])
+    fresh = BatchStub(lambda nodeid: cpu(3.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = suspected(run, "t.py::a", 3.0)
+    kernels_failed(test)
+    assert run.deferred is not None
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    assert fresh.batches == []
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert record.verdict.message.startswith(
+        "inconclusive: +200.0% not confirmed in a fresh process (its test fails anyway: "
+        "--cudaperf-confirm-process=all) — median 3.000 ms vs baseline 1.000 ms"
+    )
+    assert [f.message for f in test.state.failures] == [
+        "[kernels] perf regression: median 84 µs vs 67 µs"
+    ]
+
+
+def test_a_regression_of_a_failing_test_is_measured_along_with_another(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::a", "t.py::b"])
+    fresh = BatchStub(lambda nodeid: cpu(3.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    failing = suspected(run, "t.py::a", 3.0)
+    kernels_failed(failing)
+    suspected(run, "t.py::b", 3.0)
+    assert run.deferred is not None
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    assert fresh.batches == [(["t.py::a", "t.py::b"], {})]
+    (record,) = failing.state.records
+    assert record.verdict.kind is Kind.REGRESSION
+    assert len(failing.state.failures) == 2
+
+
 def test_a_suspect_the_fresh_process_did_not_measure_stands_and_says_why(tmp_path: Path) -> None:
     run = recorded_at_one_ms(tmp_path, ["t.py::a"])
     fresh = BatchStub(lambda nodeid: None, why="pytest exited 4 without measuring it (x)")
