@@ -384,7 +384,7 @@ def confirm(
     tolerance = first.tolerance
     second = _confirmed(judge(again, entry, tolerance, device_class), where)
     if second.kind is not first.kind:
-        was = format_pct(first.ratio - 1) if first.ratio is not None else "a regression"
+        was = _change(first)
         now = format_pct(second.ratio - 1) if second.ratio is not None else second.kind.value
         return Verdict(
             Kind.INCONCLUSIVE,
@@ -436,13 +436,19 @@ def left_unconfirmed(first: Verdict, why: str) -> Verdict:
     """A REGRESSION or IMPROVED of process-dependent time that no fresh process measured again
     by choice: INCONCLUSIVE (it fails nothing), saying ``why`` no fresh process measured it."""
     assert first.kind in (Kind.REGRESSION, Kind.IMPROVED), "only a change is left unconfirmed"
-    was = format_pct(first.ratio - 1) if first.ratio is not None else first.kind.value
     said = first.message.removeprefix("perf regression: ")
     return replace(
         first,
         kind=Kind.INCONCLUSIVE,
-        message=f"inconclusive: {was} not confirmed in a fresh process ({why}) — {said}",
+        message=f"inconclusive: {_change(first)} not confirmed in a fresh process ({why}) — {said}",
     )
+
+
+def _change(first: Verdict) -> str:
+    """What a REGRESSION or IMPROVED that was not confirmed read: ``+21.5%``."""
+    if first.ratio is not None:
+        return format_pct(first.ratio - 1)
+    return "a regression" if first.kind is Kind.REGRESSION else "a speed-up"
 
 
 def _confirmed(verdict: Verdict, where: str) -> Verdict:

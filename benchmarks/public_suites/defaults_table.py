@@ -13,10 +13,11 @@ a time series as REGRESSION. Then the rows an acceptance reads: the unchanged ru
 (a run cut by its time limit counted as the slowest) over pytest-benchmark's, the median pytest
 time a test over every finished unchanged run's tests pooled (and each run's), the test-runs
 with a time series INCONCLUSIVE or REGRESSION, why each INCONCLUSIVE time verdict was one (what
-its message says: a speed-up alone, a change not confirmed, the host in another state or speed,
-within the series' band, else its CI across the threshold), where the unchanged runs' wall
-goes against pytest-benchmark's (the tests' times summed, the rest of the wall, the tests
-furthest over theirs), and the planted run's wall over pytest-benchmark's.
+its message says: a speed-up or a failing test's regression left without a fresh process, a
+change not confirmed, the host in another state or speed, within the series' band, else its CI
+across the threshold), where the unchanged runs' wall goes against pytest-benchmark's (the
+tests' times summed, the rest of the wall, the tests furthest over theirs), and the planted
+run's wall over pytest-benchmark's.
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -40,6 +41,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 from _table import publish  # noqa: E402
 
 from pytest_cudaperf.report.document import read_report  # noqa: E402
+from pytest_cudaperf.run.confirm import ALONE, FAILS_ANYWAY  # noqa: E402
 from pytest_cudaperf.verdict import Kind  # noqa: E402
 
 #: the steps of judged-at-defaults.sh, in the order they run
@@ -102,7 +104,8 @@ def _time_kinds(found: list[tuple[str, str]]) -> set[str]:
 
 #: why a time verdict read INCONCLUSIVE, from what its message says: the first that matches
 REASONS = (
-    ("only a suspected regression starts one", "a speed-up alone, no fresh process"),
+    (ALONE, "a speed-up, no fresh process of its own"),
+    (FAILS_ANYWAY, "a regression of a test that fails anyway"),
     ("not confirmed", "a change not confirmed"),
     ("judged only with the host as fast as at recording", "the host in another state"),
     ("the series cannot support the tolerance", "within the series' band"),

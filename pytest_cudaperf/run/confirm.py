@@ -38,7 +38,7 @@ EXPLAINED = frozenset({Kind.REGRESSION, Kind.IMPROVED, Kind.INCONCLUSIVE})
 WHERE = " in a fresh process"
 #: why a suspect started no fresh process of its own (why: docs/decisions.md, "Which suspects
 #: start no fresh process of their own?"): a speed-up; a regression of a test that fails anyway
-ALONE = "only a suspected regression starts one: --cudaperf-confirm-process=all"
+ALONE = "a speed-up starts none: --cudaperf-confirm-process=all"
 FAILS_ANYWAY = "its test fails anyway: --cudaperf-confirm-process=all"
 
 
@@ -122,6 +122,12 @@ def _shown(suspect: Suspect) -> _Shown | None:
     return None  # the test ended before it recorded it: nothing to correct
 
 
+def _failure_line(suspect: Suspect, record: JudgedRecord) -> str:
+    """The line ``record`` of ``suspect``'s series fails its test with, where it is a
+    REGRESSION."""
+    return f"{suspect.first.key.label()}{record.verdict.message}"
+
+
 def settle(
     suspect: Suspect, shown: _Shown, confirmed: tuple[JudgedRecord, Measurement]
 ) -> JudgedRecord:
@@ -149,7 +155,7 @@ def settle(
     )
     state.records[shown.index] = settled
     was = [i for i, f in enumerate(state.failures) if f.kind is FailureKind.REGRESSION]
-    was = [i for i in was if state.failures[i].message == f"{label}{current.verdict.message}"]
+    was = [i for i in was if state.failures[i].message == _failure_line(suspect, current)]
     if was:
         del state.failures[was[0]]
     if kind is Kind.REGRESSION and not suspect.test.settings.update:
@@ -169,8 +175,7 @@ def _failing(pending: Sequence[Suspect], shown: dict[int, _Shown | None]) -> set
     for suspect in pending:
         place = shown[id(suspect)]
         if place is not None:
-            said = f"{suspect.first.key.label()}{place.record.verdict.message}"
-            theirs.setdefault(id(suspect.test), set()).add(said)
+            theirs.setdefault(id(suspect.test), set()).add(_failure_line(suspect, place.record))
     return {
         id(s)
         for s in pending

@@ -97,7 +97,7 @@ def test_a_speed_up_alone_starts_no_fresh_process(
     result.stdout.fnmatch_lines(
         [
             "test_napper.py::test_nap: inconclusive: -*% not confirmed in a fresh process"
-            " (only a suspected regression starts one: --cudaperf-confirm-process=all) — *",
+            " (a speed-up starts none: --cudaperf-confirm-process=all) — *",
             "cudaperf: 1 measured, 0 regressions, 0 improved, 0 new, 1 inconclusive",
         ]
     )

@@ -122,7 +122,7 @@ def test_speed_ups_alone_start_no_process_and_stand_inconclusive(tmp_path: Path)
         assert record.verdict.kind is Kind.INCONCLUSIVE
         assert record.verdict.message.startswith(
             "inconclusive: -70.0% not confirmed in a fresh process "
-            "(only a suspected regression starts one: --cudaperf-confirm-process=all) — median 300.00 µs vs baseline 1.000 ms"
+            "(a speed-up starts none: --cudaperf-confirm-process=all) — median 300.00 µs vs baseline 1.000 ms"
         )
         assert test.state.failures == []
 
@@ -169,7 +169,7 @@ def test_a_speed_up_confirmed_in_its_call_starts_no_process(tmp_path: Path) -> N
     assert found.verdict.kind is Kind.IMPROVED
     record, _ = judged.confirm_fresh(found, cpu(0.3))  # running is another test (None)
     assert record.verdict.kind is Kind.INCONCLUSIVE
-    assert "(only a suspected regression starts one: " in record.verdict.message
+    assert "(a speed-up starts none: " in record.verdict.message
 
 
 def kernels_failed(test: TestContext) -> None:
