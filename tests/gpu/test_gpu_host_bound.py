@@ -109,6 +109,27 @@ def test_a_slower_kernel_fails_as_the_kernels(recorded: pytest.Pytester) -> None
     assert kinds["time:kernels"] == "regression"
 
 
+def test_a_host_slowdown_of_a_test_whose_kernels_regress_starts_no_fresh_process(
+    recorded: pytest.Pytester,
+) -> None:
+    """The kernels' regression is confirmed where it was measured, so the test fails whatever a
+    fresh process would find of its host time: that regression is left unconfirmed and named."""
+    (recorded.path / "slow-always").touch()
+    (recorded.path / "kernel-slower").touch()
+    result = recorded.runpytest(*FAST, "--cudaperf-json=out.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_augment.py::test_random_crop: inconclusive: +*% not confirmed in a fresh"
+            " process (its test fails anyway: --cudaperf-confirm-process=all) — *",
+        ]
+    )
+    result.stderr.no_fnmatch_line("*confirming*")
+    (test,) = json.loads((recorded.path / "out.json").read_text())["tests"]
+    kinds = {r["series"]: r["verdict"]["kind"] for r in test["records"]}
+    assert (kinds["time:host"], kinds["time:kernels"]) == ("inconclusive", "regression")
+
+
 def test_a_change_read_in_another_host_state_waits_for_the_host(
     recorded: pytest.Pytester,
 ) -> None:
