@@ -153,9 +153,12 @@ class Measurement:
     @property
     def process_dependent(self) -> bool:
         """Whether a state of its process can move this measurement, so that a regression must
-        hold in a fresh process: a host-dominated one, or kernels of calls that draw their work
-        at random (two seeded passes), where a draw that is not seeded differs by process."""
-        return self.host_dominated or self.seeded_passes > 1
+        hold in a fresh process: a host-dominated one, or a host-bound call's kernels
+        (``kernels``): small kernels between the host's work ran 8–17% slower for a whole
+        process, and a draw at random that is not seeded differs by process (why:
+        docs/decisions.md, "Why must a host-bound call's kernels regress in a fresh process
+        too?")."""
+        return self.host_dominated or self.metric == "kernels"
 
     def how(self) -> str:
         """``device time, 40 samples, cold L2``."""

@@ -372,8 +372,8 @@ class JudgedMeasurement:
         refine: Callable[[JudgedRecord, Measurement], JudgedRecord] | None = None,
     ) -> tuple[JudgedRecord, Measurement]:
         """A regression (or improvement) of a measurement that a state of its process can move
-        (the CPU's, GPU code that synchronizes inside, the kernels of calls that draw their work
-        at random: :attr:`Measurement.process_dependent`) that held in this process stands only
+        (the CPU's, GPU code that synchronizes inside and its kernels:
+        :attr:`Measurement.process_dependent`) that held in this process stands only
         if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`), on
         the same GPU: a slow (or fast) state of one process is not the code's. The fresh process
         measures under the target's lock (the device to itself, as any measurement). Where no
@@ -406,9 +406,9 @@ class JudgedMeasurement:
     def kernels(self, each_ms: float | None = None) -> tuple[JudgedRecord, Measurement] | None:
         """The kernels of GPU code that synchronizes inside, judged as a series of their own
         (``time:kernels``): the device time each profiled call ran, precise where the host time
-        around it is not; a regression confirmed by profiling again and, where the calls differ
-        from each other (two passes: :func:`kernels_of_passes`), in a fresh process too: what
-        such calls draw can differ between processes where it is not seeded. None (and a line
+        around it is not (two passes where the calls differ from each other:
+        :func:`kernels_of_passes`); a regression confirmed by profiling again and in a fresh
+        process (:attr:`Measurement.process_dependent`). None (and a line
         saying why) where the profiler cannot run. ``each_ms``: one call's time, where measured
         (it sizes the profiled pass; else a call is timed for it)."""
         found = self._kernel_pass(each_ms)

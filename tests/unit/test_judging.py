@@ -421,6 +421,8 @@ def test_which_measurements_the_host_dominates(
 ) -> None:
     m = Measurement.from_samples([1.0, 1.1, 0.9], **fields)  # type: ignore[arg-type]
     assert m.host_dominated is host_dominated
+    # what the host dominates, and a host-bound call's kernels, must change in a fresh process
+    assert m.process_dependent is (host_dominated or m.metric == "kernels")
 
 
 def host_bound(loops: float, ms: float = 2.0, device: str = "cuda:1") -> Measurement:
@@ -999,14 +1001,26 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     assert (found[1].n, found[1].seeded_passes) == (10, 1)
     add_time(first, *found)
     run.store.update("GPU X", stored(first))
-    # a slower kernel is confirmed by profiling again, not in a fresh process: the GPU alone
+    # a slower kernel is confirmed by profiling again and in a fresh process: small kernels
+    # between the host's work can run slower for a whole process
+    from pytest_cudaperf.run import judged as judged_path
+
     slower["by"] = 1.2
-    fresh = FreshStub(lambda: None)
+    again = [0.1 * 1.2 * (1 + 0.001 * i) for i in range(10)]
+    fresh = FreshStub(lambda: judged_path.kernels_measured(again, "cuda:0"))
     run.fresh = fresh  # type: ignore[assignment]
     found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
     assert found is not None
+    assert len(fresh.asked) == 1
     assert found[0].verdict.kind is Kind.REGRESSION
-    assert fresh.asked == []
+    assert "confirmed in a fresh process" in found[0].verdict.message
+    # where the fresh process profiles them at their recorded time, the change is not judged
+    again = [0.1 * (1 + 0.001 * i) for i in range(10)]
+    found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
+    assert found is not None
+    assert len(fresh.asked) == 2
+    assert found[0].verdict.kind is Kind.INCONCLUSIVE
+    assert "not confirmed in a fresh process" in found[0].verdict.message
 
 
 def test_a_target_measures_on_its_backend_under_its_lock(tmp_path: Path) -> None:
