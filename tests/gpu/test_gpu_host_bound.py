@@ -1,7 +1,8 @@
 """GPU code that synchronizes inside (host-bound: parameters drawn in Python, a ``.item()`` per
 call) is judged in reference loops with its kernels apart: a regression that one process shows
 and a fresh process does not is not failed; one that a fresh process shows too fails, says where
-it was confirmed and that the kernels did not change; a slower kernel fails as the kernels'."""
+it was confirmed and that the kernels did not change; a slower kernel fails as the kernels', once
+a fresh process profiles it slower too; a test that fails on its budget starts no fresh process."""
 
 from __future__ import annotations
 
