@@ -214,10 +214,10 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "confirm-process",
-        "re-measure a host-dominated regression in a fresh pytest process before it fails the "
-        "test: auto (CPU measurements, synchronized wall times, GPU code that synchronizes "
-        "inside; a speed-up, or a regression of a test that fails anyway, only alongside another "
-        "regression), all (those too) or off (default: auto)",
+        "re-measure a regression that a process's state can make in a fresh pytest process "
+        "before it fails the test: auto (CPU measurements, synchronized wall times, GPU code "
+        "that synchronizes inside and its kernels; a speed-up, or a regression of a test that "
+        "fails anyway, only alongside another regression), all (those too) or off (default: auto)",
         _choice("auto", "all", "off"),
         "auto",
         metavar="{auto,all,off}",
