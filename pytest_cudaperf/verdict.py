@@ -432,6 +432,16 @@ def confirm(
     )
 
 
+def kernels_clause(kernels: Verdict) -> str | None:
+    """What a host-bound time's verdict says its kernels (``kernels``, the ``time:kernels``
+    verdict of the same calls) did meanwhile, ``; kernels unchanged (+1.0% per call)``: that
+    they are unchanged (the host time moved), or how far they moved. None without a ratio."""
+    if kernels.ratio is None:
+        return None
+    said = "unchanged" if kernels.kind is Kind.PASS else kernels.kind.value
+    return f"; kernels {said} ({format_pct(kernels.ratio - 1)} per call)"
+
+
 def left_unconfirmed(first: Verdict, why: str) -> Verdict:
     """A REGRESSION or IMPROVED of process-dependent time that no fresh process measured again
     by choice: INCONCLUSIVE (it fails nothing), saying ``why`` no fresh process measured it."""

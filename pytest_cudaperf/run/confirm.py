@@ -24,7 +24,7 @@ from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.context import Deferred, Suspect, TestContext
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.run.judging import confirm_time
-from pytest_cudaperf.verdict import Kind, left_unconfirmed
+from pytest_cudaperf.verdict import Kind, kernels_clause, left_unconfirmed
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.measurement import Measurement
@@ -134,7 +134,8 @@ def settle(
     """Put the fresh process's verdict (``confirmed``) in the test's record of ``suspect`` where
     ``shown`` recorded the verdict of this process: its failure replaced (or withdrawn), the
     breakdown's explanation kept where the verdict still calls for one (dropped with its lines
-    otherwise), and the kernels' line kept. Returns the record now in the test's records."""
+    otherwise), and the kernels' line kept (:func:`_retell` brings it up to date where the
+    kernels settled otherwise). Returns the record now in the test's records."""
     state, label = suspect.test.state, suspect.first.key.label()
     record, measurement = confirmed
     if suspect.refine is not None:
@@ -165,6 +166,36 @@ def settle(
             if f"{label}{line}" in state.details:
                 state.details.remove(f"{label}{line}")
     return settled
+
+
+def _retell(
+    suspect: Suspect, was: JudgedRecord, now: JudgedRecord, shown: dict[int, _Shown | None]
+) -> None:
+    """Where a host-bound call's kernels (``suspect`` of ``time:kernels``, ``was`` as its own
+    process read them) settled as ``now``, the host time's line that says what they did
+    (:func:`pytest_cudaperf.verdict.kernels_clause`) follows them: in the test's record of
+    that time, in its failure line, and in the suffix a host-time suspect adds as it settles."""
+    old, new = kernels_clause(was.verdict), kernels_clause(now.verdict)
+    if was.series != "time:kernels" or old is None or new is None or old == new:
+        return
+    state, key = suspect.test.state, was.key
+    for index, record in enumerate(state.records):
+        message = record.verdict.message
+        if record.key != key or record.series != "time:host" or not message.endswith(old):
+            continue
+        told = message[: -len(old)] + new
+        line, retold = f"{key.label()}{message}", f"{key.label()}{told}"
+        state.failures[:] = [
+            dataclasses.replace(f, message=retold) if f.message == line else f
+            for f in state.failures
+        ]
+        verdict = dataclasses.replace(record.verdict, message=told)
+        state.records[index] = dataclasses.replace(record, verdict=verdict)
+    for place in shown.values():
+        if place is None or place.suffix != old:
+            continue
+        if place.record.key == key and place.record.series == "time:host":
+            place.suffix = new
 
 
 def _failing(pending: Sequence[Suspect], shown: dict[int, _Shown | None]) -> set[int]:
@@ -241,6 +272,7 @@ def confirm_deferred(
                     place = shown[id(suspect)]
                     assert place is not None
                     record = settle(suspect, place, confirmed)
+                    _retell(suspect, place.record, record, shown)
                     last = tries == FRESH_STATE_TRIES - 1
                     if not record.verdict.other_state or last:
                         continue
@@ -263,7 +295,8 @@ def _leave(
         place, reason = shown[id(suspect)], why[id(suspect)]
         assert place is not None
         assert reason is not None
-        settle(suspect, place, left_alone(suspect.first, suspect.measured, reason))
+        settled = settle(suspect, place, left_alone(suspect.first, suspect.measured, reason))
+        _retell(suspect, place.record, settled, shown)
 
 
 def confirm_now(

@@ -34,7 +34,7 @@ from pytest_cudaperf.run.judging import (
     visible_device,
 )
 from pytest_cudaperf.run.speed_of_light import Declared, Measured, after_measurement
-from pytest_cudaperf.verdict import Kind, budget_failure
+from pytest_cudaperf.verdict import Kind, budget_failure, kernels_clause
 
 if TYPE_CHECKING:
     from pytest_cudaperf.devices.placement import DeviceContext
@@ -494,14 +494,11 @@ def kernels_of_passes(first: list[float], second: list[float], device: str) -> M
 def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:
     """A host-bound verdict that is not a pass says what the kernels did meanwhile: that they
     are unchanged (the host time moved), or how far they moved."""
-    verdict, theirs = record.verdict, kernels.verdict
-    if verdict.kind in (Kind.PASS, Kind.NEW) or theirs.ratio is None:
+    verdict = record.verdict
+    clause = kernels_clause(kernels.verdict)
+    if verdict.kind in (Kind.PASS, Kind.NEW) or clause is None:
         return record
-    from pytest_cudaperf.units import format_pct
-
-    moved = format_pct(theirs.ratio - 1)
-    said = "unchanged" if theirs.kind is Kind.PASS else theirs.kind.value
-    message = f"{verdict.message}; kernels {said} ({moved} per call)"
+    message = verdict.message + clause
     return dataclasses.replace(record, verdict=dataclasses.replace(verdict, message=message))
 
 

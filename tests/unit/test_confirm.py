@@ -173,9 +173,9 @@ def test_a_speed_up_confirmed_in_its_call_starts_no_process(tmp_path: Path) -> N
 
 
 def kernels_failed(test: TestContext) -> None:
-    """A regression of another series of ``test``, confirmed where it was measured (the kernels
-    of a host-bound call): the test fails whatever a fresh process finds."""
-    test.state.fail(FailureKind.REGRESSION, "[kernels] perf regression: median 84 µs vs 67 µs")
+    """A regression of another series of ``test``, confirmed where it was measured (device time
+    behind the stream blocker): the test fails whatever a fresh process finds."""
+    test.state.fail(FailureKind.REGRESSION, "[fused] perf regression: median 84 µs vs 67 µs")
 
 
 def test_a_regression_of_a_test_that_fails_anyway_starts_no_process(tmp_path: Path) -> None:
@@ -194,7 +194,7 @@ def test_a_regression_of_a_test_that_fails_anyway_starts_no_process(tmp_path: Pa
         "--cudaperf-confirm-process=all) — median 3.000 ms vs baseline 1.000 ms"
     )
     assert [f.message for f in test.state.failures] == [
-        "[kernels] perf regression: median 84 µs vs 67 µs"
+        "[fused] perf regression: median 84 µs vs 67 µs"
     ]
 
 
@@ -288,6 +288,97 @@ def test_a_host_bound_suspect_in_another_host_state_goes_to_a_second_batch(
     (settled,) = test.state.records
     assert settled.verdict.kind is Kind.REGRESSION
     assert "in a fresh process" in settled.verdict.message
+
+
+class BothSeries:
+    """Stands in for :class:`FreshProcess`: each batch measures a host-bound test's host time
+    and its kernels as ``host`` and ``kernels`` make them."""
+
+    def __init__(self, host: Measurement, kernels: Measurement) -> None:
+        self.found = {"time:host": host, "time:kernels": kernels}
+        self.batches: list[list[str]] = []
+
+    def batch(self, nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+        self.batches.append(list(nodeids))
+        return {n: {(n, series): m for series, m in self.found.items()} for n in nodeids}
+
+
+def kernels(ms: float) -> Measurement:
+    """A host-bound call's kernels profiled at ``ms`` a call."""
+    from pytest_cudaperf.run.judged import kernels_measured
+
+    return kernels_measured([ms * (1 + 0.001 * i) for i in range(10)], "cuda:1")
+
+
+def recorded_host_bound(tmp_path: Path) -> RunContext:
+    """t.py::a recorded at 4 loops, its kernels at 0.1 ms a call; its suspects deferred."""
+    run = recorded_at_four_loops(tmp_path)
+    recorder = TestContext(run, ItemState("t.py::a"), Marks())
+    found = judging.judge_time(recorder, SeriesKey("t.py::a"), kernels(0.1), "GPU X")
+    add_time(recorder, found, kernels(0.1))
+    run.store.update("GPU X", stored(recorder))
+    run.deferred = Deferred(running="t.py::a")
+    return run
+
+
+def test_a_host_time_says_what_its_kernels_settled_as(tmp_path: Path) -> None:
+    """6 loops against 4, and its kernels +20% in its own process: the fresh process reads the
+    host time as slow and the kernels as recorded, so the host time's failure no longer says
+    that the kernels regressed."""
+    from pytest_cudaperf.run.judged import _with_kernels
+
+    run = recorded_host_bound(tmp_path)
+    key = SeriesKey("t.py::a")
+    fresh = BothSeries(host_bound(6.0, ms=3.0), kernels(0.1))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    found = judging.judge_time(test, key, kernels(0.12), "GPU X")
+    theirs, slower = path(test).confirm_fresh(*judging.confirm_time(test, found, kernels(0.12)))
+    found = judging.judge_time(test, key, host_bound(6.0, ms=3.0), "GPU X")
+    host, slow = path(test).confirm_fresh(
+        *judging.confirm_time(test, found, host_bound(6.0, ms=3.0))
+    )
+    add_time(test, _with_kernels(host, theirs), slow)
+    add_time(test, theirs, slower)
+    assert len(run.deferred.suspects) == 2
+    said = "; kernels regression (+20.0% per call)"
+    assert [f.message.endswith(said) for f in test.state.failures] == [True, False]
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    assert fresh.batches == [["t.py::a"]]
+    host_record, kernels_record = test.state.records
+    assert kernels_record.verdict.kind is Kind.INCONCLUSIVE
+    assert host_record.verdict.kind is Kind.REGRESSION
+    assert "confirmed in a fresh process; kernels inconclusive (" in host_record.verdict.message
+    (failure,) = test.state.failures
+    assert failure.message == host_record.verdict.message
+    assert "kernels regression" not in failure.message
+
+
+def test_a_host_time_says_its_kernels_speed_up_was_left_alone(tmp_path: Path) -> None:
+    """4.5 loops against 4 (within the series' noise: INCONCLUSIVE) and its kernels -20%: a
+    speed-up alone starts no process, so the host time's line says the kernels are
+    inconclusive, not improved."""
+    from pytest_cudaperf.run.judged import _with_kernels
+
+    run = recorded_host_bound(tmp_path)
+    fresh = BothSeries(host_bound(4.5, ms=3.0), kernels(0.08))
+    run.fresh = fresh  # type: ignore[assignment]
+    key = SeriesKey("t.py::a")
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    found = judging.judge_time(test, key, kernels(0.08), "GPU X")
+    theirs, faster = path(test).confirm_fresh(*judging.confirm_time(test, found, kernels(0.08)))
+    assert theirs.verdict.kind is Kind.IMPROVED
+    host = judging.judge_time(test, key, host_bound(4.5, ms=3.0), "GPU X")
+    assert host.verdict.kind is Kind.INCONCLUSIVE
+    add_time(test, _with_kernels(host, theirs), host_bound(4.5, ms=3.0))
+    add_time(test, theirs, faster)
+    assert "; kernels improved (-20.0% per call)" in test.state.records[0].verdict.message
+    assert run.deferred is not None
+    confirm_deferred(run.deferred, fresh, lambda line: None)  # type: ignore[arg-type]
+    assert fresh.batches == []
+    host_record, kernels_record = test.state.records
+    assert kernels_record.verdict.kind is Kind.INCONCLUSIVE
+    assert host_record.verdict.message.endswith("; kernels inconclusive (-20.0% per call)")
 
 
 def test_the_progress_line_counts_tests_and_names_what_they_are(tmp_path: Path) -> None:
