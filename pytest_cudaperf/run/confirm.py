@@ -183,14 +183,14 @@ def _retell(
         message = record.verdict.message
         if record.key != key or record.series != "time:host" or not message.endswith(old):
             continue
-        told = message[: -len(old)] + new
-        line, retold = f"{key.label()}{message}", f"{key.label()}{told}"
+        verdict = dataclasses.replace(record.verdict, message=message[: -len(old)] + new)
+        told = dataclasses.replace(record, verdict=verdict)
+        line, retold = _failure_line(suspect, record), _failure_line(suspect, told)
         state.failures[:] = [
             dataclasses.replace(f, message=retold) if f.message == line else f
             for f in state.failures
         ]
-        verdict = dataclasses.replace(record.verdict, message=told)
-        state.records[index] = dataclasses.replace(record, verdict=verdict)
+        state.records[index] = told
     for place in shown.values():
         if place is None or place.suffix != old:
             continue
