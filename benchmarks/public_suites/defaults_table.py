@@ -16,9 +16,8 @@ with a time series INCONCLUSIVE or REGRESSION, why each INCONCLUSIVE time verdic
 its message says: a speed-up or a failing test's regression left without a fresh process, a
 change not confirmed, the host in another state or speed, within the series' band, else its CI
 across the threshold), where the unchanged runs' wall goes against pytest-benchmark's (the
-tests' times summed, the rest of the wall, the tests furthest over theirs), a sharded
-recording's walls (``record-N``) summed and the longest, and the planted run's wall over
-pytest-benchmark's.
+tests' times summed, the rest of the wall, the tests furthest over theirs), and the planted
+run's wall over pytest-benchmark's.
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -191,15 +190,6 @@ def rows(found: list[Step], reference: tuple[int, float] | None) -> list[str]:
     benchmark = next((s for s in found if s.step == "pytest-benchmark" and s.wall), None)
     if benchmark is not None and finished:
         lines += where_it_goes([s for s in finished if s.by_test], benchmark)
-    shards = [s for s in found if s.step.startswith("record-")]
-    if shards:  # a sharded recording (judged-at-defaults.sh's SHARDS): what one GPU would take
-        done = [s.wall[1] for s in shards if s.wall]
-        said = f"{sum(done):.0f} s{_ratio(sum(done), reference)}" if done else "—"
-        lines.append(
-            f"- recording in {len(shards)} shards side by side: {len(done)} finished, "
-            f"{len(shards) - len(done)} cut; their walls summed {said}, the longest "
-            + (f"{max(done):.0f} s{_ratio(max(done), reference)}" if done else "—")
-        )
     for s in found:
         if s.step == "planted" and s.wall:
             lines.append(f"- {s.name}: wall {s.wall[1]:.0f} s{_ratio(s.wall[1], reference)}")

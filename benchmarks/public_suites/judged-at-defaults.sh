@@ -17,12 +17,9 @@
 # too long for one device call runs over several into the same OUTDIR (carried back to the device
 # between calls): the recording of a part (say -k "not batch_512") keeps the series that other
 # parts recorded there before it, and unchanged runs are numbered on from those already there.
-#
-# SHARDS ("EXPR1;EXPR2;...": -k expressions, none sharing a test; the selection args then use no
-# -k) records each shard on a GPU of its own, side by side, into OUTDIR/record-1, record-2, ...
-# (a machine of as many GPUs), and `cudaperf merge`s their baseline files into OUTDIR/baselines,
-# which the judged runs then use; every other step runs alone on the first GPU. The recordings
-# share the host's CPU, and `cudaperf record` says so of the series that carry that noise.
+# The parts are recorded one after another, each alone on the machine: parts recorded side by
+# side (one GPU each) share the host's CPU, and host-bound series recorded so read faster in a
+# quiet run (benchmarks/RESULTS.md, the whole kornia suite).
 #
 #   CUDAPERF_PLANT_TESTS=test_resnet1d_forward,test_whiten_forward,test_compute_ifo_snr \
 #   bash benchmarks/public_suites/judged-at-defaults.sh ml4gw "$OUT" \
@@ -37,9 +34,6 @@ case "$OUTDIR" in /*) ;; *) OUTDIR="$(pwd)/$OUTDIR" ;; esac
 mkdir -p "$OUTDIR"
 RUN="$HERE/run-on-device.sh"
 BASELINES="$OUTDIR/record/baselines"
-if [ -n "${SHARDS:-}" ] || [ -d "$OUTDIR/baselines" ]; then
-  BASELINES="$OUTDIR/baselines"  # a sharded recording's (SHARDS)
-fi
 start=$(date +%s)
 step() {  # step NAME RC: its end, seconds from the start, and whether a timeout cut it
   local cut=""
@@ -54,31 +48,9 @@ if wants pytest-benchmark; then
   bash "$RUN" "$PROJECT" pytest-benchmark "$OUTDIR/pytest-benchmark" "$@" > /dev/null 2>&1
   step pytest-benchmark $?
 fi
-record_sharded() {  # each shard's recording on a GPU of its own, side by side; then one folder
-  local shards i files name
-  IFS=';' read -r -a shards <<< "$SHARDS"
-  for i in "${!shards[@]}"; do
-    (CUDA_VISIBLE_DEVICES=$i PUBLIC_SITE="/tmp/public-$PROJECT-gpu$i" timeout "${RECORD_S:-300}" \
-       bash "$RUN" "$PROJECT" record "$OUTDIR/record-$((i + 1))" "$@" -k "${shards[$i]}" \
-       > /dev/null 2>&1
-     step "record-$((i + 1))" $?) &
-  done
-  wait
-  mkdir -p "$BASELINES"
-  for name in $(cd "$OUTDIR" && ls record-*/baselines/*.json 2>/dev/null | xargs -n1 basename | sort -u); do
-    files=("$OUTDIR"/record-*/baselines/"$name")
-    PYTHONPATH="$HERE/../..${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest_cudaperf.cli merge \
-      "$BASELINES/$name" "${files[@]}" 2>&1 | tee -a "$OUTDIR/steps.txt" \
-      || { echo "the shards' $name could not be merged: no judged run" >&2; exit 1; }
-  done
-}
 if wants record; then
-  if [ -n "${SHARDS:-}" ]; then
-    record_sharded "$@"
-  else
-    timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
-    step record $?
-  fi
+  timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
+  step record $?
 fi
 
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"  # plant.py, for the planted run

@@ -18,8 +18,7 @@
 # ignored paths: out/public/PROJECT (the project's source tree at the pinned commit) and
 # out/wheels/PROJECT (its extra wheels, cp312 / py3-none-any), and out/wheels/_compat for the
 # pytest-benchmark fallback below. Nothing in the project's tree is edited: the wheels go into
-# /tmp/public-PROJECT (PUBLIC_SITE names another, so that runs can go side by side), found through
-# PYTHONPATH, and only the command line differs.
+# /tmp/public-PROJECT, found through PYTHONPATH, and only the command line differs.
 # Extra arguments after OUTDIR go to pytest as they are (e.g. --benchmark-max-time=0.2, -k ...).
 set -u -o pipefail
 
@@ -34,7 +33,7 @@ mkdir -p "$OUTDIR"
 BASE=${PROJECT%%-*}  # kornia-color -> kornia: one tree and one set of wheels per project
 TREE="$ROOT/out/public/$BASE"
 WHEELS="$ROOT/out/wheels/$BASE"
-SITE=${PUBLIC_SITE:-/tmp/public-$BASE}  # PUBLIC_SITE: another folder, for runs side by side
+SITE="/tmp/public-$BASE"
 [ -d "$TREE" ] || { echo "no $TREE: carry out/public/$BASE" >&2; exit 2; }
 
 PY=${PYTHON:-python3}
