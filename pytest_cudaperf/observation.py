@@ -94,6 +94,18 @@ def _widened(obs: Observation, found: instability.Finding, first: bool = False) 
     )
 
 
+def queued_launches(entry: Entry) -> float | None:
+    """The kernels and copies one call of ``entry`` launches, from its recorded CUDA breakdown;
+    None without one."""
+    if entry.breakdown is None:
+        return None
+    try:
+        breakdown = Breakdown.from_json(entry.breakdown)
+    except ValueError:
+        return None
+    return breakdown.launches if breakdown.backend == "cuda" else None
+
+
 def with_launch_gaps(obs: Observation, entry: Entry) -> tuple[Observation, str | None]:
     """Device time (``entry.metric == "device"``) of a call whose recorded breakdown launches
     many kernels: the GPU's time between two queued kernels moves between processes. Where
@@ -104,15 +116,10 @@ def with_launch_gaps(obs: Observation, entry: Entry) -> tuple[Observation, str |
     probe on either side the whole move (:data:`instability.LAUNCH_GAP_US` per launch) does
     (:func:`instability.launch_gaps`). ``obs`` as it is, and None, for any other series or
     without a CUDA breakdown."""
-    if entry.metric != "device" or obs.unit != "ms" or entry.breakdown is None:
+    found_launches = queued_launches(entry) if entry.metric == "device" else None
+    if obs.unit != "ms" or found_launches is None:
         return obs, None
-    try:
-        breakdown = Breakdown.from_json(entry.breakdown)
-    except ValueError:
-        return obs, None
-    if breakdown.backend != "cuda":
-        return obs, None
-    launches, now, then = breakdown.launches, obs.launch_gap_us, entry.launch_gap_us
+    launches, now, then = found_launches, obs.launch_gap_us, entry.launch_gap_us
     if launches < instability.LAUNCH_GAP_MIN_LAUNCHES:
         return obs, None
     probed = now is not None and then is not None and usable(now) and usable(then)

@@ -216,8 +216,9 @@ OPTIONS: tuple[Option, ...] = (
         "confirm-process",
         "re-measure a regression that a process's state can make in a fresh pytest process "
         "before it fails the test: auto (CPU measurements, synchronized wall times, GPU code "
-        "that synchronizes inside and its kernels; a speed-up, or a regression of a test that "
-        "fails anyway, only alongside another regression), all (those too) or off (default: auto)",
+        "that synchronizes inside and its kernels, device time of several launches a call; a "
+        "speed-up, or a regression of a test that fails anyway, only alongside another "
+        "regression), all (those too) or off (default: auto)",
         _choice("auto", "all", "off"),
         "auto",
         metavar="{auto,all,off}",

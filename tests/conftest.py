@@ -50,9 +50,10 @@ def mode(request: pytest.FixtureRequest) -> list[str]:
 @pytest.fixture(autouse=True)
 def _no_fresh_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner runs judge regressions in their own process only (a fresh process per planted
-    regression would add seconds to each); test_fresh_process.py and the host-bound GPU tests
-    test the fresh process."""
-    if request.node.path.name not in ("test_fresh_process.py", "test_gpu_host_bound.py"):
+    regression would add seconds to each); test_fresh_process.py and the GPU tests of host-bound
+    code and of device time of several launches test the fresh process."""
+    fresh = ("test_fresh_process.py", "test_gpu_host_bound.py", "test_gpu_device_fresh.py")
+    if request.node.path.name not in fresh:
         monkeypatch.setenv("PYTEST_CUDAPERF_CONFIRM_PROCESS", "off")
 
 

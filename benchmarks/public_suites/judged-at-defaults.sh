@@ -18,8 +18,7 @@
 # between calls): the recording of a part (say -k "not batch_512") keeps the series that other
 # parts recorded there before it, and unchanged runs are numbered on from those already there.
 # The parts are recorded one after another, each alone on the machine: parts recorded side by
-# side (one GPU each) share the host's CPU, and host-bound series recorded so read faster in a
-# quiet run (benchmarks/RESULTS.md, the whole kornia suite).
+# side (one GPU each) share the host's CPU, and `cudaperf record` flags the series recorded so.
 #
 #   CUDAPERF_PLANT_TESTS=test_resnet1d_forward,test_whiten_forward,test_compute_ifo_snr \
 #   bash benchmarks/public_suites/judged-at-defaults.sh ml4gw "$OUT" \

@@ -157,7 +157,8 @@ class Measurement:
         (``kernels``): small kernels between the host's work ran 8–17% slower for a whole
         process, and a draw at random that is not seeded differs by process (why:
         docs/decisions.md, "Why must a host-bound call's kernels regress in a fresh process
-        too?")."""
+        too?"). Device time of several launches a call is so too, by its series' recorded
+        breakdown (:func:`pytest_cudaperf.run.judging.process_dependent`)."""
         return self.host_dominated or self.metric == "kernels"
 
     def how(self) -> str:

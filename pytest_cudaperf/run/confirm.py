@@ -201,7 +201,7 @@ def _retell(
 def _failing(pending: Sequence[Suspect], shown: dict[int, _Shown | None]) -> set[int]:
     """The suspects (by ``id``) whose test fails whatever a fresh process finds: its state holds
     a failure that is no suspect's (a regression confirmed where it was measured, such as device
-    time behind the stream blocker; a budget; a leak)."""
+    time of one launch a call; a budget; a leak)."""
     theirs: dict[int, set[str]] = {}
     for suspect in pending:
         place = shown[id(suspect)]

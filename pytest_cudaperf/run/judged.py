@@ -30,6 +30,7 @@ from pytest_cudaperf.run.judging import (
     confirm_time,
     judge_measured,
     judge_time,
+    process_dependent,
     tolerance,
     visible_device,
 )
@@ -372,8 +373,9 @@ class JudgedMeasurement:
         refine: Callable[[JudgedRecord, Measurement], JudgedRecord] | None = None,
     ) -> tuple[JudgedRecord, Measurement]:
         """A regression (or improvement) of a measurement that a state of its process can move
-        (the CPU's, GPU code that synchronizes inside and its kernels:
-        :attr:`Measurement.process_dependent`) that held in this process stands only
+        (the CPU's, GPU code that synchronizes inside and its kernels, device time of several
+        launches: :func:`pytest_cudaperf.run.judging.process_dependent`) that held in this
+        process stands only
         if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`), on
         the same GPU: a slow (or fast) state of one process is not the code's. The fresh process
         measures under the target's lock (the device to itself, as any measurement). Where no
@@ -390,7 +392,7 @@ class JudgedMeasurement:
         test = self.test
         fresh = test.run.fresh
         judged = first.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED)
-        if fresh is None or not judged or not measured.process_dependent:
+        if fresh is None or not judged or not process_dependent(test, first, measured):
             return first, measured
         target = self.target
         env = visible_device(measured.device)

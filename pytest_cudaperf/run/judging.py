@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
-from pytest_cudaperf.observation import Observation
+from pytest_cudaperf.observation import Observation, queued_launches
 from pytest_cudaperf.report.model import (
     ComparisonOutcome,
     FailureKind,
@@ -210,6 +210,27 @@ def confirm_time(
     )
     second = judge_time(test, first.key, again, first.device_class)
     return dataclasses.replace(second, verdict=verdict), again
+
+
+#: the launches per call (kernels and copies, by the recorded breakdown) from which device time's
+#: regression must hold in a fresh process too (:func:`process_dependent`)
+FRESH_MIN_LAUNCHES = 2
+
+
+def process_dependent(test: TestContext, first: JudgedRecord, measured: Measurement) -> bool:
+    """Whether a state of its process can move ``measured`` (of ``first``'s series), so that a
+    regression (or improvement) must hold in a fresh process: :attr:`Measurement.process_dependent`,
+    or device time of a call whose recorded breakdown launches :data:`FRESH_MIN_LAUNCHES` or
+    more kernels and copies (the GPU's time between queued launches moves for a whole process:
+    docs/decisions.md, "Why must device time of several launches regress in a fresh process
+    too?"). A series recorded without a breakdown is confirmed where it was measured."""
+    if measured.process_dependent:
+        return True
+    if measured.metric != "device":
+        return False
+    entry = test.run.store.lookup(first.device_class, first.key, first.series)
+    launches = None if entry is None else queued_launches(entry)
+    return launches is not None and launches >= FRESH_MIN_LAUNCHES
 
 
 def visible_device(device: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -782,6 +782,40 @@ def test_device_time_behind_the_blocker_is_not_confirmed_in_a_fresh_process(
     assert fresh.asked == []
 
 
+@pytest.mark.parametrize(("launches", "fresh_too"), [(1, False), (2, True), (6, True)])
+def test_device_time_of_several_launches_regresses_only_in_a_fresh_process_too(
+    tmp_path: Path, launches: int, fresh_too: bool
+) -> None:
+    """A call's device time whose recorded breakdown queues several launches read +10% for a
+    whole process: the fresh process, reading it as recorded, withdraws that; one launch a call
+    keeps the verdict of its own process."""
+    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
+
+    run = run_context(tmp_path)
+    first = new_test(run)
+    judged(first, 1.0)
+    each = tuple(Kernel(f"k{i}", f"k{i}", 1.0, 100.0) for i in range(launches))
+    breakdown = Breakdown("cuda", 5, 100.0 * launches, 100.0 * launches, each).to_json()
+    run.store.update("GPU X", [dataclasses.replace(r, breakdown=breakdown) for r in stored(first)])
+    fresh = FreshStub(lambda: measured(1.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = new_test(run)
+    slow = Measurement.from_samples(
+        [1.1 * (1 + 0.001 * i) for i in range(-10, 11)],
+        metric="device", cache="cold", device="cuda:0", blocking="spin",
+    )  # fmt: skip
+    found = judging.judge_time(test, A, slow, "GPU X")
+    assert found.verdict.kind is Kind.REGRESSION
+    record, _ = path(test).confirm_fresh(found, slow)
+    if fresh_too:
+        assert fresh.asked == [("t.py::a", {"CUDA_VISIBLE_DEVICES": "0"})]
+        assert record.verdict.kind is not Kind.REGRESSION
+        assert "not confirmed in a fresh process" in record.verdict.message
+    else:
+        assert fresh.asked == []
+        assert record.verdict.kind is Kind.REGRESSION
+
+
 @pytest.mark.parametrize(
     ("device", "visible", "env"),
     [
