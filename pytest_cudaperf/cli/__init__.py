@@ -17,9 +17,11 @@
 
 Exit codes: 0 fine, 1 a regression (compare) or a failed test body (record), 2 a file or
 argument that cannot be used (one line on stderr), 130 interrupted (Ctrl-C: one line), 143
-terminated (SIGTERM: one line); either way the pytest processes it started are stopped. ``record``
-stops at the first run that pytest ends with another code than 0 or 1 (an interruption, an
-internal or usage error, no tests collected) and exits with that code, recording nothing.
+terminated (SIGTERM: one line); either way the pytest processes it started are stopped, and
+``record`` first writes the series of the runs that had ended, where three or more had.
+``record`` stops at the first run that pytest ends with another code than 0 or 1 (an
+interruption, an internal or usage error, no tests collected) and exits with that code,
+recording nothing.
 """
 
 from __future__ import annotations
@@ -282,7 +284,7 @@ def _command(args: argparse.Namespace, runner: Runner, ab_runner: AbRunner) -> i
     except CliError as exc:
         print(f"cudaperf: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # record writes its baselines after its last run
+    except KeyboardInterrupt:  # record has written what its ended runs measured, if it could
         print(f"cudaperf {args.command}: interrupted", file=sys.stderr)
         return 130
     except Terminated:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_cudaperf import turns
-from pytest_cudaperf.cli.process import run_in_session, run_in_turns, run_log
+from pytest_cudaperf.cli.process import Terminated, run_in_session, run_in_turns, run_log
 from pytest_cudaperf.cli.sources import CliError, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
@@ -145,15 +145,50 @@ def profiling(args: Sequence[str], tmp: Path) -> list[str] | None:
     return [*args, "--cudaperf-update", scratch, *PROFILING, "--cudaperf-breakdown=auto", report]
 
 
-def _attach_breakdowns(rc: int | None, tmp: Path, series: dict[Where, list[Record]]) -> None:
-    """The profiling run's breakdowns (it exited ``rc``; None: it did not run), each put on
-    its series' last recording."""
-    if rc is None:
+def _ended(reports: Sequence[Path]) -> list[Path]:
+    """The reports of the runs that had ended when the recording was stopped: written whole (a
+    run stopped on the way writes none) and not of an interrupted run."""
+    found = []
+    for report in reports:
+        try:
+            if report.exists() and not read_report(report).interrupted:
+                found.append(report)
+        except CliError:  # half written as it was stopped
+            continue
+    return found
+
+
+def _stopped(reports: Sequence[Path], runs: int) -> list[Path] | None:
+    """The reports to record from when the recording was stopped (Ctrl-C, SIGTERM) as it ran:
+    those of the measuring runs that had ended, where there are ``series.MIN_PROCESSES`` or
+    more; else None, and a line that says nothing is recorded."""
+    ended = _ended(reports)
+    if len(ended) < MIN_PROCESSES:
+        print(
+            f"cudaperf record: {len(ended)} of {runs} runs had ended ({MIN_PROCESSES} needed): "
+            "nothing recorded"
+        )
+        return None
+    print(
+        f"cudaperf record: {len(ended)} of {runs} runs had ended: their series are recorded "
+        f"from those {len(ended)}"
+    )
+    return ended
+
+
+def _attach_breakdowns(
+    rc: int | None, tmp: Path, series: dict[Where, list[Record]], stopped: bool = False
+) -> None:
+    """The profiling run's breakdowns (it exited ``rc``; None: it did not run, unless the
+    recording was ``stopped`` as it ran), each put on its series' last recording."""
+    if rc is None and not stopped:
         print("cudaperf record: breakdowns: off (--cudaperf-breakdown=off), none profiled")
         return
     report = tmp / "breakdowns.json"
+    said = "the profiling run had ended" if stopped else f"pytest exited {rc}"
     if not report.exists():
-        print(f"cudaperf record: breakdowns: pytest exited {rc} without a report; none kept")
+        said = "the profiling run had not ended" if stopped else f"{said} without a report"
+        print(f"cudaperf record: breakdowns: {said}; none kept")
         return
     found = 0
     for record, _ in report_records(read_report(report)):
@@ -161,10 +196,69 @@ def _attach_breakdowns(rc: int | None, tmp: Path, series: dict[Where, list[Recor
         if record.breakdown is not None and where in series:
             series[where][-1] = dataclasses.replace(series[where][-1], breakdown=record.breakdown)
             found += 1
-    print(f"cudaperf record: breakdowns: pytest exited {rc}, {found} series profiled")
+    print(f"cudaperf record: breakdowns: {said}, {found} series profiled")
 
 
-def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
+@dataclasses.dataclass
+class _Gathered:
+    """What the measuring runs' reports hold, run by run (:func:`_gather`)."""
+
+    folder: Path | None
+    loops: list[float | None] = dataclasses.field(default_factory=list)
+    collected: dict[Where, list[Record]] = dataclasses.field(default_factory=dict)
+    failed_bodies: set[Where] = dataclasses.field(default_factory=set)
+    worst: int = 0
+
+    def complete(self, runs: int) -> dict[Where, list[Record]]:
+        """The series whose test body passed in every one of the ``runs``."""
+        return {
+            where: records
+            for where, records in self.collected.items()
+            if len(records) == runs and where not in self.failed_bodies
+        }
+
+
+def _gather(
+    codes: Sequence[int], reports: Sequence[Path], tmp: Path, folder: Path | None
+) -> _Gathered | int:
+    """Each measuring run's series, one line a run; or the exit code of the first run that
+    could not run its tests (no report, or a code other than 0 or 1), which stops the
+    recording: nothing is recorded."""
+    found_all = _Gathered(folder)
+    runs = len(reports)
+    for run, (rc, report) in enumerate(zip(codes, reports, strict=False), 1):
+        if rc not in (0, 1) or not report.exists():
+            why = EXIT_CODES.get(rc, "no report") if rc not in (0, 1) else "no report"
+            _show_tail(run_log(tmp, run - 1))
+            print(
+                f"cudaperf record: run {run}/{runs}: pytest exited {rc} ({why}); "
+                "stopped, nothing recorded"
+            )
+            return rc or 2
+        document = read_report(report)
+        found = report_records(document)
+        found_all.loops.append(_median_loop(record for record, _ in found))
+        if found_all.folder is None and document.baseline_dir:
+            found_all.folder = Path(document.baseline_dir)
+            _check_folder(found_all.folder, "the runs' baseline folder")
+        for record, passed in found:
+            where = (record.device_class, record.key, record.series)
+            if passed:
+                found_all.collected.setdefault(where, []).append(record)
+            else:
+                found_all.failed_bodies.add(where)
+        measured_failed = {r.key.nodeid for r, passed in found if not passed}
+        bodies_failed = max(document.failed_bodies, len(measured_failed))
+        if bodies_failed:
+            found_all.worst = 1
+        print(
+            f"cudaperf record: run {run}/{runs}: pytest exited {rc}, {len(found)} series"
+            + (f", {bodies_failed} with a failed test body" if bodies_failed else "")
+        )
+    return found_all
+
+
+def cmd_record(
     runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
 ) -> int:
     """Run the pytest command ``runs`` times, each its own process writing a JSON report (with
@@ -174,7 +268,10 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     profiles the breakdowns (:func:`profiling`), all started together by ``runner`` (the default
     measures in turns: :func:`run_pytest`); then every series whose test body passed in every
     run becomes a fresh series made of its ``runs`` recordings, with its breakdown, in the
-    baseline folder the runs used."""
+    baseline folder the runs used. Stopped (Ctrl-C, SIGTERM) once ``series.MIN_PROCESSES`` or
+    more measuring runs had ended, the series are made of those runs' recordings and the
+    interruption goes on up after they are written; with fewer, nothing is written
+    (:func:`_stopped`; why: docs/decisions.md, "What does an interrupted update keep?")."""
     args = [a for a in pytest_args if a != "--"]
     for bad in ("--cudaperf-json", "--cudaperf-prune", "--cudaperf-update"):
         if any(a == bad or a.startswith(bad + "=") for a in args):
@@ -182,65 +279,42 @@ def cmd_record(  # noqa: PLR0912 - each run's outcome and each series' evidence
     if baseline_dir is not None:  # one argument: pytest takes a bare existing path for a
         # test path when it looks for the rootdir, and the folder exists from the second run on
         args.append(f"--cudaperf-baseline-dir={baseline_dir}")
-    folder = baseline_dir
-    _check_folder(folder, "--baseline-dir")
+    _check_folder(baseline_dir, "--baseline-dir")
     added = measuring(args, runs, os.environ)
-    loops: list[float | None] = []
-    collected: dict[Where, list[Record]] = {}
-    failed_bodies: set[Where] = set()
-    worst = 0
+    stopped: BaseException | None = None
     with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as name:
         tmp = Path(name)
         reports = [tmp / f"run{run}.json" for run in range(1, runs + 1)]
         profile = profiling(args, tmp)
         cmds = [[*args, *added, f"--cudaperf-json={report}"] for report in reports]
-        codes = runner([*cmds, *([profile] if profile is not None else [])], tmp)
-        for run, (rc, report) in enumerate(zip(codes, reports, strict=False), 1):
-            if rc not in (0, 1) or not report.exists():
-                why = EXIT_CODES.get(rc, "no report") if rc not in (0, 1) else "no report"
-                _show_tail(run_log(tmp, run - 1))
-                print(
-                    f"cudaperf record: run {run}/{runs}: pytest exited {rc} ({why}); "
-                    "stopped, nothing recorded"
-                )
-                return rc or 2
-            document = read_report(report)
-            found = report_records(document)
-            loops.append(_median_loop(record for record, _ in found))
-            if folder is None and document.baseline_dir:
-                folder = Path(document.baseline_dir)
-                _check_folder(folder, "the runs' baseline folder")
-            for record, passed in found:
-                where = (record.device_class, record.key, record.series)
-                if passed:
-                    collected.setdefault(where, []).append(record)
-                else:
-                    failed_bodies.add(where)
-            measured_failed = {r.key.nodeid for r, passed in found if not passed}
-            bodies_failed = max(document.failed_bodies, len(measured_failed))
-            if bodies_failed:
-                worst = 1
-            print(
-                f"cudaperf record: run {run}/{runs}: pytest exited {rc}, {len(found)} series"
-                + (f", {bodies_failed} with a failed test body" if bodies_failed else "")
-            )
-        complete = {
-            where: records
-            for where, records in collected.items()
-            if len(records) == runs and where not in failed_bodies
-        }
+        try:
+            codes = runner([*cmds, *([profile] if profile is not None else [])], tmp)
+        except (KeyboardInterrupt, Terminated) as exc:
+            ended = _stopped(reports, runs)
+            if ended is None:
+                raise
+            stopped, reports = exc, ended
+            codes = [0] * len(reports)  # each ended run's outcome is in its report
+        gathered = _gather(codes, reports, tmp, baseline_dir)
+        if isinstance(gathered, int):
+            return gathered
+        complete = gathered.complete(len(reports))
         if complete:
-            _attach_breakdowns(codes[runs] if profile is not None else None, tmp, complete)
-    skipped = len(collected.keys() | failed_bodies) - len(complete)
-    uneven = uneven_host(loops)
+            asked = profile is not None
+            rc = codes[runs] if asked and stopped is None else None
+            _attach_breakdowns(rc, tmp, complete, stopped=asked and stopped is not None)
+    skipped = len(gathered.collected.keys() | gathered.failed_bodies) - len(complete)
+    uneven = uneven_host(gathered.loops)
     if uneven:
         print(uneven)
     for line in shared_cpu(complete):
         print(line)
-    _write(BaselineStore(folder or Path(".cudaperf")), complete)
+    _write(BaselineStore(gathered.folder or Path(".cudaperf")), complete)
     if skipped:
         print(f"cudaperf record: {skipped} series not recorded (not passed in every run)")
-    return worst
+    if stopped is not None:
+        raise stopped
+    return gathered.worst
 
 
 def _write(store: BaselineStore, complete: dict[Where, list[Record]]) -> None:

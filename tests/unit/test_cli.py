@@ -397,6 +397,75 @@ def test_record_records_nothing_when_a_run_failed_for_another_reason(
     assert not (tmp_path / "b").exists()
 
 
+def _stopped_after(fake: FakePytest, ended: int, stop: BaseException) -> cli.record.Runner:
+    """A runner whose first ``ended`` runs end (``fake`` writes their reports) before ``stop``
+    (Ctrl-C, SIGTERM) reaches the command."""
+
+    def runs(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
+        for cmd in cmds[:ended]:
+            fake(cmd)
+        raise stop
+
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("stop", "rc", "said"),
+    [(KeyboardInterrupt(), 130, "interrupted"), (cli.process.Terminated(), 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stopped_record_keeps_what_three_or_more_ended_runs_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stop: BaseException, rc: int, said: str
+) -> None:
+    folder = tmp_path / ".cudaperf"
+    _baseline(folder, 9.0)  # an old level: replaced by the four runs that ended
+    fake = FakePytest({"t.py::a": [1.0, 1.1, 0.9, 1.0, 1.0]})
+    runner = _stopped_after(fake, 4, stop)
+    assert main(["record", "--baseline-dir", str(folder)], runner) == rc
+    out, err = capsys.readouterr()
+    assert "cudaperf record: 4 of 5 runs had ended: their series are recorded from those 4" in out
+    assert "cudaperf record: breakdowns: the profiling run had not ended; none kept" in out
+    assert "run 4/4: pytest exited 0, 1 series" in out
+    assert err == f"cudaperf record: {said}\n"
+    entry = BaselineStore.load(folder).lookup("GPU X", SeriesKey("t.py::a"), "time:device/cold")
+    assert entry is not None
+    assert entry.processes == 4
+    assert entry.value == pytest.approx(1.0, rel=0.06)
+
+
+def test_a_stopped_record_keeps_the_breakdowns_of_a_profiling_run_that_had_ended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakePytest({"t.py::a": [1.0] * 5})
+
+    def runner(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
+        for cmd in [*cmds[:3], cmds[-1]]:  # three measuring runs and the profiling run
+            fake(cmd)
+        raise KeyboardInterrupt
+
+    assert main(["record", "--baseline-dir", str(tmp_path / "b")], runner) == 130
+    out = capsys.readouterr().out
+    assert "cudaperf record: 3 of 5 runs had ended: their series are recorded from those 3" in out
+    assert "cudaperf record: breakdowns: the profiling run had ended, 0 series profiled" in out
+    entry = BaselineStore.load(tmp_path / "b").lookup(
+        "GPU X", SeriesKey("t.py::a"), "time:device/cold"
+    )
+    assert entry is not None
+    assert entry.processes == 3
+
+
+def test_a_record_stopped_before_three_runs_ended_records_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / ".cudaperf"
+    before = _baseline(folder, 9.0).read_text()
+    runner = _stopped_after(FakePytest({"t.py::a": [1.0] * 5}), 2, KeyboardInterrupt())
+    assert main(["record", "--baseline-dir", str(folder)], runner) == 130
+    out = capsys.readouterr().out
+    assert out == "cudaperf record: 2 of 5 runs had ended (3 needed): nothing recorded\n"
+    assert BaselineStore.load(folder).path_for("GPU X").read_text() == before
+
+
 def test_record_checks_its_baseline_folder_before_the_first_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
