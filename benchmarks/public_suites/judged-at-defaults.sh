@@ -12,7 +12,8 @@
 # either side unless the selection args add one (both honour --benchmark-max-time). Each step's
 # end, in seconds from the start, goes to OUTDIR/steps.txt; each run's files to OUTDIR/<step>/
 # (run-on-device.sh's); the baselines to OUTDIR/record/baselines. RECORD_S (default 300) and
-# RUN_S (default 150) cut a step that runs longer; a cut step is marked so in steps.txt.
+# RUN_S (default 150) cut a step that runs longer; a cut step is marked so in steps.txt (a cut
+# recording still writes the series of its ended runs where three or more had ended: its log says).
 # STEPS (default "pytest-benchmark record unchanged planted") runs some of them, so that a suite
 # too long for one device call runs over several into the same OUTDIR (carried back to the device
 # between calls): the recording of a part (say -k "not batch_512") keeps the series that other
@@ -49,7 +50,10 @@ if wants pytest-benchmark; then
 fi
 if wants record; then
   timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
-  step record $?
+  rc=$?
+  # cut: the wrapper ends at once, `cudaperf record` stops its runs and writes what had ended
+  for _ in $(seq 60); do pgrep -f "pytest_cudaperf.cli record" > /dev/null || break; sleep 1; done
+  step record $rc
 fi
 
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"  # plant.py, for the planted run
