@@ -762,41 +762,27 @@ def test_a_fresh_process_follows_another_only_once_the_host_is_back(
     assert any("in vain" in d for d in test.state.details)
 
 
-def test_device_time_behind_the_blocker_is_not_confirmed_in_a_fresh_process(
-    tmp_path: Path,
-) -> None:
-    run = run_context(tmp_path)
-    first = new_test(run)
-    judged(first, 1.0)
-    run.store.update("GPU X", stored(first))
-    fresh = FreshStub(lambda: measured(1.0))
-    run.fresh = fresh  # type: ignore[assignment]
-    test = new_test(run)
-    slow = Measurement.from_samples(
-        [1.5 * (1 + 0.001 * i) for i in range(-10, 11)],
-        metric="device", cache="cold", device="cuda:0", blocking="spin",
-    )  # fmt: skip
-    found = judging.judge_time(test, A, slow, "GPU X")
-    record, _ = path(test).confirm_fresh(found, slow)
-    assert record.verdict.kind is Kind.REGRESSION
-    assert fresh.asked == []
-
-
-@pytest.mark.parametrize(("launches", "fresh_too"), [(1, False), (2, True), (6, True)])
+@pytest.mark.parametrize(
+    ("launches", "fresh_too"), [(None, False), (1, False), (2, True), (6, True)]
+)
 def test_device_time_of_several_launches_regresses_only_in_a_fresh_process_too(
-    tmp_path: Path, launches: int, fresh_too: bool
+    tmp_path: Path, launches: int | None, fresh_too: bool
 ) -> None:
-    """A call's device time whose recorded breakdown queues several launches read +10% for a
-    whole process: the fresh process, reading it as recorded, withdraws that; one launch a call
-    keeps the verdict of its own process."""
+    """Device time behind the blocker of a call whose recorded breakdown queues several launches
+    read +10% for a whole process: the fresh process, reading it as recorded, withdraws that.
+    One launch a call, or a series recorded without a breakdown (None), keeps the verdict of its
+    own process and starts none."""
     from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 
     run = run_context(tmp_path)
     first = new_test(run)
     judged(first, 1.0)
-    each = tuple(Kernel(f"k{i}", f"k{i}", 1.0, 100.0) for i in range(launches))
-    breakdown = Breakdown("cuda", 5, 100.0 * launches, 100.0 * launches, each).to_json()
-    run.store.update("GPU X", [dataclasses.replace(r, breakdown=breakdown) for r in stored(first)])
+    records = stored(first)
+    if launches is not None:
+        each = tuple(Kernel(f"k{i}", f"k{i}", 1.0, 100.0) for i in range(launches))
+        breakdown = Breakdown("cuda", 5, 100.0 * launches, 100.0 * launches, each).to_json()
+        records = [dataclasses.replace(r, breakdown=breakdown) for r in records]
+    run.store.update("GPU X", records)
     fresh = FreshStub(lambda: measured(1.0))
     run.fresh = fresh  # type: ignore[assignment]
     test = new_test(run)
