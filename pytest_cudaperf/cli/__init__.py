@@ -21,12 +21,13 @@ terminated (SIGTERM: one line); either way the pytest processes it started are s
 ``record`` first writes the series of the runs that had ended, where three or more had.
 ``record`` stops at the first run that pytest ends with another code than 0 or 1 (an
 interruption, an internal or usage error, no tests collected) and exits with that code,
-recording nothing.
+recording nothing. Progress lines are written as they come, into a pipe too (a CI log).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -249,6 +250,8 @@ def main(
     ab_runner: AbRunner = run_side,
 ) -> int:
     args = parser().parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # each progress line shown as it comes, in a
+        sys.stdout.reconfigure(line_buffering=True)  # CI log or through `| tee` as at a terminal
     with sigterm_raises():
         return _command(args, runner, ab_runner)
 

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -507,6 +508,63 @@ def test_a_stopped_record_is_one_line_writes_nothing_and_stops_its_run(
     assert err == f"cudaperf record: {stop.said}\n"
     assert not (tmp_path / ".cudaperf").exists()
     assert not _pytest_started(record.pid)  # its run was stopped too
+
+
+#: the first four processes to take their turn end at once; the others wait in theirs
+FOUR_THEN_SLOW = """
+import os, time
+
+def test_call(cuda_timer):
+    for slot in range(4):
+        try:
+            os.close(os.open(f"slot-{slot}", os.O_CREAT | os.O_EXCL))
+            break
+        except FileExistsError:
+            continue
+    else:
+        time.sleep(60)
+    cuda_timer(lambda: sum(range(100)))
+"""
+
+
+def test_a_terminated_record_writes_what_its_ended_runs_measured(
+    tmp_path: Path, interruptible_cudaperf: list[str]
+) -> None:
+    """SIGTERM once four of the six processes (five measuring, one profiling) have ended: three
+    or more of them measured, so their series are written from those runs before exit 143."""
+    (tmp_path / "test_calls.py").write_text(FOUR_THEN_SLOW)
+    root = Path(__file__).parents[2]
+    record = subprocess.Popen(
+        [*interruptible_cudaperf, "record", "--", "-q", "-p", "no:cacheprovider",
+         "--cudaperf-max-time=0.02"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env()},
+    )  # fmt: skip
+    assert record.stdout is not None
+    seen = []
+    while sum("ended: exit 0" in line for line in seen) < 4:
+        line = record.stdout.readline()
+        assert line, "".join(seen)
+        seen.append(line)
+    record.send_signal(signal.SIGTERM)
+    out, err = record.communicate(timeout=60)
+    out = "".join(seen) + out
+    assert record.returncode == 143, out + err
+    assert re.search(r"cudaperf record: [34] of 5 runs had ended: their series are recorded", out)
+    assert err == "cudaperf record: terminated\n"
+    store = BaselineStore.load(tmp_path / ".cudaperf")
+    processes = {
+        entry.processes
+        for entries in store.entries.values()
+        for by_series in entries.values()
+        for series, entry in by_series.items()
+        if series.startswith("time:")
+    }
+    assert len(processes) == 1
+    assert processes <= {3, 4}
 
 
 def _pytest_started(parent: int) -> bool:
