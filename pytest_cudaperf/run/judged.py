@@ -375,14 +375,13 @@ class JudgedMeasurement:
         """A regression (or improvement) of a measurement that a state of its process can move
         (the CPU's, GPU code that synchronizes inside and its kernels, device time of several
         launches: :func:`pytest_cudaperf.run.judging.process_dependent`) that held in this
-        process stands only
-        if a fresh process measures one too (:class:`pytest_cudaperf.run.child.FreshProcess`), on
-        the same GPU: a slow (or fast) state of one process is not the code's. The fresh process
-        measures under the target's lock (the device to itself, as any measurement). Where no
-        fresh measurement can be had, the regression stands and a line under it says why. A
-        fresh process that met the host in another state than at recording
-        (:attr:`Verdict.other_state`) is followed by another, up to :data:`FRESH_STATE_TRIES`,
-        once the wait saw the host come back (:meth:`host_back`).
+        process stands only if a fresh process measures one too
+        (:class:`pytest_cudaperf.run.child.FreshProcess`), on the same GPU: a slow (or fast)
+        state of one process is not the code's. The fresh process measures under the target's
+        lock (the device to itself, as any measurement). Where no fresh measurement can be had,
+        the regression stands and a line under it says why. A fresh process that met the host
+        in another state than at recording (:attr:`Verdict.other_state`) is followed by another,
+        up to :data:`FRESH_STATE_TRIES`, once the wait saw the host come back (:meth:`host_back`).
 
         Where the test loop defers (:class:`pytest_cudaperf.run.context.Deferred`), the verdict
         of this process is returned as it is and the suspect waits for the loop's one fresh
