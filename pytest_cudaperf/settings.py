@@ -237,7 +237,8 @@ OPTIONS: tuple[Option, ...] = (
         "how long a host-bound slowdown left undecided while the host ran slower or faster "
         "than at recording may wait for the host to come back before it is measured again, and "
         "pedantic's rounds left undecided while other processes shared the CPU for it to be "
-        "free, per measured callable: SECONDS, or off (default: 30s)",
+        "free, per measured callable (once a wait ran out, later ones look once): SECONDS, or "
+        "off (default: 30s)",
         parse_wait,
         30.0,
         metavar="SECONDS",

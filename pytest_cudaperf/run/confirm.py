@@ -99,7 +99,7 @@ def _wait(suspect: Suspect) -> HostWait | None:
     probe = suspect.probe
     if probe is None or limit <= 0:
         return None
-    return HostWait(lambda: _locked(probe, suspect), limit)
+    return HostWait(lambda: _locked(probe, suspect), limit, spell=suspect.test.run.host_spell)
 
 
 @dataclass

@@ -39,6 +39,7 @@ from pytest_cudaperf.report.model import (
     TestOutcome,
 )
 from pytest_cudaperf.run.child import FRESH_ENV, FreshProcess, passed_args, settings_env
+from pytest_cudaperf.run.hoststate import Spell
 from pytest_cudaperf.settings import ConfigLike, Settings, resolve
 from pytest_cudaperf.store.baselines import BaselineStore
 
@@ -90,6 +91,9 @@ class RunContext:
     ceilings: MeasuredCeilings = field(default_factory=MeasuredCeilings)
     #: each GPU's energy counter resolution (or why it has none), probed once per process
     energy_resolutions: dict[str, Resolution | str] = field(default_factory=dict)
+    #: the host's other state, and other processes on the CPU, where one outlasted a whole wait
+    host_spell: Spell = field(default_factory=Spell)
+    cpu_spell: Spell = field(default_factory=Spell)
     _probe: Probe | None = None
 
     @classmethod

@@ -95,7 +95,7 @@ def taken_again(
         return record, measurement
     limit = test.settings.state_wait
     if wait is None and limit > 0:
-        wait = CpuWait(limit)
+        wait = CpuWait(limit, spell=test.run.cpu_spell)
     label = record.key.label()
     for attempt in range(1, REMEASURE + 1):
         if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:

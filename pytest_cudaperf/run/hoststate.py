@@ -3,6 +3,7 @@ another state than at recording (:attr:`pytest_cudaperf.verdict.Verdict.awaits_h
 measured again once the launch reference runs as at recording (:class:`HostWait`), and exact
 rounds left undecided while other processes shared the CPU are taken again once they left it
 (:class:`CpuWait`), each within one deadline per measured callable (``--cudaperf-state-wait``).
+A state that outlasted a wait is a :class:`Spell` of the process: later waits look once.
 
 The host's states last seconds to minutes, so an immediate re-measurement usually meets the
 same one; polling a probe of the launch reference is cheap (a few milliseconds every
@@ -16,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.units import format_ms
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 
 #: seconds between two probes while waiting
 POLL_S = 0.5
+#: the share of its limit a wait must have waited, in vain, for the state it waited out to
+#: count as lasting (:class:`Spell`)
+SPELL_SHARE = 0.5
 #: the last calls of a measurement, whose launch references say which state the host was in
 #: when the measurement ended (:func:`latest_reference`)
 LATEST_CALLS = 9
@@ -43,6 +47,44 @@ def latest_reference(references_ms: Sequence[float], median_ms: float) -> float:
     return float(statistics.median(latest)) if latest else median_ms
 
 
+class Ticks(Protocol):
+    """A clock and a sleep: the :mod:`time` module, or a test's fake."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float, /) -> object: ...
+
+
+@dataclass
+class Spell:
+    """A state of the host (another speed than at recording; other processes on the CPU) that
+    outlasted a whole wait, in this process. A wait that ran out in vain after waiting
+    :data:`SPELL_SHARE` of its limit or more starts it (``since``, on the waits' clock); while it
+    lasts, a later wait, of any callable, looks once (one poll) instead of waiting, and a look
+    that finds the state over ends it. The host's states switch within seconds; one that
+    outlasted half a minute lasts minutes (a job sharing the host, another machine of the kind),
+    and waiting for it at every callable would cost each the whole wait (why: docs/decisions.md,
+    "Why does a state that outlasted a wait end the waits of later tests?")."""
+
+    since: float | None = None
+
+    def looks_once(self) -> bool:
+        """Whether the state outlasted a wait, so that the next wait looks once."""
+        return self.since is not None
+
+    def ended(self, waited_s: float, limit_s: float, back: bool, now: float) -> None:
+        """A wait ended: ``back`` (the state is over) ends the spell; a whole wait in vain (of
+        :data:`SPELL_SHARE` of ``limit_s`` or more) starts it at ``now``."""
+        if back:
+            self.since = None
+        elif self.since is None and waited_s >= SPELL_SHARE * limit_s:
+            self.since = now
+
+    def lasted(self, now: float) -> float | None:
+        """Seconds since the spell began (None: no spell)."""
+        return None if self.since is None else now - self.since
+
+
 @dataclass(frozen=True)
 class Waited:
     """One wait: whether the host came back (ran the reference within ``instability.HOST_MIN``
@@ -52,6 +94,8 @@ class Waited:
     back: bool
     seconds: float
     reference_ms: float
+    #: where the wait only looked once (a :class:`Spell`): seconds since the spell began
+    spell_s: float | None = None
 
     def describe(self, recorded_ms: float) -> str:
         """One line for the test's details."""
@@ -63,10 +107,19 @@ class Waited:
             )
         ratio = self.reference_ms / recorded_ms
         speed = f"{ratio:.1f}x slower" if ratio > 1 else f"{1 / ratio:.1f}x faster"
+        ran = (
+            f"ran the launch reference {speed} than at recording ({format_ms(self.reference_ms)}"
+            f", {format_ms(recorded_ms)} at recording)"
+        )
+        if self.spell_s is not None:
+            return (
+                f"host-bound: the host has been in another state since a wait ran out "
+                f"{self.spell_s:.0f} s ago, and a look of {self.seconds:.1f} s found it there: it "
+                f"{ran}; not waited for again, not judged (--cudaperf-state-wait)"
+            )
         return (
             f"host-bound: waited {self.seconds:.1f} s for the host's state, in vain: it still "
-            f"ran the launch reference {speed} than at recording ({format_ms(self.reference_ms)}"
-            f", {format_ms(recorded_ms)} at recording); not judged (--cudaperf-state-wait)"
+            f"{ran}; not judged (--cudaperf-state-wait)"
         )
 
 
@@ -76,41 +129,50 @@ class HostWait:
     host runs as at recording. The probe times the reference back to back, not after a call, so it
     need not read what the reference beside each call reads; its first reading, taken right
     after the measurement that met the other state, scales it to the reference beside that
-    measurement's last calls (:func:`latest_reference`). ``clock`` and ``sleep`` are test
-    seams."""
+    measurement's last calls (:func:`latest_reference`). Where the host's other state outlasted
+    an earlier wait of this process (``spell``), the wait looks once: one poll. ``ticks`` is a
+    test seam."""
 
     def __init__(
         self,
         probe: Callable[[], float],
         limit_s: float,
-        clock: Callable[[], float] | None = None,
-        sleep: Callable[[float], object] | None = None,
+        ticks: Ticks = time,
+        spell: Spell | None = None,
     ) -> None:
         self._probe = probe
         self._limit_s = limit_s
-        self._clock = clock or time.monotonic
-        self._sleep = sleep or time.sleep
+        self._clock = ticks.monotonic
+        self._sleep = ticks.sleep
         self._deadline: float | None = None
+        self._spell = spell if spell is not None else Spell()
 
     def until_back(self, measured_ms: float, recorded_ms: float) -> Waited:
         """Wait until the host runs the reference within ``instability.HOST_MIN`` of
         ``recorded_ms`` (the recordings'), where it ran ``measured_ms`` beside the last calls
-        just measured (:func:`latest_reference`); or until the deadline."""
+        just measured (:func:`latest_reference`); or until the deadline; or, in a
+        :class:`Spell`, for one poll."""
         began = self._clock()
         if self._deadline is None:
             self._deadline = began + self._limit_s
+        once = self._spell.looks_once()
         scale = 0.0  # read the first time round: right after the measurement, not past the deadline
         now = measured_ms
         probe_s = 0.0  # the last probe's time (it may wait for the GPU): a poll must fit it
-        while self._clock() + POLL_S + probe_s <= self._deadline:
+        back = False
+        while self._clock() + POLL_S + probe_s <= self._deadline and not (once and scale):
             scale = scale or measured_ms / self._probe()
             self._sleep(POLL_S)
             started = self._clock()
             now = self._probe() * scale
             probe_s = self._clock() - started
-            if instability.host_ratio(now, recorded_ms) is None:
-                return Waited(True, self._clock() - began, now)
-        return Waited(False, self._clock() - began, now)
+            back = instability.host_ratio(now, recorded_ms) is None
+            if back:
+                break
+        ended = self._clock()
+        self._spell.ended(ended - began, self._limit_s, back, ended)
+        spell_s = self._spell.lasted(ended) if once and scale and not back else None
+        return Waited(back, ended - began, now, spell_s)
 
 
 @dataclass(frozen=True)
@@ -122,6 +184,8 @@ class CpuWaited:
     free: bool
     seconds: float
     busy: str = ""
+    #: where the wait only looked once (a :class:`Spell`): seconds since the spell began
+    spell_s: float | None = None
 
     def describe(self) -> str:
         """One line for the test's details."""
@@ -131,6 +195,12 @@ class CpuWaited:
                 "then took the rounds again"
             )
         why = f" ({self.busy})" if self.busy else ""
+        if self.spell_s is not None:
+            return (
+                f"exact rounds: other processes have shared the CPU since a wait ran out "
+                f"{self.spell_s:.0f} s ago, and a look of {self.seconds:.1f} s found them "
+                f"there{why}; not waited for again, not taken again (--cudaperf-state-wait)"
+            )
         return (
             f"exact rounds: waited {self.seconds:.1f} s for other processes to leave the CPU, "
             f"in vain{why}; not taken again (--cudaperf-state-wait)"
@@ -143,17 +213,18 @@ class CpuWait:
     :data:`POLL_S`, and the load average is within the cores (``instability.busy_machine``,
     ``instability.overloaded``: what made the measurement contended). Exact rounds read under
     contention are judged at twice their baseline, and taken again at once they usually meet
-    the same competitor (a compiler, a test run: seconds). ``meter``
-    (:class:`pytest_cudaperf.measure.cpu.MachineMeter`), ``load``, ``cores``, ``clock`` and
-    ``sleep`` are test seams."""
+    the same competitor (a compiler, a test run: seconds). Where other processes outlasted an
+    earlier wait of this process (``spell``), the wait looks once: one poll. ``meter``
+    (:class:`pytest_cudaperf.measure.cpu.MachineMeter`), ``load`` and ``ticks`` (the
+    :mod:`time` module's ``monotonic`` and ``sleep``) are test seams."""
 
     def __init__(
         self,
         limit_s: float,
         meter: MachineMeter | None = None,
         load: Callable[[], float | None] | None = None,
-        clock: Callable[[], float] | None = None,
-        sleep: Callable[[float], object] | None = None,
+        ticks: Ticks = time,
+        spell: Spell | None = None,
     ) -> None:
         from pytest_cudaperf.measure import cpu
 
@@ -161,24 +232,32 @@ class CpuWait:
         self._meter = meter if meter is not None else cpu.MachineMeter()
         self._load = load or cpu.load_average
         self._cores = cpu.usable_cores()
-        self._clock = clock or time.monotonic
-        self._sleep = sleep or time.sleep
+        self._clock = ticks.monotonic
+        self._sleep = ticks.sleep
         self._deadline: float | None = None
+        self._spell = spell if spell is not None else Spell()
 
     def until_free(self) -> CpuWaited:
-        """Poll until the CPU is free, or until the deadline."""
+        """Poll until the CPU is free, or until the deadline; in a :class:`Spell`, once."""
         began = self._clock()
         if self._deadline is None:
             self._deadline = began + self._limit_s
+        once = self._spell.looks_once()
         busy = ""
-        while self._clock() + POLL_S <= self._deadline:
+        free = polled = False
+        while self._clock() + POLL_S <= self._deadline and not (once and polled):
             self._meter.reset()
             self._meter.begin()
             self._sleep(POLL_S)
+            polled = True
             found = instability.busy_machine(self._meter.others()) or instability.overloaded(
                 self._load(), self._cores, measured=True
             )
+            free = found is None
             if found is None:
-                return CpuWaited(True, self._clock() - began)
+                break
             busy = found.reason
-        return CpuWaited(False, self._clock() - began, busy)
+        ended = self._clock()
+        self._spell.ended(ended - began, self._limit_s, free, ended)
+        spell_s = self._spell.lasted(ended) if once and polled and not free else None
+        return CpuWaited(free, ended - began, "" if free else busy, spell_s)

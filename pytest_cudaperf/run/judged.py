@@ -225,7 +225,7 @@ class JudgedMeasurement:
         settings = self.test.settings
         if self.target.probe is None or settings.state_wait <= 0 or settings.update:
             return None
-        return HostWait(self._locked_probe, settings.state_wait)
+        return HostWait(self._locked_probe, settings.state_wait, spell=self.test.run.host_spell)
 
     def _locked_probe(self) -> float:
         assert self.target.probe is not None

@@ -16,7 +16,7 @@ from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.model import JudgedRecord
 from pytest_cudaperf.run import exact
 from pytest_cudaperf.run.context import ItemState, RunContext, TestContext
-from pytest_cudaperf.run.hoststate import POLL_S, CpuWait, CpuWaited
+from pytest_cudaperf.run.hoststate import POLL_S, CpuWait, CpuWaited, Spell
 from pytest_cudaperf.run.judging import judge_time
 from pytest_cudaperf.settings import Settings
 from pytest_cudaperf.store.baselines import BaselineStore
@@ -34,7 +34,7 @@ class FakeTime:
     def __init__(self) -> None:
         self.now = 100.0
 
-    def clock(self) -> float:
+    def monotonic(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
@@ -64,7 +64,7 @@ def cpu_wait(
 ) -> tuple[CpuWait, Shares]:
     """A wait whose meter reads ``shares`` and whose load average reads ``loads`` in turn."""
     time, meter, load = FakeTime(), Shares(shares), Shares(loads)
-    wait = CpuWait(limit_s, meter, load.others, time.clock, time.sleep)  # type: ignore[arg-type]
+    wait = CpuWait(limit_s, meter, load.others, time)  # type: ignore[arg-type]
     return wait, meter
 
 
@@ -92,6 +92,31 @@ def test_a_cpu_that_stays_shared_ends_the_wait_at_its_deadline_shared_by_every_w
     )
     assert wait.until_free() == CpuWaited(False, 0.0)  # the deadline passed: no poll
     assert meter.polls == 4
+
+
+def test_other_processes_that_outlasted_a_wait_make_later_waits_look_once() -> None:
+    """Shared for a whole 2 s wait: the spell starts; a later wait looks once (one poll) and
+    says so; a look that finds the CPU free ends it."""
+    time, spell = FakeTime(), Spell()
+    meter, load = Shares([0.5, 0.5, 0.5, 0.5, 0.5, 0.02]), Shares([0.5])
+
+    def new_wait() -> CpuWait:
+        return CpuWait(2.0, meter, load.others, time, spell)  # type: ignore[arg-type]
+
+    assert not new_wait().until_free().free
+    assert spell.since == pytest.approx(102.0)
+    time.sleep(3.0)
+    looked = new_wait().until_free()
+    assert looked == CpuWaited(
+        False, POLL_S, "other processes used 50% of the machine's CPU time", pytest.approx(3.5)
+    )
+    assert looked.describe() == (
+        "exact rounds: other processes have shared the CPU since a wait ran out 4 s ago, and a "
+        "look of 0.5 s found them there (other processes used 50% of the machine's CPU time); "
+        "not waited for again, not taken again (--cudaperf-state-wait)"
+    )
+    assert new_wait().until_free().free  # the fifth poll reads 2%: the spell is over
+    assert spell.since is None
 
 
 def test_an_unknown_share_does_not_wait() -> None:
@@ -167,6 +192,29 @@ def test_a_wait_in_vain_leaves_the_verdict_as_it_was(tmp_path: Path) -> None:
     record, measured = exact.taken_again(test, first, shared, rounds, cpu_wait([0.9], 1.0)[0])
     assert (record, measured, rounds.asked) == (first, shared, [])
     assert "in vain" in test.state.details[0]
+
+
+def test_the_tests_of_a_run_share_its_cpu_spell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tests of one process whose rounds met other processes on the CPU: the first waits its
+    whole 2 s in vain, the second only looks once."""
+    time = FakeTime()
+
+    def waits(limit_s: float, spell: Spell) -> CpuWait:  # the run's spell, on a fake clock
+        busy = Shares([0.5])
+        return CpuWait(limit_s, busy, Shares([0.5]).others, time, spell)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact, "CpuWait", waits)
+    first = context_of(tmp_path, state_wait=2.0)
+    shared = wall(3.0, unstable=SHARED)
+    exact.taken_again(first, first_look(first, shared), shared, Rounds())
+    second = TestContext(first.run, ItemState("t.py::a"))
+    exact.taken_again(second, first_look(second, shared), shared, Rounds())
+    assert "waited 2.0 s for other processes to leave the CPU, in vain" in first.state.details[0]
+    (looked,) = second.state.details
+    assert "a look of 0.5 s found them there" in looked
+    assert time.now == pytest.approx(102.5)
 
 
 def test_at_most_twice_with_twice_the_rounds_each_time_at_once_without_contention(

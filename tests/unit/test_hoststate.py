@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from pytest_cudaperf.run.hoststate import POLL_S, HostWait, latest_reference
+from pytest_cudaperf.run.hoststate import POLL_S, HostWait, Spell, latest_reference
 
 
 class FakeTime:
@@ -16,7 +16,7 @@ class FakeTime:
         self.now = 100.0
         self.slept: list[float] = []
 
-    def clock(self) -> float:
+    def monotonic(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
@@ -40,7 +40,7 @@ def test_the_host_coming_back_ends_the_wait() -> None:
     """Measured at 130 µs beside the calls, recorded at 90 µs: the probe's first reading (65 µs
     back to back) scales it, and 45 µs (90 beside a call) is the recordings' state."""
     fake = FakeTime()
-    wait = HostWait(probe_of([0.065, 0.065, 0.060, 0.045]), 30.0, fake.clock, fake.sleep)
+    wait = HostWait(probe_of([0.065, 0.065, 0.060, 0.045]), 30.0, fake)
     waited = wait.until_back(0.130, 0.090)
     assert waited.back
     assert fake.slept == [POLL_S] * 3
@@ -55,14 +55,14 @@ def test_the_host_coming_back_ends_the_wait() -> None:
 def test_within_the_band_counts_as_back() -> None:
     """1.2x the recordings' reference is within HOST_MIN (25%): the same state."""
     fake = FakeTime()
-    wait = HostWait(probe_of([0.1, 0.08]), 30.0, fake.clock, fake.sleep)
+    wait = HostWait(probe_of([0.1, 0.08]), 30.0, fake)
     assert wait.until_back(0.15, 0.1).back  # 0.08 scaled by 1.5: 0.12 ms
     assert fake.slept == [POLL_S]
 
 
 def test_a_host_that_stays_slow_ends_the_wait_at_the_deadline() -> None:
     fake = FakeTime()
-    wait = HostWait(probe_of([0.065]), 2.0, fake.clock, fake.sleep)
+    wait = HostWait(probe_of([0.065]), 2.0, fake)
     waited = wait.until_back(0.130, 0.090)
     assert not waited.back
     assert fake.now - 100.0 == pytest.approx(2.0)  # no poll past the deadline
@@ -84,7 +84,7 @@ def test_a_slow_probe_counts_against_the_deadline() -> None:
         fake.now += 0.6
         return readings()
 
-    wait = HostWait(slow_probe, 2.0, fake.clock, fake.sleep)
+    wait = HostWait(slow_probe, 2.0, fake)
     waited = wait.until_back(0.130, 0.090)
     assert not waited.back
     assert waited.seconds <= 2.0 + 1e-9
@@ -95,7 +95,7 @@ def test_a_host_slower_or_faster_than_at_recording_is_not_back() -> None:
     """Measured 1.8x faster than at recording: a host still 1.4x faster is not back, one at
     1.1x is; a host that overshoots to 1.4x slower is not back either."""
     fake = FakeTime()
-    wait = HostWait(probe_of([0.05, 0.0643, 0.126, 0.0825]), 30.0, fake.clock, fake.sleep)
+    wait = HostWait(probe_of([0.05, 0.0643, 0.126, 0.0825]), 30.0, fake)
     waited = wait.until_back(0.05, 0.09)
     assert waited.back
     assert fake.slept == [POLL_S] * 3
@@ -104,7 +104,7 @@ def test_a_host_slower_or_faster_than_at_recording_is_not_back() -> None:
 
 def test_a_fast_state_that_stays_is_said_so() -> None:
     fake = FakeTime()
-    wait = HostWait(probe_of([0.05]), 1.0, fake.clock, fake.sleep)
+    wait = HostWait(probe_of([0.05]), 1.0, fake)
     waited = wait.until_back(0.05, 0.09)
     assert not waited.back
     assert "1.8x faster than at recording" in waited.describe(0.09)
@@ -113,7 +113,7 @@ def test_a_fast_state_that_stays_is_said_so() -> None:
 def test_every_wait_of_one_callable_shares_one_deadline() -> None:
     """The deadline starts at the first wait: a later one gets what is left of it."""
     fake = FakeTime()
-    wait = HostWait(probe_of([0.065, 0.065, 0.065, 0.045]), 3.0, fake.clock, fake.sleep)
+    wait = HostWait(probe_of([0.065, 0.065, 0.065, 0.045]), 3.0, fake)
     assert wait.until_back(0.130, 0.090).back  # 1.5 s: two polls slow, the third back
     fake.sleep(0.5)  # a measurement, slow again: the probe's next reading scales to it
     second = wait.until_back(0.130, 0.090)
@@ -130,13 +130,51 @@ def test_a_wait_past_the_deadline_does_not_read_the_probe() -> None:
         readings.append(0.065)
         return readings[-1]
 
-    wait = HostWait(probe, 1.0, fake.clock, fake.sleep)
+    wait = HostWait(probe, 1.0, fake)
     assert not wait.until_back(0.130, 0.090).back
     read = len(readings)
     late = wait.until_back(0.130, 0.090)
     assert not late.back
     assert late.seconds == 0.0
     assert len(readings) == read  # the deadline had passed: no probe
+
+
+def test_a_state_that_outlasted_a_wait_makes_later_waits_look_once() -> None:
+    """A wait of a whole 3 s in vain starts a spell of the process; the next callable's wait
+    (a wait of its own, sharing the spell) looks once, one poll, and says how long the state has
+    lasted; a look that finds the host back ends the spell, so that the one after waits again."""
+    fake, spell = FakeTime(), Spell()
+    first = HostWait(probe_of([0.065]), 3.0, fake, spell=spell)
+    assert not first.until_back(0.130, 0.090).back
+    assert spell.since == pytest.approx(103.0)
+    fake.sleep(7.0)  # the next test's measurement
+    second = HostWait(probe_of([0.065]), 3.0, fake, spell=spell)
+    looked = second.until_back(0.130, 0.090)
+    assert not looked.back
+    assert looked.seconds == pytest.approx(POLL_S)
+    assert looked.describe(0.090) == (
+        "host-bound: the host has been in another state since a wait ran out 8 s ago, and a "
+        "look of 0.5 s found it there: it ran the launch reference 1.4x slower than at "
+        "recording (130.00 µs, 90.00 µs at recording); not waited for again, not judged "
+        "(--cudaperf-state-wait)"
+    )
+    assert spell.since == pytest.approx(103.0)  # a look in vain neither ends nor restarts it
+    third = HostWait(probe_of([0.065, 0.045]), 3.0, fake, spell=spell)
+    assert third.until_back(0.130, 0.090).back
+    assert spell.since is None
+    fourth = HostWait(probe_of([0.065, 0.065, 0.065, 0.045]), 3.0, fake, spell=spell)
+    assert fourth.until_back(0.130, 0.090).seconds == pytest.approx(3 * POLL_S)  # waits again
+
+
+def test_a_wait_cut_short_by_its_deadline_starts_no_spell() -> None:
+    """A callable whose measurements spent most of its deadline waits 1 s of its 3 s in vain:
+    less than half the limit is no evidence of a lasting state."""
+    fake, spell = FakeTime(), Spell()
+    wait = HostWait(probe_of([0.065, 0.065, 0.065, 0.045]), 3.0, fake, spell=spell)
+    assert wait.until_back(0.130, 0.090).back
+    fake.sleep(1.0)
+    assert not wait.until_back(0.130, 0.090).back  # the 1 s left
+    assert spell.since is None
 
 
 @pytest.mark.parametrize(
