@@ -487,16 +487,7 @@ def test_a_stopped_record_is_one_line_writes_nothing_and_stops_its_run(
     (tmp_path / "test_slow.py").write_text(
         "import time\n\ndef test_slow(cuda_timer):\n    time.sleep(30)\n"
     )
-    root = Path(__file__).parents[2]
-    record = subprocess.Popen(
-        [*interruptible_cudaperf, "record", "--runs", "2", "--", "-q",
-         "-p", "no:cacheprovider"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env()},
-    )  # fmt: skip
+    record = _recording(tmp_path, interruptible_cudaperf, "--runs", "2", "--", "-q")
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob("test_slow.py")) or not _pytest_started(record.pid):
         assert time.monotonic() < deadline, "the first run never started"
@@ -533,18 +524,9 @@ def test_a_terminated_record_writes_what_its_ended_runs_measured(
     """SIGTERM once four of the six processes (five measuring, one profiling) have ended: three
     or more of them measured, so their series are written from those runs before exit 143."""
     (tmp_path / "test_calls.py").write_text(FOUR_THEN_SLOW)
-    root = Path(__file__).parents[2]
-    record = subprocess.Popen(
-        [*interruptible_cudaperf, "record", "--", "-q", "-p", "no:cacheprovider",
-         "--cudaperf-max-time=0.02"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env()},
-    )  # fmt: skip
+    record = _recording(tmp_path, interruptible_cudaperf, "--", "-q", "--cudaperf-max-time=0.02")
     assert record.stdout is not None
-    seen = []
+    seen: list[str] = []
     while sum("ended: exit 0" in line for line in seen) < 4:
         line = record.stdout.readline()
         assert line, "".join(seen)
@@ -565,6 +547,20 @@ def test_a_terminated_record_writes_what_its_ended_runs_measured(
     }
     assert len(processes) == 1
     assert processes <= {3, 4}
+
+
+def _recording(tmp_path: Path, cudaperf: list[str], *args: str) -> subprocess.Popen[str]:
+    """``cudaperf record ARGS -p no:cacheprovider`` started in ``tmp_path`` with this checkout's
+    plugin, its output in pipes."""
+    root = Path(__file__).parents[2]
+    return subprocess.Popen(
+        [*cudaperf, "record", *args, "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **_plugins_env()},
+    )
 
 
 def _pytest_started(parent: int) -> bool:
