@@ -12,6 +12,7 @@ confirmed?")."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,8 @@ class AbSession:
         #: per side, per pair: what that process measured
         self.measured: dict[str, list[dict[Ident, Record]]] = {"base": [], "head": []}
         self.failed: dict[str, set[str]] = {"base": set(), "head": set()}
+        #: what the comparison is doing: its pairs, their confirmation, or the kernels' profiles
+        self.phase = "pairs"
 
     def _process(self, side: str, pair: int, extra: Sequence[str]) -> Report | None:
         """One pytest process of ``side``; its report, or None when the side failed."""
@@ -209,6 +212,7 @@ class AbSession:
         }
         if not suspects:
             return
+        self.phase = "confirming"
         tests = {key.nodeid for key, _ in suspects}
         seen = {i[0].nodeid for side in self.measured.values() for found in side for i in found}
         seen |= self.failed["base"] | self.failed["head"]
@@ -237,12 +241,35 @@ class AbSession:
             was = suspects.get((c.key, c.series))
             if was is not None and not (holds and call is was):
                 self.result.unconfirmed.append(f"{_label((c.key, c.series))} ({was.name})")
-            if decided and not holds:
-                p = c.paired
-                withdrawn = Paired(p.ratios, p.ratio, p.ci, Call.UNDECIDED, p.cycles)
-                c = Compared(c.key, c.series, c.unit, c.base, c.head, withdrawn)  # noqa: PLW2901
-            kept.append(c)
+            kept.append(_withdrawn(c) if decided and not holds else c)
         self.result.compared = kept
+
+    def stopped_early(self) -> bool:
+        """The result as it stands where the comparison was stopped (Ctrl-C, SIGTERM): the calls
+        of the pairs that had ended, each SLOWER or FASTER time series withdrawn (UNDECIDED)
+        unless its confirming pairs had all ended, and :attr:`AbResult.stopped` saying so; in
+        the kernels' profiles, the calls as they stand. False where no series had been compared
+        on both sides (nothing to say)."""
+        result = self.result
+        if not result.compared:
+            return False
+        if self.phase == "profiling":
+            result.stopped = "stopped while the kernels were profiled: the calls stand, no kernels"
+            return True
+        pairs = max(c.paired.pairs for c in result.compared)
+        pending = [
+            c
+            for c in result.compared
+            if c.unit in TIME_UNITS and c.paired.call in (Call.SLOWER, Call.FASTER)
+        ]
+        result.compared = [_withdrawn(c) if c in pending else c for c in result.compared]
+        result.stopped = f"stopped after {pairs} pairs: the calls of the pairs that had ended" + (
+            "; not confirmed, so UNDECIDED: "
+            + ", ".join(f"{_label((c.key, c.series))} ({c.paired.call.name})" for c in pending)
+            if pending
+            else ""
+        )
+        return True
 
     def _confirmed(self, c: Compared, fresh: range) -> bool:
         """Whether the fresh pairs alone, every one of them measured, repeat the call
@@ -315,6 +342,7 @@ class AbSession:
     def profile(self) -> None:
         """One more process per side, profiling only (its timings dropped): whether both sides
         launched the same kernels, and what differs for a SLOWER series."""
+        self.phase = "profiling"
         breakdowns: dict[str, dict[Ident, Breakdown]] = {}
         for side in ("base", "head"):
             document = self._process(side, 0, ["--cudaperf-update", "--cudaperf-breakdown=auto"])
@@ -343,6 +371,12 @@ class AbSession:
                 Compared(c.key, c.series, c.unit, c.base, c.head, c.paired, words, lines)
             )
         self.result.compared = updated
+
+
+def _withdrawn(c: Compared) -> Compared:
+    """``c`` with its call withdrawn: UNDECIDED, its pairs as they were."""
+    p = c.paired
+    return dataclasses.replace(c, paired=Paired(p.ratios, p.ratio, p.ci, Call.UNDECIDED, p.cycles))
 
 
 def _launches(b: Breakdown) -> dict[str, float]:

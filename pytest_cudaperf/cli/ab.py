@@ -4,7 +4,8 @@ pair; no stored baseline.
 
 Exit codes: 0 nothing slower, 1 a series SLOWER (or using more memory) on head, 2 bad input (one
 line), 3 a side's run failed or crashed (named, with its output), 130 interrupted, 143
-terminated (SIGTERM).
+terminated (SIGTERM); stopped once a pair had ended, it first prints (and writes) the calls of the
+pairs that had ended, a SLOWER or FASTER whose confirmation had not ended withdrawn.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pytest_cudaperf.ab.sides import (
     run_setup,
     worktrees,
 )
-from pytest_cudaperf.cli.process import run_in_session
+from pytest_cudaperf.cli.process import Terminated, run_in_session
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.paths import unwritable
 
@@ -126,13 +127,25 @@ def _compare(request: Request, cwd: Path, runner: Runner, say: Callable[[str], N
             f"{'…' if len(changed) > 3 else ''}): with --head REV commit or stash them, or "
             "leave --head out to measure the working tree as it is"
         )
-    return _finish(measure(request, cwd, runner, say), request, say)
+
+    def stopped(result: AbResult) -> None:  # said, then the interruption goes on up: 130, 143
+        _finish(result, request, say)
+
+    return _finish(measure(request, cwd, runner, say, stopped), request, say)
 
 
-def measure(request: Request, cwd: Path, runner: Runner, say: Callable[[str], None]) -> AbResult:
+def measure(
+    request: Request,
+    cwd: Path,
+    runner: Runner,
+    say: Callable[[str], None],
+    stopped: Callable[[AbResult], None] | None = None,
+) -> AbResult:
     """One comparison as ``cudaperf ab`` makes it (worktrees, sides, pairs, confirmation, the
     kernels), its progress through ``say``; the result, printed by nobody. A side that cannot
-    be prepared is a :class:`SideError`. ``cudaperf bisect`` runs one per step."""
+    be prepared is a :class:`SideError`. ``cudaperf bisect`` runs one per step. Stopped (Ctrl-C,
+    SIGTERM) once a series had been compared, ``stopped`` is given the result as it stands
+    (:meth:`AbSession.stopped_early`) before the interruption goes on up."""
     revisions = {k: v for k, v in (("base", request.base), ("head", request.head)) if v}
     repo = repository(cwd) if revisions else cwd
     rel = cwd.relative_to(repo) if revisions else Path(".")
@@ -180,12 +193,17 @@ def measure(request: Request, cwd: Path, runner: Runner, say: Callable[[str], No
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cudaperf-ab-runs-")))
         runs = SideRuns(sides, request.pytest_args, scratch, runner)
         comparison = AbSession(result, runs, say)
-        comparison.measure(AbBudget(request.pairs, request.max_time))
-        if result.failed_side is None:
-            comparison.confirm()
-        wanted = not request.kernels_when_slower or bool(result.calls(Call.SLOWER))
-        if request.kernels and wanted and result.failed_side is None and result.compared:
-            comparison.profile()
+        try:
+            comparison.measure(AbBudget(request.pairs, request.max_time))
+            if result.failed_side is None:
+                comparison.confirm()
+            wanted = not request.kernels_when_slower or bool(result.calls(Call.SLOWER))
+            if request.kernels and wanted and result.failed_side is None and result.compared:
+                comparison.profile()
+        except (KeyboardInterrupt, Terminated):
+            if stopped is not None and comparison.stopped_early():
+                stopped(result)
+            raise
     return result
 
 

@@ -4,9 +4,11 @@ with scripted processes (real processes: tests/integration/test_ab_cli.py)."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 import statistics
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from pytest_cudaperf.ab.paired import (
 from pytest_cudaperf.ab.result import AbResult, SideInfo, lines
 from pytest_cudaperf.ab.session import AbBudget, AbSession, SideRuns, progress
 from pytest_cudaperf.ab.sides import Side
-from pytest_cudaperf.cli.ab import Request, check
+from pytest_cudaperf.cli.ab import Request, check, cmd_ab
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, write_report
@@ -514,3 +516,79 @@ def test_a_decided_test_leaves_the_pairs_without_a_test_whose_id_it_begins(
     comparison.measure(AbBudget(pairs=6, seconds=600))
     calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in comparison.result.compared}
     assert calls == {"t.py::add": (Call.SAME, 3), "t.py::add_hot": (Call.SAME, 5)}
+
+
+class StoppedAt:
+    """The scripted processes, stopped (Ctrl-C) as the ``at``-th process starts."""
+
+    def __init__(self, sides: ScriptedSides, at: int) -> None:
+        self.sides, self.at, self.started = sides, at, 0
+
+    def __call__(self, side: Side, args: Sequence[str]) -> tuple[int, str]:
+        self.started += 1
+        if self.started == self.at:
+            raise KeyboardInterrupt
+        return self.sides(side, args)
+
+
+LUCKY_AND_STEADY = {
+    "t.py::lucky": {"base": [1.0] * 6, "head": [1.06, 1.08, 1.05, 1.0, 0.99, 1.01]},
+    "t.py::steady": {"base": [1.0] * 6, "head": [1.0] * 6},
+}
+
+
+def _stopped_ab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int, **given: object
+) -> tuple[list[str], Path]:
+    """``cudaperf ab`` of the working tree against itself (no revisions, no package of its own)
+    with :data:`LUCKY_AND_STEADY`, stopped at the ``at``-th process: what it said."""
+    monkeypatch.chdir(tmp_path)
+    said: list[str] = []
+    report = tmp_path / "ab.json"
+    request = _request(base=None, base_python=sys.executable, pairs=3, json=report, **given)
+    with pytest.raises(KeyboardInterrupt):
+        cmd_ab(request, StoppedAt(ScriptedSides(LUCKY_AND_STEADY), at), said.append)
+    return said, report
+
+
+def test_a_comparison_stopped_in_its_confirmation_says_what_its_pairs_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped as the first confirming process starts: the three pairs' calls are printed and
+    written, the SLOWER they made withdrawn (its confirmation never ran), and Ctrl-C goes on up
+    (exit 130)."""
+    said, report = _stopped_ab(tmp_path, monkeypatch, at=7)
+    assert (
+        "cudaperf ab: stopped after 3 pairs: the calls of the pairs that had ended; not "
+        "confirmed, so UNDECIDED: t.py::lucky {time:wall} (SLOWER)"
+    ) in said
+    assert said[-1].startswith("cudaperf ab: 2 compared, 0 slower, 0 faster, 1 same, 1 undecided")
+    written = json.loads(report.read_text())
+    assert written["stopped"].startswith("stopped after 3 pairs")
+    assert {s["nodeid"]: s["call"] for s in written["series"]} == {
+        "t.py::lucky": "undecided",
+        "t.py::steady": "same",
+    }
+
+
+def test_a_comparison_stopped_while_profiling_keeps_its_confirmed_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three pairs, three confirming pairs (the SLOWER withdrawn by them), then stopped in the
+    kernels' first profiling process: the calls stand as confirmed."""
+    said, report = _stopped_ab(tmp_path, monkeypatch, at=13)
+    assert "cudaperf ab: stopped while the kernels were profiled: the calls stand, no kernels" in (
+        said
+    )
+    assert "not confirmed by 3 fresh pairs (now UNDECIDED): t.py::lucky {time:wall} (SLOWER)" in (
+        said
+    )
+    assert json.loads(report.read_text())["unconfirmed"] == ["t.py::lucky {time:wall} (SLOWER)"]
+
+
+def test_a_comparison_stopped_before_a_pair_ended_says_nothing_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said, report = _stopped_ab(tmp_path, monkeypatch, at=2)
+    assert [line for line in said if "stopped" in line or "compared" in line] == []
+    assert not report.exists()
