@@ -7,7 +7,8 @@ confirmation), with :mod:`pytest_cudaperf.ab.bisection` choosing the candidates.
 Exit codes: 0 no change (nothing slower between good and bad), 1 the first bad commit named, 2
 bad input (one line), 3 a run of the good or the bad end failed (named, with its output), 4 no
 commit named: a step was UNDECIDED, or skipped commits leave several candidates (each named),
-130 interrupted, 143 terminated (SIGTERM); no worktree is left behind either way.
+130 interrupted, 143 terminated (SIGTERM); no worktree is left behind either way, and once the
+bad end was found slower a line says where the first bad commit lies and how to go on from there.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pytest_cudaperf.ab.paired import Call
 from pytest_cudaperf.ab.result import AbResult, Compared, lines
 from pytest_cudaperf.ab.sides import SideError, git, repository, resolve
 from pytest_cudaperf.cli.ab import Request, Runner, check, measure, run_side
+from pytest_cudaperf.cli.process import Terminated
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.history.backends import is_url
 from pytest_cudaperf.history.regressions import STEP, Regression, regressions
@@ -220,6 +222,21 @@ def _bisect(
         )
         return NO_CHANGE_EXIT
     say(f"cudaperf bisect: {bad[:9]} is slower: {_change(found)}")
+    try:
+        return _narrow(bisector, bisection, chosen)
+    except (KeyboardInterrupt, Terminated):  # where it stands, then 130 or 143
+        say(
+            f"cudaperf bisect: stopped at step {bisector.steps}: the first bad commit is after "
+            f"{bisection.last_good[:9]}, at or before {bisection.first_bad[:9]} "
+            f"({bisection.bad - bisection.good} commits); to go on from there: --good "
+            f"{bisection.last_good} --bad {bisection.first_bad}"
+        )
+        raise
+
+
+def _narrow(bisector: Bisector, bisection: Bisection, chosen: Range) -> int:
+    """The steps after the first (the bad end found slower), until one commit is left."""
+    say, request = bisector.say, bisector.request
     while (candidate := bisection.candidate()) is not None:
         left = f" (about {bisection.steps_left()} left)"
         try:

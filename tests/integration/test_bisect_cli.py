@@ -182,20 +182,24 @@ def test_a_good_end_that_fails_is_named_and_leaves_no_worktree(
     assert len(_worktrees(repo)) == 1
 
 
-def test_a_stopped_bisection_leaves_no_worktree(
+def test_a_stopped_bisection_says_where_it_stood_and_leaves_no_worktree(
     inside: Path, capsys: pytest.CaptureFixture[str], stop: Stop
 ) -> None:
     repo, shas = _repository(inside, 9, slow_at=5)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
     try:
-        runner = CheckedOutCode(stop=(15, stop.sig))  # step 1 ran 12: in step 2
+        runner = CheckedOutCode(stop=(27, stop.sig))  # steps 1 and 2 ran 12 each: in step 3
         rc = _bisect(repo, runner, "--good", shas[0], "--bad", shas[8], *KNOBS)
     finally:
         signal.signal(signal.SIGINT, previous)
     captured = capsys.readouterr()
     assert rc == stop.rc, captured.out + captured.err
     assert captured.err == f"cudaperf bisect: {stop.said}\n"
-    assert "cudaperf bisect: step 2" in captured.out
+    assert f"cudaperf bisect: step 2: {shas[4][:9]} bad" in captured.out
+    assert captured.out.splitlines()[-1] == (
+        f"cudaperf bisect: stopped at step 3: the first bad commit is after {shas[0][:9]}, at or "
+        f"before {shas[4][:9]} (4 commits); to go on from there: --good {shas[0]} --bad {shas[4]}"
+    )
     assert len(_worktrees(repo)) == 1
     assert not list((repo / ".git").glob("worktrees/*"))  # none left for git to prune
 
