@@ -30,6 +30,8 @@ POLL_S = 0.5
 #: the share of its limit a wait must have waited, in vain, for the state it waited out to
 #: count as lasting (:class:`Spell`)
 SPELL_SHARE = 0.5
+#: the limits after which a spell that no wait has met lapses (:class:`Spell`): 5 min at 30 s
+SPELL_LAPSE = 10
 #: the last calls of a measurement, whose launch references say which state the host was in
 #: when the measurement ended (:func:`latest_reference`)
 LATEST_CALLS = 9
@@ -61,24 +63,33 @@ class Spell:
     outlasted a whole wait, in this process. A wait that ran out in vain after waiting
     :data:`SPELL_SHARE` of its limit or more starts it (``since``, on the waits' clock); while it
     lasts, a later wait, of any callable, looks once (one poll) instead of waiting, and a look
-    that finds the state over ends it. The host's states switch within seconds; one that
-    outlasted half a minute lasts minutes (a job sharing the host, another machine of the kind),
-    and waiting for it at every callable would cost each the whole wait (why: docs/decisions.md,
-    "Why does a state that outlasted a wait end the waits of later tests?")."""
+    that finds the state over ends it; so does :data:`SPELL_LAPSE` limits without a wait that
+    met it (``seen``), where the next wait waits in full. The host's states switch within
+    seconds; one that outlasted half a minute lasts minutes (a job sharing the host, another
+    machine of the kind), and waiting for it at every callable would cost each the whole wait
+    (why: docs/decisions.md, "Why does a state that outlasted a wait end the waits of later
+    tests?")."""
 
     since: float | None = None
+    seen: float = 0.0
 
-    def looks_once(self) -> bool:
-        """Whether the state outlasted a wait, so that the next wait looks once."""
+    def looks_once(self, now: float, limit_s: float) -> bool:
+        """Whether a wait (of ``limit_s``) that starts ``now`` looks once: the state outlasted a
+        wait, and a wait met it within the last :data:`SPELL_LAPSE` limits."""
+        if self.since is not None and now - self.seen > SPELL_LAPSE * limit_s:
+            self.since = None  # lapsed: nothing has seen the state for minutes
         return self.since is not None
 
     def ended(self, waited_s: float, limit_s: float, back: bool, now: float) -> None:
-        """A wait ended: ``back`` (the state is over) ends the spell; a whole wait in vain (of
-        :data:`SPELL_SHARE` of ``limit_s`` or more) starts it at ``now``."""
+        """A wait ended at ``now``: ``back`` (the state is over) ends the spell; a look in vain
+        has seen the state; a whole wait in vain (of :data:`SPELL_SHARE` of ``limit_s`` or
+        more) starts it."""
         if back:
             self.since = None
-        elif self.since is None and waited_s >= SPELL_SHARE * limit_s:
-            self.since = now
+        elif self.since is not None:
+            self.seen = now
+        elif waited_s >= SPELL_SHARE * limit_s:
+            self.since = self.seen = now
 
     def lasted(self, now: float) -> float | None:
         """Seconds since the spell began (None: no spell)."""
@@ -155,7 +166,7 @@ class HostWait:
         began = self._clock()
         if self._deadline is None:
             self._deadline = began + self._limit_s
-        once = self._spell.looks_once()
+        once = self._spell.looks_once(began, self._limit_s)
         scale = 0.0  # read the first time round: right after the measurement, not past the deadline
         now = measured_ms
         probe_s = 0.0  # the last probe's time (it may wait for the GPU): a poll must fit it
@@ -242,7 +253,7 @@ class CpuWait:
         began = self._clock()
         if self._deadline is None:
             self._deadline = began + self._limit_s
-        once = self._spell.looks_once()
+        once = self._spell.looks_once(began, self._limit_s)
         busy = ""
         free = polled = False
         while self._clock() + POLL_S <= self._deadline and not (once and polled):

@@ -166,6 +166,23 @@ def test_a_state_that_outlasted_a_wait_makes_later_waits_look_once() -> None:
     assert fourth.until_back(0.130, 0.090).seconds == pytest.approx(3 * POLL_S)  # waits again
 
 
+def test_a_spell_no_wait_has_met_for_ten_limits_lapses() -> None:
+    """A look in vain 20 s into the spell has seen the state; nothing sees it for the next
+    31 s (more than ten 3 s limits): the next wait waits in full again, and, in vain, starts a
+    spell of its own."""
+    fake, spell = FakeTime(), Spell()
+    assert not HostWait(probe_of([0.065]), 3.0, fake, spell=spell).until_back(0.130, 0.090).back
+    fake.sleep(20.0)
+    looked = HostWait(probe_of([0.065]), 3.0, fake, spell=spell).until_back(0.130, 0.090)
+    assert looked.seconds == pytest.approx(POLL_S)
+    assert spell.seen == pytest.approx(123.5)
+    fake.sleep(31.0)
+    again = HostWait(probe_of([0.065]), 3.0, fake, spell=spell).until_back(0.130, 0.090)
+    assert again.spell_s is None
+    assert again.seconds == pytest.approx(3.0)
+    assert spell.since == pytest.approx(157.5)
+
+
 def test_a_wait_cut_short_by_its_deadline_starts_no_spell() -> None:
     """A callable whose measurements spent most of its deadline waits 1 s of its 3 s in vain:
     less than half the limit is no evidence of a lasting state."""
