@@ -209,8 +209,9 @@ def test_a_planted_slowdown_fails_the_right_test(
 ) -> None:
     """Sleeps: the host workload that moves least on two shared cores. Rounds of a pedantic
     setup are CPU wall time with the host's state, as a call is: on a machine that other
-    processes keep busy both are judged at 100% at least, where a 3x may honestly be
-    INCONCLUSIVE instead (docs/decisions.md)."""
+    processes keep busy both are judged at 100% at least, and a host that ran at another speed
+    than at recording widens the interval, where a 3x may honestly be INCONCLUSIVE instead,
+    saying which (docs/decisions.md); never a PASS."""
     pytester.makepyfile(test_planted=PLANTED)
     for _ in range(3):  # three processes: a series as the verdict trusts one
         recorded = pytester.runpytest_inprocess(*ABSENT, *FAST, "--cudaperf-update")
@@ -230,11 +231,10 @@ def test_a_planted_slowdown_fails_the_right_test(
     }
     assert verdicts["test_steady"]["kind"] == "pass"
     for name in ("test_planted_call", "test_planted_rounds"):
-        call = verdicts[name]  # seen at 3x; held back only by a threshold the noise raised
-        assert call["ratio"] > 2, call
-        assert call["kind"] == "regression" or (
-            call["kind"] == "inconclusive" and call["threshold"] > call["tolerance"]
-        ), call
+        call = verdicts[name]  # seen at 3x; held back only by a threshold the noise raised, or
+        assert call["ratio"] > 2, call  # by a host at another speed (a reference loop 2.3x
+        held = call["threshold"] > call["tolerance"] or "unstable" in call["message"]  # faster)
+        assert call["kind"] == "regression" or (call["kind"] == "inconclusive" and held), call
     if verdicts["test_planted_rounds"]["kind"] == "regression":
         slow.stdout.fnmatch_lines(
             ["*_ test_planted_rounds _*", "perf regression: median * ms vs baseline * ms (+*"]
