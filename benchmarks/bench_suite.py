@@ -42,8 +42,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_cudaperf.cli.process import Terminated, run_in_session, sigterm_raises  # noqa: E402
+from pytest_cudaperf.cli.process import run_in_session  # noqa: E402
 from pytest_cudaperf.report.document import read_report as read_document  # noqa: E402
+from pytest_cudaperf.signals import Terminated, sigterm_raises  # noqa: E402
 
 #: the tests a --smoke run selects (-k), per suite
 SMOKE_TESTS = {"cpu": "test_json_dumps and (10] or 100])", "ops": "test_add or test_sort"}

@@ -30,6 +30,7 @@ from pytest_cudaperf.run.context import Deferred, ItemState, RunContext, TestCon
 from pytest_cudaperf.run.held import HeldLoop, progress_writer
 from pytest_cudaperf.run.results import Results, finish_run
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
+from pytest_cudaperf.signals import session_sigterm
 from pytest_cudaperf.store.format import BaselineError
 
 if TYPE_CHECKING:  # imported where used: a run that uses no fixture or marker never loads them
@@ -65,6 +66,7 @@ class CudaperfRun:
         self.loop: HeldLoop | None = None
         #: the turn folder of a run of ``cudaperf record`` (turns.py; None: no turn to take)
         self.turn = None if ctx.is_worker else turns.from_env(os.environ)
+        self.sigterm = session_sigterm()  # SIGTERM ends the session as Ctrl-C does
 
     # Hooks of the registered run object (as pytest's junitxml registers LogXML).
 
@@ -390,6 +392,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if RUN in config.stash:
         run = config.stash[RUN]
         run.ctx.locks.close()
+        run.sigterm.close()
         config.pluginmanager.unregister(run)
         del config.stash[RUN]
     server = config.pluginmanager.get_plugin("cudaperf-benchmark")

@@ -41,10 +41,11 @@ from pytest_cudaperf.cli.compare import cmd_compare
 from pytest_cudaperf.cli.dashboard import cmd_dashboard
 from pytest_cudaperf.cli.history import cmd_history
 from pytest_cudaperf.cli.merge import cmd_merge
-from pytest_cudaperf.cli.process import TERMINATED_EXIT, Terminated, sigterm_raises
+from pytest_cudaperf.cli.process import TERMINATED_EXIT
 from pytest_cudaperf.cli.record import Runner, cmd_record, run_pytest
 from pytest_cudaperf.cli.show import cmd_show
 from pytest_cudaperf.cli.sources import CliError
+from pytest_cudaperf.signals import Terminated, sigterm_raises
 from pytest_cudaperf.units import parse_fraction, parse_seconds
 
 
@@ -287,12 +288,12 @@ def _command(args: argparse.Namespace, runner: Runner, ab_runner: AbRunner) -> i
     except CliError as exc:
         print(f"cudaperf: {exc}", file=sys.stderr)
         return 2
+    except Terminated:  # a KeyboardInterrupt too: before it
+        print(f"cudaperf {args.command}: terminated", file=sys.stderr)
+        return TERMINATED_EXIT
     except KeyboardInterrupt:  # record has written what its ended runs measured, if it could
         print(f"cudaperf {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Terminated:
-        print(f"cudaperf {args.command}: terminated", file=sys.stderr)
-        return TERMINATED_EXIT
     except BrokenPipeError:  # `cudaperf show FILE | head`
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         return 0

@@ -34,7 +34,7 @@ from pytest_cudaperf.ab.sides import (
     run_setup,
     worktrees,
 )
-from pytest_cudaperf.cli.process import Terminated, run_in_session
+from pytest_cudaperf.cli.process import run_in_session
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.paths import unwritable
 
@@ -200,7 +200,7 @@ def measure(
             wanted = not request.kernels_when_slower or bool(result.calls(Call.SLOWER))
             if request.kernels and wanted and result.failed_side is None and result.compared:
                 comparison.profile()
-        except (KeyboardInterrupt, Terminated):
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (signals.Terminated)
             if stopped is not None and comparison.stopped_early():
                 stopped(result)
             raise

@@ -25,7 +25,6 @@ from pytest_cudaperf.ab.paired import Call
 from pytest_cudaperf.ab.result import AbResult, Compared, lines
 from pytest_cudaperf.ab.sides import SideError, git, repository, resolve
 from pytest_cudaperf.cli.ab import Request, Runner, check, measure, run_side
-from pytest_cudaperf.cli.process import Terminated
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.history.backends import is_url
 from pytest_cudaperf.history.regressions import STEP, Regression, regressions
@@ -224,7 +223,7 @@ def _bisect(
     say(f"cudaperf bisect: {bad[:9]} is slower: {_change(found)}")
     try:
         return _narrow(bisector, bisection, chosen)
-    except (KeyboardInterrupt, Terminated):  # where it stands, then 130 or 143
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: where it stands, then 130 or 143
         say(
             f"cudaperf bisect: stopped at step {bisector.steps}: the first bad commit is after "
             f"{bisection.last_good[:9]}, at or before {bisection.first_bad[:9]} "

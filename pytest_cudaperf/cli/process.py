@@ -8,11 +8,9 @@ import contextlib
 import os
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from pytest_cudaperf import turns
@@ -23,35 +21,12 @@ STOP_GRACE_S = 10.0
 TERMINATED_EXIT = 128 + signal.SIGTERM
 
 
-class Terminated(Exception):  # noqa: N818 - named for the signal, as KeyboardInterrupt is
-    """SIGTERM reached the ``cudaperf`` command (within :func:`sigterm_raises`)."""
-
-
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Within it, SIGTERM raises :class:`Terminated` where the main thread is, so that the
-    processes it waits for are stopped (:func:`run_in_session`) rather than left running, as
-    they would be if Python's default action ended the command at once; the previous handler
-    is put back after. Outside the main thread (where no handler can be set) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_terminated(signum: int, frame: FrameType | None) -> None:
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_in_session(cmd: Sequence[str], **popen: Any) -> int:
     """``cmd``'s exit code, run in a session of its own (a Ctrl-C at the terminal reaches the
-    ``cudaperf`` command alone, which decides). Whatever ends the wait (Ctrl-C,
-    :class:`Terminated`) stops the process and every process it started (:func:`stop_group`)
-    before it goes on up. ``popen``: :class:`subprocess.Popen`'s other arguments."""
+    ``cudaperf`` command alone, which decides). Whatever ends the wait (Ctrl-C, SIGTERM:
+    :class:`~pytest_cudaperf.signals.Terminated`) stops the process and every process it
+    started (:func:`stop_group`) before it goes on up. ``popen``: :class:`subprocess.Popen`'s
+    other arguments."""
     with subprocess.Popen(list(cmd), start_new_session=True, **popen) as run:
         try:
             return run.wait()
@@ -93,8 +68,9 @@ def run_in_turns(
     output in ``folder`` (:func:`run_log`), and measuring in turns
     (:mod:`pytest_cudaperf.turns`): the turn is held until each process has marked itself ready
     or has ended, then taken by one process after another. ``ended(index, rc, seconds, log)``
-    is called as each one ends. Whatever ends the wait (Ctrl-C, :class:`Terminated`) stops
-    every process still running (:func:`stop_group`) before it goes on up."""
+    is called as each one ends. Whatever ends the wait (Ctrl-C, SIGTERM:
+    :class:`~pytest_cudaperf.signals.Terminated`) stops every process still running
+    (:func:`stop_group`) before it goes on up."""
     gate = turns.Gate(folder / "turns")
     env = {**os.environ, turns.ENV: str(gate.folder)}
     began = time.monotonic()

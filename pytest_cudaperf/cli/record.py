@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_cudaperf import turns
-from pytest_cudaperf.cli.process import Terminated, run_in_session, run_in_turns, run_log
+from pytest_cudaperf.cli.process import run_in_session, run_in_turns, run_log
 from pytest_cudaperf.cli.sources import CliError, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
@@ -289,7 +289,7 @@ def cmd_record(
         cmds = [[*args, *added, f"--cudaperf-json={report}"] for report in reports]
         try:
             codes = runner([*cmds, *([profile] if profile is not None else [])], tmp)
-        except (KeyboardInterrupt, Terminated) as exc:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
             ended = _stopped(reports, runs)
             if ended is None:
                 raise

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -248,5 +252,55 @@ def test_an_interrupted_update_keeps_the_finished_tests_and_prunes_nothing(
             "recorded; nothing was pruned",
         ]
     )
+    (path,) = (pytester.path / ".cudaperf").glob("*.json")
+    assert list(json.loads(path.read_text())["entries"]) == ["test_two.py::test_first"]
+
+
+#: the first test's recording reaches the session (under xdist too) before the second starts
+TERMINATED = """
+import pathlib, time
+
+def test_first(cuda_timer):
+    cuda_timer(lambda: time.sleep(0.001))
+    pathlib.Path("first-done").touch()
+
+def test_second():
+    while not pathlib.Path("first-done").exists():
+        time.sleep(0.05)
+    time.sleep(1.0)
+    pathlib.Path("second-started").touch()
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_terminated_session_writes_what_its_finished_tests_measured(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """SIGTERM to the session's process group, as ``timeout`` and a cancelled CI job send it,
+    during the second test of an update: the session ends as on Ctrl-C (exit 2, the finished
+    test's recording and the JSON report written, marked interrupted), saying why."""
+    pytester.makepyfile(test_two=TERMINATED)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, "--cudaperf-update", "--cudaperf-json=out.json",
+         "-p", "no:randomly", *workers],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (pytester.path / "second-started").exists():
+        assert run.poll() is None, run.communicate()[0]  # ended before its second test began
+        assert time.monotonic() < deadline, "the second test never began"
+        time.sleep(0.1)
+    os.killpg(run.pid, signal.SIGTERM)
+    out, _ = run.communicate(timeout=60)
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "Terminated: SIGTERM: ended as on Ctrl-C, what had finished is written" in out
+    report = json.loads((pytester.path / "out.json").read_text())
+    assert report["interrupted"] is True
+    assert [t["nodeid"] for t in report["tests"] if t["records"]] == ["test_two.py::test_first"]
     (path,) = (pytester.path / ".cudaperf").glob("*.json")
     assert list(json.loads(path.read_text())["entries"]) == ["test_two.py::test_first"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_cudaperf import cli, turns
+from pytest_cudaperf import cli, signals, turns
 from pytest_cudaperf.cli import main
 from pytest_cudaperf.cli.record import one_by_one, run_pytest, uneven_host
 from pytest_cudaperf.cli.sources import read_report, report_records
@@ -412,7 +412,7 @@ def _stopped_after(fake: FakePytest, ended: int, stop: BaseException) -> cli.rec
 
 @pytest.mark.parametrize(
     ("stop", "rc", "said"),
-    [(KeyboardInterrupt(), 130, "interrupted"), (cli.process.Terminated(), 143, "terminated")],
+    [(KeyboardInterrupt(), 130, "interrupted"), (signals.Terminated(), 143, "terminated")],
     ids=["ctrl-c", "sigterm"],
 )
 def test_a_stopped_record_keeps_what_three_or_more_ended_runs_measured(

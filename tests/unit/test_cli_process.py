@@ -15,14 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_cudaperf import turns
-from pytest_cudaperf.cli.process import (
-    TERMINATED_EXIT,
-    Terminated,
-    run_in_session,
-    run_in_turns,
-    sigterm_raises,
-    stop_group,
-)
+from pytest_cudaperf.cli.process import TERMINATED_EXIT, run_in_session, run_in_turns, stop_group
+from pytest_cudaperf.signals import Terminated, sigterm_raises
 
 ROOT = Path(__file__).parents[2]
 
@@ -41,12 +35,13 @@ CHILD = textwrap.dedent(
 PARENT = textwrap.dedent(
     """
     import sys
+    from pytest_cudaperf import signals
     from pytest_cudaperf.cli import process
     process.STOP_GRACE_S = 0.5
-    with process.sigterm_raises():
+    with signals.sigterm_raises():
         try:
             process.run_in_session([sys.executable, "-c", sys.argv[1], sys.argv[2]])
-        except process.Terminated:
+        except signals.Terminated:
             sys.exit(process.TERMINATED_EXIT)
     """
 )

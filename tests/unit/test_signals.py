@@ -1,0 +1,74 @@
+"""SIGTERM as Ctrl-C (:mod:`pytest_cudaperf.signals`), in this process: a handler set only where
+asked, put back after; the session's handler fires once and leaves another's alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_cudaperf.signals import Terminated, session_sigterm, sigterm_raises
+
+
+@pytest.fixture
+def default_action() -> Iterator[None]:
+    """SIGTERM at its default action for the test (this run's own session set a handler)."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_self() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # the handler raises at the next bytecode: never slept through
+
+
+def test_terminated_is_an_interruption_as_ctrl_c_is() -> None:
+    """pytest, and every ``except KeyboardInterrupt``, end an interrupted run in order."""
+    assert issubclass(Terminated, KeyboardInterrupt)
+    assert str(Terminated()) == "SIGTERM: ended as on Ctrl-C, what had finished is written"
+
+
+def test_a_sessions_handler_fires_once_then_puts_the_default_back(default_action: None) -> None:
+    stack = session_sigterm()
+    with pytest.raises(Terminated):
+        _terminate_self()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # a second SIGTERM ends it at once
+    stack.close()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_sessions_handler_is_put_back_at_its_end(default_action: None) -> None:
+    stack = session_sigterm()
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    stack.close()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_session_leaves_a_handler_someone_else_set(default_action: None) -> None:
+    seen: list[int] = []
+
+    def theirs(signum: int, frame: object) -> None:
+        seen.append(signum)
+
+    signal.signal(signal.SIGTERM, theirs)
+    stack = session_sigterm()
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.01)
+    stack.close()
+    assert seen == [signal.SIGTERM]
+    assert signal.getsignal(signal.SIGTERM) is theirs
+
+
+def test_the_commands_handler_raises_each_time(default_action: None) -> None:
+    """``cudaperf``: every SIGTERM within raises (the command decides what a stop stops)."""
+    with sigterm_raises():
+        for _ in range(2):
+            with pytest.raises(Terminated):
+                _terminate_self()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
