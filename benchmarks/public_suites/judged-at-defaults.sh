@@ -13,7 +13,8 @@
 # end, in seconds from the start, goes to OUTDIR/steps.txt; each run's files to OUTDIR/<step>/
 # (run-on-device.sh's); the baselines to OUTDIR/record/baselines. RECORD_S (default 300) and
 # RUN_S (default 150) cut a step that runs longer; a cut step is marked so in steps.txt (a cut
-# recording still writes the series of its ended runs where three or more had ended: its log says).
+# recording still writes the series of its ended runs where three or more had ended: its log says;
+# a cut judged run writes the report of the tests that finished, marked interrupted).
 # STEPS (default "pytest-benchmark record unchanged planted") runs some of them, so that a suite
 # too long for one device call runs over several into the same OUTDIR (carried back to the device
 # between calls): the recording of a part (say -k "not batch_512") keeps the series that other
@@ -58,12 +59,15 @@ fi
 
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"  # plant.py, for the planted run
 judged() {  # judged NAME [env...]: one judged run against the recorded baselines
-  local name=$1
+  local name=$1 rc
   shift
   env "$@" timeout "${RUN_S:-150}" bash "$RUN" "$PROJECT" cudaperf "$OUTDIR/$name" "${SEL[@]}" \
     --cudaperf-baseline-dir="$BASELINES" --cudaperf-json="$OUTDIR/$name/report.json" \
     > /dev/null 2>&1
-  step "$name" $?
+  rc=$?
+  # cut: the session ends as on Ctrl-C and writes the report of the tests that finished
+  for _ in $(seq 60); do pgrep -f "cudaperf-json=$OUTDIR/$name/" > /dev/null || break; sleep 1; done
+  step "$name" $rc
 }
 SEL=("$@")
 if wants unchanged; then
