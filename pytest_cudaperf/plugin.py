@@ -66,7 +66,7 @@ class CudaperfRun:
         self.loop: HeldLoop | None = None
         #: the turn folder of a run of ``cudaperf record`` (turns.py; None: no turn to take)
         self.turn = None if ctx.is_worker else turns.from_env(os.environ)
-        self.sigterm = session_sigterm()  # SIGTERM ends the session as Ctrl-C does
+        self.sigterm = session_sigterm(ctx.is_worker)  # SIGTERM ends the session as Ctrl-C does
 
     # Hooks of the registered run object (as pytest's junitxml registers LogXML).
 

@@ -49,9 +49,13 @@ def sigterm_raises(*, leave_others: bool = False, once: bool = False) -> Iterato
         signal.signal(signal.SIGTERM, previous)
 
 
-def session_sigterm() -> contextlib.ExitStack:
+def session_sigterm(worker: bool = False) -> contextlib.ExitStack:
     """:func:`sigterm_raises` for a pytest session, from ``pytest_configure`` until the stack
-    returned is closed (``pytest_unconfigure``): where SIGTERM has its default action, once."""
+    returned is closed (``pytest_unconfigure``): where SIGTERM has its default action, once.
+    Not in an xdist ``worker``: there SIGTERM keeps its default action, so that a worker ends at
+    once, as it did before, and its controller, which holds every finished test's report, ends
+    the session."""
     stack = contextlib.ExitStack()
-    stack.enter_context(sigterm_raises(leave_others=True, once=True))
+    if not worker:
+        stack.enter_context(sigterm_raises(leave_others=True, once=True))
     return stack

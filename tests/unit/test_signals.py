@@ -72,3 +72,10 @@ def test_the_commands_handler_raises_each_time(default_action: None) -> None:
             with pytest.raises(Terminated):
                 _terminate_self()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_an_xdist_worker_keeps_the_default_action(default_action: None) -> None:
+    """Its controller holds the finished tests' reports: the worker may end at once."""
+    stack = session_sigterm(worker=True)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    stack.close()
