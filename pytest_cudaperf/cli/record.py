@@ -180,7 +180,9 @@ def _attach_breakdowns(
     rc: int | None, tmp: Path, series: dict[Where, list[Record]], stopped: bool = False
 ) -> None:
     """The profiling run's breakdowns (it exited ``rc``; None: it did not run, unless the
-    recording was ``stopped`` as it ran), each put on its series' last recording."""
+    recording was ``stopped`` as it ran), each put on its series' last recording. A profiling
+    run stopped on the way wrote the breakdowns of the tests it had finished
+    (:mod:`pytest_cudaperf.signals`): those are kept, and the line says so."""
     if rc is None and not stopped:
         print("cudaperf record: breakdowns: off (--cudaperf-breakdown=off), none profiled")
         return
@@ -190,8 +192,11 @@ def _attach_breakdowns(
         said = "the profiling run had not ended" if stopped else f"{said} without a report"
         print(f"cudaperf record: breakdowns: {said}; none kept")
         return
+    document = read_report(report)
+    if stopped and document.interrupted:
+        said = "the profiling run was stopped on the way"
     found = 0
-    for record, _ in report_records(read_report(report)):
+    for record, _ in report_records(document):
         where = (record.device_class, record.key, record.series)
         if record.breakdown is not None and where in series:
             series[where][-1] = dataclasses.replace(series[where][-1], breakdown=record.breakdown)

@@ -455,6 +455,27 @@ def test_a_stopped_record_keeps_the_breakdowns_of_a_profiling_run_that_had_ended
     assert entry.processes == 3
 
 
+def test_a_stopped_record_keeps_the_breakdowns_a_stopped_profiling_run_had_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM ends the profiling run as Ctrl-C does: its report holds the tests it finished,
+    marked interrupted; their breakdowns are kept, and the line says the run was stopped."""
+    fake = FakePytest({"t.py::a": [1.0] * 5})
+
+    def runner(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
+        for cmd in [*cmds[:3], cmds[-1]]:
+            fake(cmd)
+        profiled = folder / "breakdowns.json"
+        profiled.write_text(
+            profiled.read_text().replace('"interrupted": false', '"interrupted": true')
+        )
+        raise signals.Terminated
+
+    assert main(["record", "--baseline-dir", str(tmp_path / "b")], runner) == 143
+    out = capsys.readouterr().out
+    assert "cudaperf record: breakdowns: the profiling run was stopped on the way, 0 series" in out
+
+
 def test_a_record_stopped_before_three_runs_ended_records_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
