@@ -80,20 +80,21 @@ class Spell:
             self.since = None  # lapsed: nothing has seen the state for minutes
         return self.since is not None
 
-    def ended(self, waited_s: float, limit_s: float, back: bool, now: float) -> None:
-        """A wait ended at ``now``: ``back`` (the state is over) ends the spell; a look in vain
-        has seen the state; a whole wait in vain (of :data:`SPELL_SHARE` of ``limit_s`` or
-        more) starts it."""
+    def ended(
+        self, began: float, now: float, limit_s: float, back: bool, looked: bool
+    ) -> float | None:
+        """A wait (of ``limit_s``) from ``began`` to ``now`` ended: ``back`` (the state is over)
+        ends the spell; a look (``looked``) in vain has seen the state, and the seconds since the
+        spell began are returned for its line; a whole wait in vain (of :data:`SPELL_SHARE` of
+        ``limit_s`` or more) starts it. None but for a look in vain."""
         if back:
             self.since = None
-        elif self.since is not None:
+        elif self.since is not None and looked:
             self.seen = now
-        elif waited_s >= SPELL_SHARE * limit_s:
+            return now - self.since
+        elif self.since is None and now - began >= SPELL_SHARE * limit_s:
             self.since = self.seen = now
-
-    def lasted(self, now: float) -> float | None:
-        """Seconds since the spell began (None: no spell)."""
-        return None if self.since is None else now - self.since
+        return None
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,9 @@ class HostWait:
         scale = 0.0  # read the first time round: right after the measurement, not past the deadline
         now = measured_ms
         probe_s = 0.0  # the last probe's time (it may wait for the GPU): a poll must fit it
-        back = False
-        while self._clock() + POLL_S + probe_s <= self._deadline and not (once and scale):
+        back = polled = False
+        while self._clock() + POLL_S + probe_s <= self._deadline and not (once and polled):
+            polled = True
             scale = scale or measured_ms / self._probe()
             self._sleep(POLL_S)
             started = self._clock()
@@ -181,8 +183,7 @@ class HostWait:
             if back:
                 break
         ended = self._clock()
-        self._spell.ended(ended - began, self._limit_s, back, ended)
-        spell_s = self._spell.lasted(ended) if once and scale and not back else None
+        spell_s = self._spell.ended(began, ended, self._limit_s, back, looked=once and polled)
         return Waited(back, ended - began, now, spell_s)
 
 
@@ -269,6 +270,5 @@ class CpuWait:
                 break
             busy = found.reason
         ended = self._clock()
-        self._spell.ended(ended - began, self._limit_s, free, ended)
-        spell_s = self._spell.lasted(ended) if once and polled and not free else None
+        spell_s = self._spell.ended(began, ended, self._limit_s, free, looked=once and polled)
         return CpuWaited(free, ended - began, "" if free else busy, spell_s)
