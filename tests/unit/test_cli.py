@@ -460,20 +460,29 @@ def test_a_stopped_record_keeps_the_breakdowns_a_stopped_profiling_run_had_taken
 ) -> None:
     """SIGTERM ends the profiling run as Ctrl-C does: its report holds the tests it finished,
     marked interrupted; their breakdowns are kept, and the line says the run was stopped."""
-    fake = FakePytest({"t.py::a": [1.0] * 5})
+    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
+
+    fake = FakePytest({"t.py::a": [1.0] * 5, "t.py::b": [2.0] * 5})
+    gemm = Breakdown("cuda", 5, 900.0, 900.0, (Kernel("gemm", "gemm", 1, 900.0),)).to_json()
 
     def runner(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
-        for cmd in [*cmds[:3], cmds[-1]]:
+        for cmd in cmds[:3]:
             fake(cmd)
-        profiled = folder / "breakdowns.json"
-        profiled.write_text(
-            profiled.read_text().replace('"interrupted": false', '"interrupted": true')
-        )
+        profiled = dataclasses.replace(_record("t.py::a", 1.0), breakdown=gemm)  # b: not reached
+        finished = TestOutcome("t.py::a", records=(JudgedRecord(profiled, Verdict(Kind.NEW)),))
+        (folder / "breakdowns.json").write_text(dumps(Report((finished,), interrupted=True)))
         raise signals.Terminated
 
     assert main(["record", "--baseline-dir", str(tmp_path / "b")], runner) == 143
     out = capsys.readouterr().out
-    assert "cudaperf record: breakdowns: the profiling run was stopped on the way, 0 series" in out
+    assert "cudaperf record: breakdowns: the profiling run was stopped on the way, 1 series" in out
+    store = BaselineStore.load(tmp_path / "b")
+    a = store.lookup("GPU X", SeriesKey("t.py::a"), "time:device/cold")
+    b = store.lookup("GPU X", SeriesKey("t.py::b"), "time:device/cold")
+    assert a is not None
+    assert a.breakdown == gemm
+    assert b is not None
+    assert b.breakdown is None
 
 
 def test_a_record_stopped_before_three_runs_ended_records_nothing(
