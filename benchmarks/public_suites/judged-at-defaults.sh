@@ -42,6 +42,10 @@ step() {  # step NAME RC: its end, seconds from the start, and whether a timeout
   echo "$1: exit $2 at $(( $(date +%s) - start )) s$cut" | tee -a "$OUTDIR/steps.txt"
 }
 
+# a step cut by its time limit: the wrapper ends at once while what it ran still writes what
+# had finished; wait (a minute at most) until no process whose command line holds $1 is left
+outlived() { for _ in $(seq 60); do pgrep -f "$1" > /dev/null || break; sleep 1; done; }
+
 STEPS=" ${STEPS:-pytest-benchmark record unchanged planted} "
 wants() { [[ "$STEPS" == *" $1 "* ]]; }
 
@@ -52,8 +56,7 @@ fi
 if wants record; then
   timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
   rc=$?
-  # cut: the wrapper ends at once, `cudaperf record` stops its runs and writes what had ended
-  for _ in $(seq 60); do pgrep -f "pytest_cudaperf.cli record" > /dev/null || break; sleep 1; done
+  outlived "pytest_cudaperf.cli record"  # it stops its runs and writes what had ended
   step record $rc
 fi
 
@@ -65,8 +68,7 @@ judged() {  # judged NAME [env...]: one judged run against the recorded baseline
     --cudaperf-baseline-dir="$BASELINES" --cudaperf-json="$OUTDIR/$name/report.json" \
     > /dev/null 2>&1
   rc=$?
-  # cut: the session ends as on Ctrl-C and writes the report of the tests that finished
-  for _ in $(seq 60); do pgrep -f "cudaperf-json=$OUTDIR/$name/" > /dev/null || break; sleep 1; done
+  outlived "cudaperf-json=$OUTDIR/$name/"  # it ends as on Ctrl-C: the finished tests' report
   step "$name" $rc
 }
 SEL=("$@")
