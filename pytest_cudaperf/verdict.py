@@ -454,6 +454,19 @@ def left_unconfirmed(first: Verdict, why: str) -> Verdict:
     )
 
 
+def host_moved(confirmed: Verdict, where: str, why: str) -> Verdict:
+    """A REGRESSION confirmed ``where`` (a fresh process) in which code that passed in this run
+    read slower too (``why`` says which and by how much): INCONCLUSIVE (it fails nothing), for the
+    process ran unchanged code slower than this one did."""
+    assert confirmed.kind is Kind.REGRESSION, "only a regression is withdrawn"
+    said = confirmed.message.removeprefix("perf regression: ").removesuffix(f"; confirmed{where}")
+    return replace(
+        confirmed,
+        kind=Kind.INCONCLUSIVE,
+        message=f"inconclusive: {_change(confirmed)}{where} too, where {why} — {said}",
+    )
+
+
 def _change(first: Verdict) -> str:
     """What a REGRESSION or IMPROVED that was not confirmed read: ``+21.5%``."""
     if first.ratio is not None:

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.context import Deferred, Suspect, TestContext
+from pytest_cudaperf.run.controls import Slowdown, choose, slowdowns
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.run.judging import confirm_time
-from pytest_cudaperf.verdict import Kind, kernels_clause, left_unconfirmed
+from pytest_cudaperf.verdict import Kind, host_moved, kernels_clause, left_unconfirmed
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.measurement import Measurement
@@ -222,12 +223,32 @@ def _groups(suspects: Sequence[Suspect]) -> list[list[Suspect]]:
     return list(groups.values())
 
 
-def progress_line(nodeids: Sequence[str], suspects: Sequence[Suspect]) -> str:
-    """The line that says a batch starts."""
+def progress_line(nodeids: Sequence[str], suspects: Sequence[Suspect], controls: int = 0) -> str:
+    """The line that says a batch starts (with ``controls`` tests that passed beside them)."""
     regressions = all(s.first.verdict.kind is Kind.REGRESSION for s in suspects)
     what = "regression" if regressions else "change"
     tests = len(nodeids)
-    return f"cudaperf: confirming {tests} suspected {what}{'s' * (tests != 1)}{WHERE}"
+    line = f"cudaperf: confirming {tests} suspected {what}{'s' * (tests != 1)}{WHERE}"
+    if controls:
+        line += f", beside {controls} test{'s' * (controls != 1)} that passed"
+    return line
+
+
+def controlled(
+    confirmed: tuple[JudgedRecord, Measurement], slower: dict[str, Slowdown]
+) -> tuple[JudgedRecord, Measurement]:
+    """A regression the fresh process confirmed, withdrawn (INCONCLUSIVE) where that process ran
+    the controls of its series slower (``slower``:
+    :func:`pytest_cudaperf.run.controls.slowdowns`) and, that slowdown taken out, it no longer
+    clears its threshold."""
+    record, measurement = confirmed
+    slowdown = slower.get(record.series)
+    if slowdown is None or record.verdict.kind is not Kind.REGRESSION:
+        return confirmed
+    why = slowdown.explains(record.verdict)
+    if why is None:
+        return confirmed
+    return dataclasses.replace(record, verdict=host_moved(record.verdict, WHERE, why)), measurement
 
 
 def confirm_deferred(
@@ -235,13 +256,16 @@ def confirm_deferred(
 ) -> None:
     """Confirm every suspect waiting in ``deferred`` in one fresh process per device (one in
     all on the CPU), the device held by this process meanwhile, and put each fresh verdict in
-    its test's record (:func:`settle`). The suspects of a device of which none starts a process
+    its test's record (:func:`settle`). Beside the suspects, that process measures a few tests
+    that passed (:func:`pytest_cudaperf.run.controls.choose`): a regression of a series whose
+    controls read slower there stands INCONCLUSIVE where that slowdown explains it
+    (:func:`controlled`). The suspects of a device of which none starts a process
     (:func:`_why_not`: speed-ups, and regressions of tests that fail anyway) start none: each
     stands INCONCLUSIVE (:func:`left_alone`); along with one that does, they are measured. A
     suspect whose fresh process met the host in another state than at recording is measured
     again in a later one, with the others of its kind, once the host is back (at most
-    :data:`FRESH_STATE_TRIES` processes in all). On an interruption the suspects not yet
-    settled stand unconfirmed (:func:`unconfirmed`)."""
+    :data:`FRESH_STATE_TRIES` processes in all). On an interruption the suspects
+    not yet settled stand unconfirmed (:func:`unconfirmed`)."""
     pending, deferred.suspects = list(deferred.suspects), []
     shown = {id(s): _shown(s) for s in pending}
     waits = {id(s): _wait(s) for s in pending}
@@ -259,9 +283,12 @@ def confirm_deferred(
                         _leave(group, shown, why)
                     continue
                 nodeids = list(dict.fromkeys(s.test.nodeid for s in group))
-                progress(progress_line(nodeids, group))
+                controls = choose(deferred, [s for s in group if why[id(s)] is None])
+                beside = list(dict.fromkeys(c.test.nodeid for c in controls))
+                progress(progress_line(nodeids, group, len(beside)))
                 with group[0].lock():
-                    found = fresh.batch(nodeids, group[0].env)
+                    found = fresh.batch(nodeids + beside, group[0].env)
+                slower = slowdowns(controls, found)
                 for suspect in group:
                     pending.remove(suspect)
                     confirmed = fresh_verdict(
@@ -269,6 +296,7 @@ def confirm_deferred(
                     )
                     if confirmed is None:
                         continue
+                    confirmed = controlled(confirmed, slower)
                     place = shown[id(suspect)]
                     assert place is not None
                     record = settle(suspect, place, confirmed)

@@ -316,13 +316,27 @@ class Suspect:
 
 
 @dataclass
+class Control:
+    """A time of process-dependent code that PASSED in this process (``record``, measured as
+    ``measured``): a control the suspects' fresh process may measure beside them
+    (:mod:`pytest_cudaperf.run.controls`); ``env`` as a suspect's (the GPU it measures on)."""
+
+    test: TestContext
+    record: JudgedRecord
+    measured: Measurement
+    env: dict[str, str]
+
+
+@dataclass
 class Deferred:
     """The suspects of this process's tests, confirmed together in one fresh process after its
     test loop; ``running`` is the test whose reports the loop holds back while it runs (a suspect
-    of any other test is confirmed inside its call)."""
+    of any other test is confirmed inside its call); ``controls`` the times that passed, by
+    series, environment and folder, the few :func:`pytest_cudaperf.run.controls.offer` keeps."""
 
     running: str | None = None
     suspects: list[Suspect] = field(default_factory=list)
+    controls: dict[tuple[str, str, str], list[Control]] = field(default_factory=dict)
 
     def defers(self, nodeid: str) -> bool:
         """Whether a suspect of ``nodeid`` waits for the batch."""

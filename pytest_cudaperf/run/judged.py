@@ -24,6 +24,7 @@ from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.confirm import EXPLAINED, confirm_now, host_back
 from pytest_cudaperf.run.context import Suspect, TestContext
+from pytest_cudaperf.run.controls import offer
 from pytest_cudaperf.run.hoststate import HostWait
 from pytest_cudaperf.run.judging import (
     add_comparison,
@@ -505,7 +506,8 @@ def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:
 
 def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
     """Record a judged time; a regression, a missing baseline under --cudaperf-strict, or a
-    median over ``max_ms`` fails the test."""
+    median over ``max_ms`` fails the test. A pass may serve the loop's fresh process as a control
+    (:func:`pytest_cudaperf.run.controls.offer`)."""
     state, settings, label = test.state, test.settings, record.key.label()
     state.records.append(record)
     if record.verdict.kind is Kind.REGRESSION and not settings.update:
@@ -530,6 +532,7 @@ def add_time(test: TestContext, record: JudgedRecord, m: Measurement) -> None:
     state.details.extend(f"{label}{line}" for line in record.explanation)
     state.details.extend(f"{label}unstable: {why}" for why in m.instability)
     state.details.extend(f"{label}{w}" for w in m.warnings)
+    offer(test, record, m)  # a pass: a control for the loop's fresh process
 
 
 def add_peak(test: TestContext, record: JudgedRecord, max_peak: int | None) -> None:

@@ -261,7 +261,8 @@ def pytest_generate_tests(metafunc):
 
 
 # Four tests; each fresh process notes its pid once. slow-always-I makes test I slow in every
-# process (a real regression), slow-once-I only in the first that runs it (a slow state).
+# process (a real regression), slow-once-I only in the first that runs it (a slow state),
+# slow-fresh every test in a fresh process (a host that runs all code slower there).
 BATCH = """
 import os, pathlib, time
 import pytest
@@ -283,6 +284,8 @@ def test_nap(i):
         once = HERE / f"slow-once-{i}"
         _slow[i] = (HERE / f"slow-always-{i}").exists() or once.exists()
         once.unlink(missing_ok=True)
+        if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS") and (HERE / "slow-fresh").exists():
+            _slow[i] = True
     time.sleep(0.01 if _slow[i] else 0.001)
 """
 
@@ -315,8 +318,10 @@ def test_the_suspects_of_a_loop_are_confirmed_together_in_one_fresh_process(
         assert "suspected regression" in result.stderr.str()
     else:
         assert len(pids) == 1
-        result.stdout.fnmatch_lines(
-            ["cudaperf: confirming 3 suspected regressions in a fresh process"]
+        result.stdout.fnmatch_lines(  # [0] passed: the controls' test
+            [
+                "cudaperf: confirming 3 suspected regressions in a fresh process, beside 1 test that passed"
+            ]
         )
     tests = json.loads((batch.path / "out.json").read_text())["tests"]
     kinds = {t["nodeid"][-3:]: t["records"][0]["verdict"]["kind"] for t in tests}
@@ -327,6 +332,26 @@ def test_the_suspects_of_a_loop_are_confirmed_together_in_one_fresh_process(
     assert junit.count("(inconclusive)") == 1
 
 
+def test_a_regression_that_the_fresh_process_runs_its_controls_as_slow_as_is_withdrawn(
+    batch: pytest.Pytester,
+) -> None:
+    # [1] is 10x slower everywhere, and the fresh process runs every test 10x slower: the
+    # tests that passed here, measured there beside it, read so too
+    for plant in ("slow-always-1", "slow-fresh"):
+        (batch.path / plant).touch()
+    result = batch.runpytest(*FAST, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: confirming 1 suspected regression in a fresh process, beside 2 tests that passed"
+        ]
+    )
+    tests = json.loads((batch.path / "out.json").read_text())["tests"]
+    (record,) = next(t for t in tests if t["nodeid"].endswith("[1]"))["records"]
+    assert record["verdict"]["kind"] == "inconclusive"
+    assert ", which passed in this run, read at least +" in record["verdict"]["message"]
+
+
 def test_maxfail_confirms_at_once_and_stops_where_it_would_have(batch: pytest.Pytester) -> None:
     for plant in ("slow-always-1", "slow-always-2"):
         (batch.path / plant).touch()
@@ -334,7 +359,7 @@ def test_maxfail_confirms_at_once_and_stops_where_it_would_have(batch: pytest.Py
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "cudaperf: confirming 1 suspected regression in a fresh process",
+            "cudaperf: confirming 1 suspected regression in a fresh process, beside 1 test that passed",
             "*stopping after 1 failures*",
         ]
     )
