@@ -459,7 +459,7 @@ def host_moved(confirmed: Verdict, where: str, why: str) -> Verdict:
     read slower too (``why`` says which and by how much): INCONCLUSIVE (it fails nothing), for the
     process ran unchanged code slower than this one did."""
     assert confirmed.kind is Kind.REGRESSION, "only a regression is withdrawn"
-    said = confirmed.message.removeprefix("perf regression: ").removesuffix(f"; confirmed{where}")
+    said = confirmed.message.removeprefix("perf regression: ").replace(f"; confirmed{where}", "")
     return replace(
         confirmed,
         kind=Kind.INCONCLUSIVE,

@@ -131,11 +131,12 @@ class Slowdown:
         beyond = confirmed.ci[0] / self.factor
         if beyond > 1 + confirmed.threshold:
             return None
-        which = ", ".join(self.names)
+        *first, last = self.names
+        which = f"{', '.join(first)} and {last}" if first else last
         return (
             f"{which}, which passed in this run, read at least {format_pct(self.factor - 1)} "
-            f"there against this run; beyond that, at least {format_pct(beyond - 1)}, within the "
-            f"threshold {confirmed.threshold:.1%}"
+            f"there against this run; that taken out, at least {format_pct(beyond - 1)}, within "
+            f"the threshold {confirmed.threshold:.1%}"
         )
 
 

@@ -158,7 +158,7 @@ def test_a_slowdown_explains_a_regression_only_within_its_threshold(tmp_path: Pa
     why = Slowdown(1.8, ("p",)).explains(three)
     assert why is not None
     assert why.startswith("p, which passed in this run, read at least +80.0% there")
-    assert why.endswith("at least +11.1%, within the threshold 50.0%")
+    assert why.endswith("that taken out, at least +11.1%, within the threshold 50.0%")
     assert Slowdown(1.2, ("p",)).explains(three) is None  # +67% beyond it: a regression still
 
 
