@@ -3,9 +3,9 @@ this process, measured again beside the suspects in that process (why: docs/deci
 does the fresh process also measure tests that passed?").
 
 The code under a control did not change within the run, so a control that reads slower in the
-fresh process than in this one (:func:`shift`, by its CIs' near ends) shows a process that runs
-unchanged code slower than this one ran it when the control passed: the host's state, which the
-launch reference need not follow. A regression that process confirms of the same series is
+fresh process than in this one (:func:`shift`, by the low end of that ratio's CI) shows a process
+that runs unchanged code slower than this one ran it when the control passed: the host's state,
+which the launch reference need not follow. A regression that process confirms of the same series is
 judged with that slowdown (the least of its series' controls', :class:`Slowdown`) taken out, and
 stands INCONCLUSIVE where it no longer clears its threshold
 (:func:`pytest_cudaperf.verdict.host_moved`). A code change cannot move a control: the same code
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_cudaperf.measure.stats import ratio_ci
 from pytest_cudaperf.run.context import Control, Deferred, Suspect, TestContext
 from pytest_cudaperf.run.judging import observation, process_dependent, visible_device
 from pytest_cudaperf.units import format_pct
@@ -105,14 +106,18 @@ def choose(deferred: Deferred, group: Sequence[Suspect]) -> list[Control]:
 
 def shift(control: Control, found: Fresh) -> float | None:
     """How many times slower at least ``control`` read in the fresh process (``found``: its
-    test's measurements there) than in this one: the fresh reading's CI's low end over this
-    process's high end. None where the fresh process did not measure it."""
+    test's measurements there) than in this one: the low end of the CI of the fresh reading over
+    this process's, their noise combined as a verdict combines its two sides'
+    (:func:`pytest_cudaperf.measure.stats.ratio_ci`). None where the fresh process did not
+    measure it."""
     record = control.record
     again = None if isinstance(found, str) else found.get((str(record.key), record.series))
     if again is None:
         return None
     before, after = observation(control.measured, record.env), observation(again, record.env)
-    return after.value * (1 - after.noise) / (before.value * (1 + before.noise))
+    if before.value <= 0 or after.value <= 0:
+        return None
+    return ratio_ci(after.value, after.noise, before.value, before.noise)[1]
 
 
 @dataclass(frozen=True)

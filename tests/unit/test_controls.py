@@ -6,6 +6,7 @@ tests/integration/test_fresh_process.py)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.run import judging
 from pytest_cudaperf.run.confirm import confirm_deferred, progress_line
 from pytest_cudaperf.run.context import Control, Deferred, ItemState, RunContext, TestContext
-from pytest_cudaperf.run.controls import Slowdown, choose, folder, host_share, slowdowns
+from pytest_cudaperf.run.controls import Slowdown, choose, folder, host_share, shift, slowdowns
 from pytest_cudaperf.run.judged import add_time
 from pytest_cudaperf.verdict import Kind
 
@@ -146,6 +147,20 @@ def test_a_slowdown_is_the_least_of_its_controls_shifts_and_only_a_slowdown(
     found["t.py::q"] = measured_there("t.py::q", 1.0)
     assert slowdowns([p, q], found) == {}  # q ran as here: no slowdown shown
     assert slowdowns([p, q], {"t.py::p": "it did not finish", "t.py::q": {}}) == {}
+
+
+def test_a_control_read_on_a_busy_host_shows_less_of_a_slowdown_not_none(tmp_path: Path) -> None:
+    run = recorded_at_one_ms(tmp_path, ["t.py::p"])
+    p = control(run, "t.py::p", 1.0)
+    quiet = shift(p, measured_there("t.py::p", 10.0))
+    busy = dataclasses.replace(cpu(10.0), instability_noise=1.2)  # its noise past 100%
+    shaken = shift(p, {("t.py::p", "time:wall/hot"): busy})
+    assert quiet is not None
+    assert shaken is not None
+    assert 1 < shaken < quiet < 10
+    assert shaken == pytest.approx(
+        10 * math.exp(-math.sqrt(math.log1p(1.2) ** 2 + math.log1p(0.01) ** 2)), rel=0.01
+    )
 
 
 def test_a_slowdown_explains_a_regression_only_within_its_threshold(tmp_path: Path) -> None:
