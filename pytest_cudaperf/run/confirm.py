@@ -264,8 +264,8 @@ def confirm_deferred(
     stands INCONCLUSIVE (:func:`left_alone`); along with one that does, they are measured. A
     suspect whose fresh process met the host in another state than at recording is measured
     again in a later one, with the others of its kind, once the host is back (at most
-    :data:`FRESH_STATE_TRIES` processes in all). On an interruption the suspects
-    not yet settled stand unconfirmed (:func:`unconfirmed`)."""
+    :data:`FRESH_STATE_TRIES` processes in all). On an interruption the suspects not yet
+    settled stand unconfirmed (:func:`unconfirmed`)."""
     pending, deferred.suspects = list(deferred.suspects), []
     shown = {id(s): _shown(s) for s in pending}
     waits = {id(s): _wait(s) for s in pending}
