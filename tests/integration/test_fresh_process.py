@@ -333,18 +333,20 @@ def test_the_suspects_of_a_loop_are_confirmed_together_in_one_fresh_process(
 
 
 def test_a_regression_that_the_fresh_process_runs_its_controls_as_slow_as_is_withdrawn(
-    batch: pytest.Pytester,
+    batch: pytest.Pytester, mode: list[str]
 ) -> None:
     # [1] is 10x slower everywhere, and the fresh process runs every test 10x slower: the
-    # tests that passed here, measured there beside it, read so too
+    # tests that passed here, measured there beside it, read so too. Under -n2 the four tests go
+    # to one worker (--dist loadfile): its own passed tests are a worker's controls
     for plant in ("slow-always-1", "slow-fresh"):
         (batch.path / plant).touch()
-    result = batch.runpytest(*FAST, "--cudaperf-json=out.json")
+    xdist = [*mode, "--dist", "loadfile"] if mode == ["-n2"] else mode
+    run = batch.runpytest_subprocess if mode == ["-n2"] else batch.runpytest
+    result = run(*xdist, *FAST, "--cudaperf-json=out.json")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(
-        [
-            "cudaperf: confirming 1 suspected regression in a fresh process, beside 2 tests that passed"
-        ]
+    said = result.stderr.str() if mode == ["-n2"] else result.stdout.str()
+    assert (
+        "confirming 1 suspected regression in a fresh process, beside 2 tests that passed" in said
     )
     tests = json.loads((batch.path / "out.json").read_text())["tests"]
     (record,) = next(t for t in tests if t["nodeid"].endswith("[1]"))["records"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from test_confirm import BatchStub, cpu, recorded_at_one_ms, suspected
-from test_judging import host_bound
+from test_judging import host_bound, run_context
 
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import Marks
@@ -74,6 +74,31 @@ def test_a_pass_of_a_held_test_is_kept_the_two_closest_to_their_baseline_per_fol
     for nodeid, median in zip(nodeids, (0.85, 1.03, 1.0, 0.9), strict=True):
         passed(run, nodeid, median)
     assert kept(run) == {"d": ["d/t.py::on", "d/t.py::near"], "e": ["e/t.py::q"]}
+
+
+def test_host_bound_controls_are_kept_by_their_host_share_before_their_closeness(
+    tmp_path: Path,
+) -> None:
+    """Calls the host's speed moves most witness a host's state best: a call that is mostly
+    kernels is kept after one that is mostly host work, however close to its baseline."""
+    run = run_context(tmp_path)
+    shares = {"d/t.py::kernels": 1.6, "d/t.py::host": 0.1, "d/t.py::half": 1.0}  # fixed_ms of 2
+    for nodeid in shares:
+        test = TestContext(run, ItemState(nodeid), Marks())
+        m = host_bound(4.0)
+        add_time(test, judging.judge_time(test, SeriesKey(nodeid), m, "GPU X"), m)
+        run.store.update("GPU X", [r.record for r in test.state.records])
+    run.deferred = Deferred()
+    with_fresh(run, {})
+    for nodeid, fixed in shares.items():
+        test = TestContext(run, ItemState(nodeid), Marks())
+        run.deferred.running = nodeid
+        loops = 4.0 if nodeid == "d/t.py::kernels" else 4.2  # the kernels' one reads closest
+        m = dataclasses.replace(host_bound(loops), fixed_ms=fixed)
+        record = judging.judge_time(test, SeriesKey(nodeid), m, "GPU X")
+        assert record.verdict.kind is Kind.PASS
+        add_time(test, record, m)
+    assert kept(run) == {"d": ["d/t.py::host", "d/t.py::half"]}
 
 
 def test_no_control_is_kept_of_a_test_the_loop_does_not_hold_or_of_a_change(
