@@ -446,12 +446,7 @@ def left_unconfirmed(first: Verdict, why: str) -> Verdict:
     """A REGRESSION or IMPROVED of process-dependent time that no fresh process measured again
     by choice: INCONCLUSIVE (it fails nothing), saying ``why`` no fresh process measured it."""
     assert first.kind in (Kind.REGRESSION, Kind.IMPROVED), "only a change is left unconfirmed"
-    said = first.message.removeprefix("perf regression: ")
-    return replace(
-        first,
-        kind=Kind.INCONCLUSIVE,
-        message=f"inconclusive: {_change(first)} not confirmed in a fresh process ({why}) — {said}",
-    )
+    return _withdrawn(first, f" not confirmed in a fresh process ({why})")
 
 
 def host_moved(confirmed: Verdict, where: str, why: str) -> Verdict:
@@ -459,11 +454,18 @@ def host_moved(confirmed: Verdict, where: str, why: str) -> Verdict:
     read slower too (``why`` says which and by how much): INCONCLUSIVE (it fails nothing), for the
     process ran unchanged code slower than this one did."""
     assert confirmed.kind is Kind.REGRESSION, "only a regression is withdrawn"
-    said = confirmed.message.removeprefix("perf regression: ").replace(f"; confirmed{where}", "")
+    unsaid = replace(confirmed, message=confirmed.message.replace(f"; confirmed{where}", ""))
+    return _withdrawn(unsaid, f"{where} too, where {why}")
+
+
+def _withdrawn(change: Verdict, clause: str) -> Verdict:
+    """``change`` (a REGRESSION or IMPROVED) as INCONCLUSIVE: what it read, ``clause`` (why it
+    does not stand), then its message."""
+    said = change.message.removeprefix("perf regression: ")
     return replace(
-        confirmed,
+        change,
         kind=Kind.INCONCLUSIVE,
-        message=f"inconclusive: {_change(confirmed)}{where} too, where {why} — {said}",
+        message=f"inconclusive: {_change(change)}{clause} — {said}",
     )
 
 

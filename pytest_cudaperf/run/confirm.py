@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
-from pytest_cudaperf.run.context import Deferred, Suspect, TestContext
+from pytest_cudaperf.run.context import Deferred, Suspect, TestContext, env_key
 from pytest_cudaperf.run.controls import Slowdown, choose, slowdowns
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
 from pytest_cudaperf.run.judging import confirm_time
@@ -219,7 +219,7 @@ def _groups(suspects: Sequence[Suspect]) -> list[list[Suspect]]:
     """The suspects by the environment their fresh process needs (the GPU it measures on)."""
     groups: dict[tuple[tuple[str, str], ...], list[Suspect]] = {}
     for suspect in suspects:
-        groups.setdefault(tuple(sorted(suspect.env.items())), []).append(suspect)
+        groups.setdefault(env_key(suspect.env), []).append(suspect)
     return list(groups.values())
 
 

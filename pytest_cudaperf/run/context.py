@@ -315,16 +315,21 @@ class Suspect:
     refine: Callable[[JudgedRecord, Measurement], JudgedRecord] | None = None
 
 
+def env_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """What a fresh process adds to its environment (a :class:`Suspect`'s ``env``: the GPU it
+    measures on), as a key: the suspects and controls of one key share one fresh process."""
+    return tuple(sorted(env.items()))
+
+
 @dataclass
 class Control:
     """A time of process-dependent code that PASSED in this process (``record``, measured as
     ``measured``): a control the suspects' fresh process may measure beside them
-    (:mod:`pytest_cudaperf.run.controls`); ``env`` as a suspect's (the GPU it measures on)."""
+    (:mod:`pytest_cudaperf.run.controls`)."""
 
     test: TestContext
     record: JudgedRecord
     measured: Measurement
-    env: dict[str, str]
 
 
 @dataclass
@@ -336,7 +341,9 @@ class Deferred:
 
     running: str | None = None
     suspects: list[Suspect] = field(default_factory=list)
-    controls: dict[tuple[str, str, str], list[Control]] = field(default_factory=dict)
+    controls: dict[tuple[str, tuple[tuple[str, str], ...], str], list[Control]] = field(
+        default_factory=dict
+    )
 
     def defers(self, nodeid: str) -> bool:
         """Whether a suspect of ``nodeid`` waits for the batch."""

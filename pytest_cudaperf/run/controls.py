@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.stats import ratio_ci
-from pytest_cudaperf.run.context import Control, Deferred, Suspect, TestContext
+from pytest_cudaperf.run.context import Control, Deferred, Suspect, TestContext, env_key
 from pytest_cudaperf.run.judging import observation, process_dependent, visible_device
 from pytest_cudaperf.units import format_pct
 from pytest_cudaperf.verdict import Kind, Verdict
@@ -39,13 +40,10 @@ if TYPE_CHECKING:
 CONTROLS = 2
 
 
-def folder(nodeid: str) -> str:
-    """The folder of a test's file: ``benchmarks/color`` for ``benchmarks/color/yuv_test.py::t``."""
-    return nodeid.split("::", 1)[0].rpartition("/")[0]
-
-
-def _env(env: dict[str, str]) -> str:
-    return repr(sorted(env.items()))
+def folder(key: SeriesKey) -> str:
+    """The folder of a series' test file: ``benchmarks/color`` for
+    ``benchmarks/color/yuv_test.py::t``."""
+    return key.file.rpartition("/")[0]
 
 
 def host_share(measured: Measurement) -> float:
@@ -72,10 +70,9 @@ def offer(test: TestContext, record: JudgedRecord, measured: Measurement) -> Non
         return
     if not process_dependent(test, record, measured):
         return
-    control = Control(test, record, measured, visible_device(measured.device))
-    place = (record.series, _env(control.env), folder(test.nodeid))
+    place = (record.series, env_key(visible_device(measured.device)), folder(record.key))
     kept = deferred.controls.setdefault(place, [])
-    kept.append(control)
+    kept.append(Control(test, record, measured))
     kept.sort(key=_rank)
     del kept[CONTROLS:]
 
@@ -88,8 +85,8 @@ def choose(deferred: Deferred, group: Sequence[Suspect]) -> list[Control]:
     if not regressions:
         return []
     taken = {s.test.nodeid for s in group}
-    folders = {folder(s.test.nodeid) for s in regressions}
-    env = _env(regressions[0].env)
+    folders = {folder(s.first.key) for s in regressions}
+    env = env_key(regressions[0].env)
     chosen: list[Control] = []
     for series in dict.fromkeys(s.first.series for s in regressions):
         pool = [
@@ -99,7 +96,7 @@ def choose(deferred: Deferred, group: Sequence[Suspect]) -> list[Control]:
             for control in kept
             if control.test.nodeid not in taken
         ]
-        pool.sort(key=lambda c: (folder(c.test.nodeid) not in folders, *_rank(c)))
+        pool.sort(key=lambda c: (folder(c.record.key) not in folders, *_rank(c)))
         chosen.extend(pool[:CONTROLS])
     return chosen
 
@@ -154,8 +151,9 @@ def slowdowns(controls: Sequence[Control], found: dict[str, Fresh]) -> dict[str,
         if by is not None:
             name = control.test.nodeid.rsplit("::", 1)[-1]
             shifts.setdefault(control.record.series, []).append((by, name))
+    least = {series: min(by for by, _ in read) for series, read in shifts.items()}
     return {
-        series: Slowdown(min(by for by, _ in found_), tuple(name for _, name in found_))
-        for series, found_ in shifts.items()
-        if min(by for by, _ in found_) > 1
+        series: Slowdown(least[series], tuple(name for _, name in read))
+        for series, read in shifts.items()
+        if least[series] > 1
     }

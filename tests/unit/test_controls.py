@@ -54,8 +54,8 @@ def with_fresh(run: RunContext, medians: dict[str, float]) -> BatchStub:
 
 
 def test_the_folder_of_a_tests_file() -> None:
-    assert folder("benchmarks/color/yuv_test.py::test_a[1]") == "benchmarks/color"
-    assert folder("test_a.py::test_b") == ""
+    assert folder(SeriesKey("benchmarks/color/yuv_test.py::test_a[1]")) == "benchmarks/color"
+    assert folder(SeriesKey("test_a.py::test_b", "inner")) == ""
 
 
 def test_a_host_bound_calls_share_outside_its_kernels() -> None:
@@ -136,7 +136,7 @@ def test_controls_are_chosen_from_a_suspects_folder_first_and_never_the_groups_o
     group = run.deferred.of(a.nodeid)
     # the folder d first, though e's read closer to their baseline; two per series
     assert [c.test.nodeid for c in choose(run.deferred, group)] == ["d/t.py::b", "d/u.py::p"]
-    b = run.deferred.controls[("time:wall/hot", "[]", "d")][0].test
+    b = run.deferred.controls[("time:wall/hot", (), "d")][0].test
     b.state.nodeid = a.nodeid  # as if b were a test of the group: it is not its own control
     assert [c.test.nodeid for c in choose(run.deferred, group)] == ["d/u.py::p", "e/t.py::q"]
 
@@ -153,7 +153,7 @@ def test_controls_are_chosen_only_for_regressions(tmp_path: Path) -> None:
 def control(run: RunContext, nodeid: str, median: float) -> Control:
     test = TestContext(run, ItemState(nodeid), Marks())
     m = cpu(median)
-    return Control(test, judging.judge_time(test, SeriesKey(nodeid), m, "CPU X"), m, {})
+    return Control(test, judging.judge_time(test, SeriesKey(nodeid), m, "CPU X"), m)
 
 
 def measured_there(nodeid: str, median: float) -> dict[tuple[str, str], Measurement]:
@@ -248,7 +248,3 @@ def test_the_progress_line_counts_the_controls() -> None:
         "in a fresh process, beside 2 tests that passed"
     )
     assert progress_line(["t.py::a"], [], 0).endswith("in a fresh process")
-
-
-def test_a_deferred_starts_with_no_controls() -> None:
-    assert Deferred().controls == {}
