@@ -271,7 +271,9 @@ class JudgedMeasurement:
         GPU code that synchronizes inside (``metric == "host"``) has its kernels timed apart
         after its first measurement and before its verdict: they are a series of their own
         (``time:kernels``), and the host time's verdict takes their time as the part of each
-        call that does not follow the host's speed (:attr:`Measurement.fixed_ms`)."""
+        call that does not follow the host's speed (:attr:`Measurement.fixed_ms`). Kernels that
+        are not a pass say what changed as any verdict does, unless the host time's verdict
+        already said it: one profile, one set of lines."""
         test = self.test
         budget = self.budget() if budget is None else budget
         measurement = self._measured(budget)
@@ -294,6 +296,8 @@ class JudgedMeasurement:
         kernels = self._kernels if measurement.metric == "host" else None
         if kernels is not None:
             record = _with_kernels(record, kernels[0])
+            if self._may_profile and not test.settings.update and not record.explanation:
+                kernels = (self._with_breakdown(kernels[0], record.series), kernels[1])
         add_time(test, record, measurement)
         if kernels is not None:
             add_time(test, *kernels)
@@ -447,9 +451,11 @@ class JudgedMeasurement:
             return first
         return kernels_of_passes(times, again, device)
 
-    def _with_breakdown(self, record: JudgedRecord) -> JudgedRecord:
+    def _with_breakdown(self, record: JudgedRecord, stored_with: str | None = None) -> JudgedRecord:
         """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff
-        against the stored one. Green runs profile nothing."""
+        against the stored one: the one of ``record``'s series, or of ``stored_with`` (a
+        host-bound call's kernels, judged apart, diff the breakdown its host time keeps). Green
+        runs profile nothing."""
         from pytest_cudaperf.breakdown import explain
 
         test, fn, device = self.test, self.target.fn, self.target.device
@@ -464,7 +470,7 @@ class JudgedMeasurement:
             )
         if record.verdict.kind not in EXPLAINED:
             return record
-        entry = test.run.store.lookup(record.device_class, record.key, record.series)
+        entry = test.run.store.lookup(record.device_class, record.key, stored_with or record.series)
         stored = entry.breakdown if entry is not None else None
         if stored is None and record.verdict.kind is Kind.INCONCLUSIVE:
             return record

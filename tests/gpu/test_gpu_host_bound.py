@@ -114,6 +114,10 @@ def test_a_slower_kernel_fails_as_the_kernels_once_a_fresh_process_confirms_it(
     (kernels,) = [r for r in test["records"] if r["series"] == "time:kernels"]
     assert kernels["verdict"]["kind"] == "regression"
     assert "confirmed in a fresh process" in kernels["verdict"]["message"]
+    # what changed is said once: under the kernels' verdict, or the host time's where it too
+    # is not a pass
+    result.stdout.fnmatch_lines(["*new: spin_kernel (1x per call)*"])
+    assert len([r for r in test["records"] if r["explanation"]]) == 1
 
 
 def test_a_host_slowdown_of_a_test_over_its_budget_starts_no_fresh_process(

@@ -1043,6 +1043,50 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     assert "not confirmed in a fresh process" in found[0].verdict.message
 
 
+@pytest.mark.parametrize(("host_loops", "kernels_lines"), [(3.0, True), (4.5, False)])
+def test_kernels_that_regress_say_what_changed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host_loops: float, kernels_lines: bool
+) -> None:
+    """A host-bound call whose kernels regress while its host time passes: the kernels' verdict
+    carries the diff against the breakdown stored with the host time. Where the host time is
+    not a pass either, its verdict carries the diff and nothing is profiled twice."""
+    from pytest_cudaperf.breakdown import explain
+    from pytest_cudaperf.breakdown.explain import Explanation
+
+    slower = {"by": 1.0}
+    profiled_kernels(
+        monkeypatch, lambda calls: [0.01 * slower["by"] * (1 + 0.001 * i) for i in range(calls)]
+    )
+    stored_breakdown = {"backend": "cuda", "entries": []}
+    diffed: list[object] = []
+
+    def explained(stored: object, fn: object, device: str) -> Explanation:
+        diffed.append(stored)
+        return Explanation(("kernels: 10.0 µs -> 12.0 µs per call (+2.0 µs, +20.0%)",))
+
+    monkeypatch.setattr(explain, "record", lambda fn, device: (stored_breakdown, ""))
+    monkeypatch.setattr(explain, "explain", explained)
+    loops = {"now": 3.0}
+    target = Scripted(lambda: None, "cuda:0", run_once=lambda budget: host_measured(loops["now"]))
+    recording = new_test(run_context(tmp_path, update=True))
+    JudgedMeasurement(recording, A, target, "GPU X").run()
+    assert diffed == []  # an update stores the breakdown; it diffs nothing
+    run = run_context(tmp_path)
+    run.store.update("GPU X", stored(recording))
+    slower["by"], loops["now"] = 1.2, host_loops
+    test = new_test(run)
+    JudgedMeasurement(test, A, target, "GPU X").run()
+    by_series = {r.series: r for r in test.state.records}
+    host, kernels = by_series["time:host"], by_series["time:kernels"]
+    assert kernels.verdict.kind is Kind.REGRESSION
+    assert diffed == [stored_breakdown]  # once, against the host time's breakdown
+    assert (host.verdict.kind is Kind.PASS) is kernels_lines
+    assert bool(kernels.explanation) is kernels_lines
+    assert bool(host.explanation) is not kernels_lines
+    shown = [d for d in test.state.details if "kernels: 10.0 µs" in d]
+    assert len(shown) == 1
+
+
 def test_a_target_measures_on_its_backend_under_its_lock(tmp_path: Path) -> None:
     """The fixture's target: its backend reset and its lock held for each measurement; the
     path records what it measured, NEW without a baseline."""
