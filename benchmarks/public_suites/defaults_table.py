@@ -16,8 +16,9 @@ with a time series INCONCLUSIVE or REGRESSION, why each INCONCLUSIVE time verdic
 its message says: a speed-up or a failing test's regression left without a fresh process, a
 change not confirmed, the host in another state or speed, within the series' band, else its CI
 across the threshold), where the unchanged runs' wall goes against pytest-benchmark's (the
-tests' times summed, the rest of the wall, the tests furthest over theirs), and the planted
-run's wall over pytest-benchmark's.
+tests' times summed, the rest of the wall, the tests furthest over theirs, the waits for the
+host's state each run made: in vain, met, or a single look), and the planted run's wall over
+pytest-benchmark's.
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -84,6 +85,9 @@ class Step:
     verdicts: list[tuple[str, list[tuple[str, str]]]]
     #: why each INCONCLUSIVE time verdict was one (:func:`reason`)
     unsure: Counter[str]
+    #: the waits for the host's state or a free CPU the tests' details name (:func:`waits`):
+    #: (how the wait ended, seconds) each
+    waited: list[tuple[str, float]]
 
     @property
     def times(self) -> list[float]:
@@ -119,6 +123,27 @@ def reason(message: str) -> str:
     return next((why for said, why in REASONS if said in message), "its CI across the threshold")
 
 
+#: how a wait for the host's state (or for a free CPU) ended, from the line it left in the test's
+#: details (``run.hoststate``'s ``describe``): the first that matches
+WAITS = (
+    (re.compile(r"waited ([0-9.]+) s for .*, in vain"), "in vain"),
+    (re.compile(r"waited ([0-9.]+) s for .*, then (?:measured|took)"), "met"),
+    (re.compile(r"a look of ([0-9.]+) s found"), "looked once"),
+)
+
+
+def waits(details: tuple[str, ...] | list[str]) -> list[tuple[str, float]]:
+    """The waits a test's details name: (how it ended, seconds) each (:data:`WAITS`)."""
+    found = []
+    for line in details:
+        for pattern, ended in WAITS:
+            match = pattern.search(line)
+            if match:
+                found.append((ended, float(match.group(1))))
+                break
+    return found
+
+
 def read_step(path: Path, name: str) -> Step:
     """The step folder ``path``, shown as ``name``."""
     outcomes: Counter[str] = Counter()
@@ -144,7 +169,8 @@ def read_step(path: Path, name: str) -> Step:
         for j in test.records
         if j.verdict.kind is Kind.INCONCLUSIVE and not j.record.series.startswith("memory")
     )
-    return Step(name, path.name, wall(path), outcomes, by_test, verdicts, unsure)
+    waited = [w for test in tests for w in waits(test.details)]
+    return Step(name, path.name, wall(path), outcomes, by_test, verdicts, unsure, waited)
 
 
 def _ratio(seconds: float, reference: tuple[int, float] | None) -> str:
@@ -229,7 +255,22 @@ def where_it_goes(runs: list[Step], theirs: Step) -> list[str]:
     return [
         *lines,
         f"- most over pytest-benchmark's time (pytest-benchmark → median of the runs): {named}",
+        *waits_line(runs),
     ]
+
+
+def waits_line(runs: list[Step]) -> list[str]:
+    """The waits for the host's state in each unchanged run: how many ended each way, and the
+    seconds they took (none: no line)."""
+    said = []
+    for s in runs:
+        by: dict[str, list[float]] = {}
+        for ended, seconds in s.waited:
+            by.setdefault(ended, []).append(seconds)
+        parts = [f"{len(v)} {k} ({sum(v):.1f} s)" for k, v in sorted(by.items())]
+        if parts:
+            said.append(f"{s.name}: {', '.join(parts)}")
+    return [f"- waits for the host's state: {'; '.join(said)}"] if said else []
 
 
 def table(outs: list[Path], planted_tests: list[str]) -> list[str]:
