@@ -17,8 +17,8 @@ its message says: a speed-up or a failing test's regression left without a fresh
 change not confirmed, the host in another state or speed, within the series' band, else its CI
 across the threshold), where the unchanged runs' wall goes against pytest-benchmark's (the
 tests' times summed, the rest of the wall, the tests furthest over theirs, the waits for the
-host's state each run made: in vain, met, or a single look), and the planted run's wall over
-pytest-benchmark's.
+host's state each run made: in vain, the state back, or a single look), and the planted run's
+wall over pytest-benchmark's.
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -127,7 +127,7 @@ def reason(message: str) -> str:
 #: details (``run.hoststate``'s ``describe``): the first that matches
 WAITS = (
     (re.compile(r"waited ([0-9.]+) s for .*, in vain"), "in vain"),
-    (re.compile(r"waited ([0-9.]+) s for .*, then (?:measured|took)"), "met"),
+    (re.compile(r"waited ([0-9.]+) s for .*, then (?:measured|took)"), "back"),
     (re.compile(r"a look of ([0-9.]+) s found"), "looked once"),
 )
 

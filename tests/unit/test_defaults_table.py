@@ -40,9 +40,9 @@ def test_every_way_a_wait_ends_is_read_from_its_line() -> None:
         "callable synchronizes inside: timed on the host in reference loops, its kernels apart",
     ]
     assert table.waits(details) == [
-        ("met", 1.5),
+        ("back", 1.5),
         ("in vain", 29.6),
         ("looked once", 0.5),
-        ("met", 2.0),
+        ("back", 2.0),
         ("in vain", 30.0),
     ]
