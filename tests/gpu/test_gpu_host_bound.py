@@ -2,7 +2,9 @@
 call) is judged in reference loops with its kernels apart: a regression that one process shows
 and a fresh process does not is not failed; one that a fresh process shows too fails, says where
 it was confirmed and that the kernels did not change; a slower kernel fails as the kernels', once
-a fresh process profiles it slower too; a test that fails on its budget starts no fresh process."""
+a fresh process profiles it slower too; a test that fails on its budget starts no fresh process;
+a change read in another state of the host waits for it, and once a wait has run out in vain a
+later test looks once instead."""
 
 from __future__ import annotations
 
@@ -142,6 +144,21 @@ def test_a_host_slowdown_of_a_test_over_its_budget_starts_no_fresh_process(
     assert (kinds["time:host"], kinds["time:kernels"]) == ("inconclusive", "pass")
 
 
+def recorded_in_a_faster_state(recorded: pytest.Pytester) -> None:
+    """Edit every host time of the baseline as if recorded with the host running the launch
+    reference 2.5x as fast and the call 1.8x fewer loops: a state no wait can meet again."""
+    (path,) = (recorded.path / ".cudaperf").glob("*.json")
+    baseline = json.loads(path.read_text())
+    for entry in baseline["entries"].values():
+        host = entry[""]["time:host"]
+        host["value"] /= 1.8
+        for recording in host["recordings"]:
+            recording["median"] /= 1.8
+            recording["ci"] = [x / 1.8 for x in recording["ci"]]
+            recording["reference_ms"] /= 2.5
+    path.write_text(json.dumps(baseline))
+
+
 def test_a_change_read_in_another_host_state_waits_for_the_host(
     recorded: pytest.Pytester,
 ) -> None:
@@ -154,16 +171,7 @@ def test_a_change_read_in_another_host_state_waits_for_the_host(
     call 18% faster than at recording read +23% with a CI below the tolerance (INCONCLUSIVE for
     precision, never held back); a 1.8x change then still reads beyond the tolerance, and
     within the (1 + t) * 2.5 ** 0.5 = 1.82x that a 2.5x state can make of it."""
-    (path,) = (recorded.path / ".cudaperf").glob("*.json")
-    baseline = json.loads(path.read_text())
-    (entry,) = baseline["entries"].values()
-    host = entry[""]["time:host"]
-    host["value"] /= 1.8
-    for recording in host["recordings"]:
-        recording["median"] /= 1.8
-        recording["ci"] = [x / 1.8 for x in recording["ci"]]
-        recording["reference_ms"] /= 2.5
-    path.write_text(json.dumps(baseline))
+    recorded_in_a_faster_state(recorded)
     result = recorded.runpytest(*FAST, "--cudaperf-state-wait=2", "--cudaperf-json=out.json")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((recorded.path / "out.json").read_text())["tests"]
@@ -174,6 +182,28 @@ def test_a_change_read_in_another_host_state_waits_for_the_host(
     assert "for the host's state, in vain: it still ran the launch reference" in line
     waited = float(line.split("waited ")[1].split(" s")[0])
     assert 1.0 <= waited <= 2.0
+
+
+def test_a_state_that_outlasted_a_wait_makes_the_next_test_look_once(
+    pytester: pytest.Pytester,
+) -> None:
+    """Two such tests in one process: the first waits its whole limit in vain, which starts a
+    spell of that state; the second looks once (one poll) instead of waiting, finds the state
+    there and says since when."""
+    needs_cuda()
+    pytester.makepyfile(test_augment=AUGMENT + "\n\ntest_random_crop_again = test_random_crop\n")
+    pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=2)
+    recorded_in_a_faster_state(pytester)
+    result = pytester.runpytest(*FAST, "--cudaperf-state-wait=2", "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=2)
+    tests = json.loads((pytester.path / "out.json").read_text())["tests"]
+    lines = sorted(d for test in tests for d in test["details"] if "host-bound:" in d)
+    assert len(lines) == 2, lines
+    looked, waited = lines  # "host-bound: the host has been ..." sorts before "host-bound: waited"
+    assert "for the host's state, in vain" in waited
+    assert "since a wait ran out" in looked
+    assert "a look of " in looked
+    assert " s found it there" in looked
 
 
 # each call draws how many matrix products it runs (1 to 11) from torch's generator: its kernels
