@@ -187,9 +187,9 @@ def test_a_change_read_in_another_host_state_waits_for_the_host(
 def test_a_state_that_outlasted_a_wait_makes_the_next_test_look_once(
     pytester: pytest.Pytester,
 ) -> None:
-    """Two such tests in one process: the first waits its whole limit in vain, which starts a
-    spell of that state; the second looks once (one poll) instead of waiting, finds the state
-    there and says since when."""
+    """Two tests recorded in that state, judged in one process: the first waits its whole limit
+    in vain, which starts a spell of that state; the second looks once (one poll) instead of
+    waiting, finds the state there and says since when."""
     needs_cuda()
     pytester.makepyfile(test_augment=AUGMENT + "\n\ntest_random_crop_again = test_random_crop\n")
     pytester.runpytest(*FAST, "--cudaperf-update").assert_outcomes(passed=2)
@@ -197,7 +197,8 @@ def test_a_state_that_outlasted_a_wait_makes_the_next_test_look_once(
     result = pytester.runpytest(*FAST, "--cudaperf-state-wait=2", "--cudaperf-json=out.json")
     result.assert_outcomes(passed=2)
     tests = json.loads((pytester.path / "out.json").read_text())["tests"]
-    lines = sorted(d for test in tests for d in test["details"] if "host-bound:" in d)
+    said = ("host-bound: waited", "host-bound: the host has been")
+    lines = sorted(d for test in tests for d in test["details"] if d.startswith(said))
     assert len(lines) == 2, lines
     looked, waited = lines  # "host-bound: the host has been ..." sorts before "host-bound: waited"
     assert "for the host's state, in vain" in waited
