@@ -3,29 +3,17 @@ line. The smoke run itself is CI's (``python benchmarks/smoke.py``), not this su
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from conftest import BENCHMARKS, benchmark_script
 
 
 @pytest.fixture(scope="module")
-def smoke() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("benchmarks_smoke", BENCHMARKS / "smoke.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    path = list(sys.path)  # the script and bench_suite.py put their folders on it
-    sys.modules[spec.name] = module  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
-    sys.path[:] = path
+def smoke() -> ModuleType:
+    return benchmark_script("smoke.py")
 
 
 def test_every_script_of_benchmarks_is_in_a_smoke(smoke: ModuleType) -> None:

@@ -5,14 +5,13 @@ once for the clocks its batches read."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import benchmark_script
 
 from pytest_cudaperf.measure import hostbound
 from pytest_cudaperf.measure.nvml import clock_report
@@ -23,22 +22,7 @@ EVENT_MS = 0.25
 SPIN = (19800, 10000)
 
 
-def _walk_module() -> types.ModuleType:
-    """benchmarks/walk.py, whose :class:`Walk` counts the visits as its walk does."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "walk.py"
-    spec = importlib.util.spec_from_file_location("benchmarks_walk", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    path_before = list(sys.path)  # the script puts its checkout first on it
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path_before
-    return module
-
-
-Walk = _walk_module().Walk
+Walk = benchmark_script("walk.py").Walk  # counts the visits as its walk does
 
 
 def visits(action: Callable[[], object]) -> Any:

@@ -4,33 +4,13 @@ lines the waits themselves leave in a test's details: each way a wait can end, a
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
-from pathlib import Path
+from conftest import benchmark_script
 
 from pytest_cudaperf.run.hoststate import CpuWaited, Waited
 
 
-def _table_module() -> types.ModuleType:
-    path = (
-        Path(__file__).resolve().parents[2] / "benchmarks" / "public_suites" / "defaults_table.py"
-    )
-    spec = importlib.util.spec_from_file_location("benchmarks_defaults_table", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    path_before = list(sys.path)  # the script puts benchmarks/ and its checkout first on it
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path_before
-    return module
-
-
 def test_every_way_a_wait_ends_is_read_from_its_line() -> None:
-    table = _table_module()
+    table = benchmark_script("public_suites/defaults_table.py")
     details = [
         Waited(True, 1.5, 0.11).describe(0.12),
         Waited(False, 29.6, 0.068).describe(0.116),
