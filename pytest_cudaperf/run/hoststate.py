@@ -266,7 +266,7 @@ class CpuWait:
                 self._load(), self._cores, measured=True
             )
             free = found is None
-            if found is None:
+            if free:
                 break
             busy = found.reason
         ended = self._clock()
