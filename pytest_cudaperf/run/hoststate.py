@@ -266,7 +266,7 @@ class CpuWait:
                 self._load(), self._cores, measured=True
             )
             free = found is None
-            if free:
+            if found is None:  # on found, not free: mypy narrows found for the line below
                 break
             busy = found.reason
         ended = self._clock()
