@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import gc
 import importlib
-import importlib.util
 import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import NamedTuple
 
 import pytest
@@ -34,28 +32,6 @@ import torch._dynamo  # noqa: F401
 gc.freeze()
 #: how many objects that froze
 FROZEN = gc.get_freeze_count()
-
-#: the benchmark scripts, which some unit tests load as modules (:func:`benchmark_script`)
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def benchmark_script(path: str) -> ModuleType:
-    """``benchmarks/<path>`` loaded as a module named ``benchmarks_<its stem>``, left in
-    ``sys.modules`` (its dataclasses look their module up there); the folders it puts first on
-    ``sys.path`` to import its neighbours are taken off again once it is loaded."""
-    name = f"benchmarks_{Path(path).stem}"
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    before = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = before
-    return module
-
 
 #: how the integration tests run the inner pytest: without xdist, with -n0 and with -n2
 MODES = {"plain": [], "n0": ["-n0"], "n2": ["-n2"]}

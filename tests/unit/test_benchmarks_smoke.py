@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import BENCHMARKS, benchmark_script
+from benchmark_scripts import BENCHMARKS, benchmark_script
 
 
 @pytest.fixture(scope="module")

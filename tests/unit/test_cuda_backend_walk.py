@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import benchmark_script
+from benchmark_scripts import benchmark_script
 
 from pytest_cudaperf.measure import hostbound
 from pytest_cudaperf.measure.nvml import clock_report

@@ -4,7 +4,7 @@ lines the waits themselves leave in a test's details: each way a wait can end, a
 
 from __future__ import annotations
 
-from conftest import benchmark_script
+from benchmark_scripts import benchmark_script
 
 from pytest_cudaperf.run.hoststate import CpuWaited, Waited
 
