@@ -5,8 +5,9 @@ run of the same tests, and what the judged runs said.
 
 Per step (``pytest-benchmark``, ``record``, ``unchanged-N``, ``planted``; one line each, in that
 order): its exit code and wall time (the last line of ``run-on-device.sh``'s env file, ``exit RC
-after N s``), that wall over pytest-benchmark's, the tests JUnit counts (passed, failed, errors,
-skipped) and their median pytest time; for the judged runs the verdicts of every series of their
+after N s``; a recording made in parts, its parts' summed and each named), that wall over
+pytest-benchmark's, the tests JUnit counts (passed, failed, errors, skipped) and their median
+pytest time; for the judged runs the verdicts of every series of their
 ``--cudaperf-json`` report, by series; for the planted run, how many of the planted tests
 (``--planted-tests``: the ``CUDAPERF_PLANT_TESTS`` it ran with, each a part of a test id) failed
 a time series as REGRESSION. Then the rows an acceptance reads: the unchanged runs' median wall
@@ -60,13 +61,29 @@ def steps(out: Path) -> list[Path]:
     return sorted((p for p in out.iterdir() if p.is_dir() and rank(p)[0] < len(ORDER)), key=rank)
 
 
+def part_walls(step: Path) -> list[tuple[int, float] | None]:
+    """(exit code, seconds) of each part of the step, from its env files: the step's own and,
+    for a recording made in parts, those judged-at-defaults.sh moved to ``part-N`` (in order,
+    the step's own last); None for a part that did not finish (a call's limit cut it)."""
+    folders = sorted(
+        step.glob("part-*"), key=lambda p: int(p.name[5:]) if p.name[5:].isdigit() else 0
+    )
+    found: list[tuple[int, float] | None] = []
+    for folder in [*folders, step]:
+        for env in folder.glob("*-env.txt"):
+            line = re.search(r"^exit (\d+) after (\d+) s$", env.read_text(), re.MULTILINE)
+            found.append((int(line.group(1)), float(line.group(2))) if line else None)
+    return found
+
+
 def wall(step: Path) -> tuple[int, float] | None:
-    """(exit code, seconds) from the step's env file, None where it did not finish."""
-    for env in step.glob("*-env.txt"):
-        found = re.search(r"^exit (\d+) after (\d+) s$", env.read_text(), re.MULTILINE)
-        if found:
-            return int(found.group(1)), float(found.group(2))
-    return None
+    """(exit code, seconds) of the step, None where it did not finish; a recording made in parts
+    (:func:`part_walls`): the first non-zero exit code of its finished parts and their seconds
+    summed (a part cut by a call's limit and recorded again whole counts once, as it ended)."""
+    done = [w for w in part_walls(step) if w is not None]
+    if not done:
+        return None
+    return next((rc for rc, _ in done if rc != 0), 0), sum(s for _, s in done)
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,8 @@ class Step:
     #: the waits for the host's state or a free CPU the tests' details name (:func:`waits`):
     #: (how the wait ended, seconds) each
     waited: list[tuple[str, float]]
+    #: each part's (exit code, seconds), None where cut (:func:`part_walls`): one for most steps
+    parts: list[tuple[int, float] | None]
 
     @property
     def times(self) -> list[float]:
@@ -170,7 +189,18 @@ def read_step(path: Path, name: str) -> Step:
         if j.verdict.kind is Kind.INCONCLUSIVE and not j.record.series.startswith("memory")
     )
     waited = [w for test in tests for w in waits(test.details)]
-    return Step(name, path.name, wall(path), outcomes, by_test, verdicts, unsure, waited)
+    return Step(
+        name, path.name, wall(path), outcomes, by_test, verdicts, unsure, waited, part_walls(path)
+    )
+
+
+def _parts(step: Step) -> str:
+    """`` (3 parts: 250 s, 343 s, 345 s; 1 cut)`` for a step made in parts, else nothing."""
+    if len(step.parts) < 2:
+        return ""
+    ended = [f"{w[1]:.0f} s" for w in step.parts if w is not None]
+    cut = len(step.parts) - len(ended)
+    return f" ({len(ended)} parts: {', '.join(ended)}{f'; {cut} cut' if cut else ''})"
 
 
 def _ratio(seconds: float, reference: tuple[int, float] | None) -> str:
@@ -295,7 +325,7 @@ def table(outs: list[Path], planted_tests: list[str]) -> list[str]:
         cells = [
             step.name,
             str(done[0]) if done else "did not finish",
-            f"{done[1]:.0f} s" if done else "—",
+            (f"{done[1]:.0f} s" if done else "—") + _parts(step),
             ratio,
             counted,
             f"{statistics.median(step.times):.2f} s" if step.times else "—",

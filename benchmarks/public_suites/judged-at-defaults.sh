@@ -18,7 +18,8 @@
 # STEPS (default "pytest-benchmark record unchanged planted") runs some of them, so that a suite
 # too long for one device call runs over several into the same OUTDIR (carried back to the device
 # between calls): the recording of a part (say -k "not batch_512") keeps the series that other
-# parts recorded there before it, and unchanged runs are numbered on from those already there.
+# parts recorded there before it (their env files and logs move to OUTDIR/record/part-N as the
+# next part begins), and unchanged runs are numbered on from those already there.
 # The parts are recorded one after another, each alone on the machine: parts recorded side by
 # side (one GPU each) share the host's CPU, and `cudaperf record` flags the series recorded so.
 #
@@ -54,6 +55,15 @@ if wants pytest-benchmark; then
   step pytest-benchmark $?
 fi
 if wants record; then
+  # a part recorded into this OUTDIR before: its env file and log move to record/part-N, so
+  # that every part's wall stays (defaults_table.py sums them)
+  if [ -f "$OUTDIR/record/$PROJECT-record-env.txt" ]; then
+    part=1
+    while [ -d "$OUTDIR/record/part-$part" ]; do part=$((part + 1)); done
+    mkdir -p "$OUTDIR/record/part-$part"
+    mv "$OUTDIR/record/$PROJECT-record-env.txt" "$OUTDIR/record/part-$part/"
+    [ -f "$OUTDIR/record/$PROJECT-record.log" ] && mv "$OUTDIR/record/$PROJECT-record.log" "$OUTDIR/record/part-$part/"
+  fi
   timeout "${RECORD_S:-300}" bash "$RUN" "$PROJECT" record "$OUTDIR/record" "$@" > /dev/null 2>&1
   rc=$?
   outlived "pytest_cudaperf.cli record"  # it stops its runs and writes what had ended

@@ -1,8 +1,10 @@
 """benchmarks/public_suites/defaults_table.py reads the waits for the host's state from the
-lines the waits themselves leave in a test's details: each way a wait can end, as
-``run.hoststate`` words it."""
+lines the waits themselves leave in a test's details (each way a wait can end, as
+``run.hoststate`` words it), and a recording's wall from every part it was made in."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from benchmark_scripts import benchmark_script
 
@@ -26,3 +28,26 @@ def test_every_way_a_wait_ends_is_read_from_its_line() -> None:
         ("back", 2.0),
         ("in vain", 30.0),
     ]
+
+
+def test_a_recording_made_in_parts_counts_every_part_that_ended(tmp_path: Path) -> None:
+    table = benchmark_script("public_suites/defaults_table.py")
+    record = tmp_path / "record"
+    for folder, last in [
+        (record / "part-1", "exit 0 after 300 s"),
+        (record / "part-2", "command (in out): cudaperf record"),  # cut by the call's limit
+        (record / "part-10", "exit 1 after 40 s"),
+        (record, "exit 0 after 250 s"),
+    ]:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "p-record-env.txt").write_text(f"2026-11-29T01:00:00Z\n{last}\n")
+    one = tmp_path / "unchanged-1"
+    one.mkdir()
+    (one / "p-cudaperf-env.txt").write_text("exit 0 after 90 s\n")
+
+    assert table.part_walls(record) == [(0, 300.0), None, (1, 40.0), (0, 250.0)]
+    assert table.wall(record) == (1, 590.0)
+    assert table.wall(one) == (0, 90.0)
+    lines = table.table([tmp_path], [])
+    assert "| record | 1 | 590 s (3 parts: 300 s, 40 s, 250 s; 1 cut) |" in "\n".join(lines)
+    assert "| unchanged-1 | 0 | 90 s |" in "\n".join(lines)
