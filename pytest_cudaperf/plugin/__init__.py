@@ -1,4 +1,6 @@
-"""pytest wiring: options, ini keys, markers, fixtures and hooks. Logic lives in the modules."""
+"""pytest wiring: options, ini keys, markers, fixtures and hooks; the `benchmark` fixture's in
+:mod:`pytest_cudaperf.plugin.benchmark`, what a run and a test keep in
+:mod:`pytest_cudaperf.plugin.state`. Logic lives in the plain modules."""
 
 from __future__ import annotations
 
@@ -11,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_cudaperf import turns
-from pytest_cudaperf.benchcompat import jsonfile as bench_json
-from pytest_cudaperf.benchcompat import marker as bench_marker
 from pytest_cudaperf.benchcompat import options as bench_options
 from pytest_cudaperf.benchcompat import serving as bench_serving
 from pytest_cudaperf.devices.probe import header_lines
@@ -20,213 +20,30 @@ from pytest_cudaperf.distributed import launcher, plan
 from pytest_cudaperf.distributed.collectives import DistRank
 from pytest_cudaperf.distributed.rank import collector_of
 from pytest_cudaperf.markers import SPECS, Marks, marker_help, parse_marks
-from pytest_cudaperf.report.document import Report
+from pytest_cudaperf.plugin import benchmark as bench_server
+from pytest_cudaperf.plugin.state import (
+    MARKS,
+    RUN,
+    SERVING,
+    TEST,
+    TIMER,
+    CudaperfRun,
+    built_context,
+    context_of,
+    run_of,
+)
 from pytest_cudaperf.report.model import FailureKind
-from pytest_cudaperf.report.terminal import terminal_summary
 from pytest_cudaperf.run import deselect
 from pytest_cudaperf.run.callreport import finish_call_report
-from pytest_cudaperf.run.child import FRESH_ENV
-from pytest_cudaperf.run.context import Deferred, ItemState, RunContext, TestContext, other_outputs
+from pytest_cudaperf.run.context import Deferred, RunContext, other_outputs
 from pytest_cudaperf.run.held import HeldLoop, progress_writer
-from pytest_cudaperf.run.results import Results, finish_run
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
-from pytest_cudaperf.signals import session_sigterm
 from pytest_cudaperf.store.format import BaselineError
 
 if TYPE_CHECKING:  # imported where used: a run that uses no fixture or marker never loads them
-    from pytest_cudaperf.fixtures.benchmark import BenchmarkFixture
     from pytest_cudaperf.fixtures.guard import MemoryGuard
     from pytest_cudaperf.fixtures.pinned import PinnedBatches
     from pytest_cudaperf.fixtures.timer import Timer
-
-RUN = pytest.StashKey["CudaperfRun"]()
-TEST = pytest.StashKey[TestContext]()
-MARKS = pytest.StashKey[Marks]()
-TIMER = pytest.StashKey["Timer"]()
-SERVING = pytest.StashKey[bench_serving.Serving]()
-BENCH = pytest.StashKey["BenchmarkFixture"]()
-#: a test's @pytest.mark.benchmark arguments, or the one line saying what is wrong with them
-BENCH_MARK = pytest.StashKey["bench_marker.BenchmarkMark | str"]()
-
-
-_CLEAN_EXITS = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
-
-
-class CudaperfRun:
-    """Everything this process holds for the run (one object in ``config.stash``)."""
-
-    def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        self.results = Results()
-        self.report = Report()
-        self.annotations: list[str] = []
-        self.devices_reported = False
-        #: the test loop that holds back the reports of tests with suspects (None: each suspect
-        #: is confirmed inside its test's call)
-        self.loop: HeldLoop | None = None
-        #: the turn folder of a run of ``cudaperf record`` (turns.py; None: no turn to take)
-        self.turn = None if ctx.is_worker else turns.from_env(os.environ)
-        self.sigterm = session_sigterm(ctx.is_worker)  # SIGTERM ends the session as Ctrl-C does
-
-    # Hooks of the registered run object (as pytest's junitxml registers LogXML).
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not self.ctx.is_worker:
-            body_failed = report.failed and not getattr(report, "cudaperf_failure", None)
-            self.results.add(
-                report.nodeid, report.when, getattr(report, "cudaperf", None), body_failed
-            )
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: object) -> None:
-        self.results.worker_down(str(node.gateway.id), getattr(node, "workeroutput", None), error)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.ctx.is_worker:
-            if hasattr(session.config, "workeroutput"):  # a rank of a @distributed test has none
-                session.config.workeroutput["cudaperf"] = self.results.worker_output()  # type: ignore[attr-defined]
-            return
-        self.results.interrupted |= exitstatus == pytest.ExitCode.INTERRUPTED
-        self.report, self.annotations = finish_run(self.ctx, self.results, os.environ)
-        if self.results.errors and exitstatus in _CLEAN_EXITS:  # a failed output is never silent
-            session.exitstatus = pytest.ExitCode.USAGE_ERROR
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.ctx.is_worker:
-            update = self.ctx.settings.update
-            results = self.results
-            terminal_summary(terminalreporter, self.report, update, results.errors, results.notes)
-            for line in self.annotations:
-                terminalreporter.write_line(line)
-
-
-def _run(config: pytest.Config) -> CudaperfRun:
-    return config.stash[RUN]
-
-
-def _test(item: pytest.Item) -> TestContext:
-    """The test's context, built on first use."""
-    if TEST not in item.stash:
-        run = _run(item.config).ctx
-        item.stash[TEST] = TestContext(run, ItemState(item.nodeid), item.stash.get(MARKS, Marks()))
-    return item.stash[TEST]
-
-
-class BenchmarkServer:
-    """pytest-benchmark's ``benchmark`` fixture, marker and options served by this plugin:
-    registered in ``pytest_configure`` where pytest-benchmark is not loaded or was switched off
-    (after it, so that this ``benchmark`` fixture is the one tests get)."""
-
-    def __init__(self, run: CudaperfRun, options: bench_options.BenchmarkOptions) -> None:
-        self.run = run
-        self.options = options
-        self.entries = bench_json.Entries()
-        self.written: str | None = None
-
-    def pytest_report_header(self) -> list[str]:
-        lines = (
-            bench_options.compare_line(self.options, self.run.ctx.settings),
-            bench_options.ignored_line(self.options),
-        )
-        return [line for line in lines if line]
-
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        for item in items:
-            item.stash[BENCH_MARK] = bench_marker.of_item(item.get_closest_marker("benchmark"))
-            uses = "benchmark" in getattr(item, "fixturenames", ())
-            skip = bench_options.skip_reason(uses, self.options)
-            if skip:
-                item.add_marker(pytest.mark.skip(reason=skip))
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if BENCH in item.stash:  # a re-run attempt measures afresh
-            del item.stash[BENCH]
-        mark = item.stash.get(BENCH_MARK, None)
-        if isinstance(mark, str):
-            pytest.fail(mark, pytrace=False)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        rep = yield
-        fixture = item.stash.get(BENCH, None) if call.when == "call" else None
-        if fixture is not None:
-            fixture.skipped = rep.skipped
-            entry = fixture.entry()
-            if entry is not None:  # rides to the controller, as the cudaperf outcome does
-                rep.cudaperf_benchmark = entry  # type: ignore[attr-defined]
-                for prop in bench_json.extra_info_properties(entry):
-                    rep.user_properties.append(prop)
-                    item.user_properties.append(prop)
-        return rep
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not self.run.ctx.is_worker:
-            entry = getattr(report, "cudaperf_benchmark", None)
-            self.entries.add(report.nodeid, report.when, entry)
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        ctx = self.run.ctx
-        if self.options.json is None or ctx.is_worker or os.environ.get(FRESH_ENV):
-            return
-        benchmarks = self.entries.benchmarks()
-        if not benchmarks:
-            return
-        where = bench_json.target(self.options.json, ctx.output_dir)
-        try:
-            self.written = bench_json.write_run(where, benchmarks, ctx.root, os.environ)
-        except OSError as exc:
-            self.run.results.errors.append(f"--benchmark-json: {where} not written: {exc}")
-            if session.exitstatus in _CLEAN_EXITS:
-                session.exitstatus = pytest.ExitCode.USAGE_ERROR
-
-    @pytest.hookimpl(trylast=True)  # after the cudaperf section
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.written:
-            terminalreporter.write_line(f"benchmark: wrote {self.written}")
-        elif self.options.json is not None and not self.run.ctx.is_worker:
-            terminalreporter.write_line(
-                "benchmark: --benchmark-json: no benchmark was measured, nothing written"
-            )
-
-    @pytest.fixture
-    def benchmark(
-        self, request: pytest.FixtureRequest, cuda_timer: Timer
-    ) -> Generator[BenchmarkFixture, None, None]:
-        """pytest-benchmark's fixture, measured by pytest-cudaperf: benchmark(fn, *args,
-        **kwargs) -> fn's result; benchmark.pedantic(target, args=, kwargs=, setup=, teardown=,
-        rounds=, warmup_rounds=, iterations=); extra_info, group, stats (seconds)."""
-        from pytest_cudaperf.fixtures import benchmark as served
-
-        if self.options.skip:
-            pytest.skip("Benchmarks are skipped (--benchmark-skip was used).")
-        node = request.node
-        mark = node.stash.get(BENCH_MARK, None)
-        fixture = served.BenchmarkFixture(
-            cuda_timer,
-            _test(node),
-            served.Benchmarked.of(node),
-            self.options,
-            mark if isinstance(mark, bench_marker.BenchmarkMark) else None,
-        )
-        node.stash[BENCH] = fixture
-        yield fixture
-        fixture.cleanup()
-        if fixture.unused:
-            node.warn(
-                served.BenchmarkWarning("Benchmark fixture was not used at all in this test!")
-            )
-
-    @pytest.fixture
-    def benchmark_weave(self, benchmark: BenchmarkFixture) -> Any:
-        """pytest-benchmark's benchmark_weave: benchmark.weave (needs aspectlib)."""
-        import importlib.util
-
-        if importlib.util.find_spec("aspectlib") is None:
-            pytest.skip("benchmark_weave needs aspectlib (pip install aspectlib)")
-        return benchmark.weave
 
 
 # --- options, configuration, header ----------------------------------------------------------
@@ -314,43 +131,21 @@ def pytest_configure(config: pytest.Config) -> None:
         if reason:
             raise pytest.UsageError(f"--cudaperf-require-gpu: no usable GPU: {reason}")
     if config.stash.get(SERVING, bench_serving.Serving(ours=False)).ours:
-        _serve_benchmark(config, run)
+        bench_server.serve(config, run)
     if run.ctx.fresh is not None:
         run.ctx.deferred = Deferred()
-        run.loop = HeldLoop(run.ctx.deferred, run.ctx.fresh, _test_of, progress_writer(config))
-
-
-def _test_of(item: pytest.Item) -> TestContext | None:
-    return item.stash.get(TEST, None)
-
-
-def _serve_benchmark(config: pytest.Config, run: CudaperfRun) -> None:
-    """Register the benchmark fixture's server, with pytest-benchmark's options (its own parse
-    of them where it was switched off) and --benchmark-disable applied to the settings."""
-    theirs = config.stash[SERVING].switched_off
-    try:
-        options = bench_options.read(lambda dest: config.getoption(dest, None), theirs)
-    except SettingError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    settings = bench_options.with_disable(run.ctx.settings, options)
-    run.ctx.settings = bench_options.with_compare_fail(settings, options)
-    if options.json is not None and not run.ctx.is_worker:
-        line = bench_json.unwritable_line(bench_json.target(options.json, run.ctx.output_dir))
-        if line:
-            raise pytest.UsageError(line)
-    config.pluginmanager.register(BenchmarkServer(run, options), "cudaperf-benchmark")
-    config.addinivalue_line("markers", bench_marker.marker_help())
+        run.loop = HeldLoop(run.ctx.deferred, run.ctx.fresh, built_context, progress_writer(config))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    ctx = _run(node.config).ctx
+    ctx = run_of(node.config).ctx
     node.workerinput["cudaperf_run_id"] = ctx.run_id
     node.workerinput["cudaperf_lock_dir"] = str(ctx.locks.folder)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    run = _run(config)
+    run = run_of(config)
     settings = run.ctx.settings
     mode = "update" if settings.update else "disabled" if settings.disable else "compare"
     lines = [f"cudaperf: baselines {run.ctx.baseline_dir} ({mode})"]
@@ -366,7 +161,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
-    run = _run(config)
+    run = run_of(config)
     if run.devices_reported or not any(uses_plugin(item) for item in items):
         return []
     run.devices_reported = True
@@ -410,14 +205,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         item.stash[MARKS] = parse_marks(item.iter_markers())  # closest first
     tests = [(item.nodeid, item.stash[MARKS]) for item in items]
-    error = plan.require_gpus_error(_run(config).ctx, tests)
+    error = plan.require_gpus_error(run_of(config).ctx, tests)
     if error:  # a @distributed test needs more GPUs than --cudaperf-require-gpu finds
         raise pytest.UsageError(error)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
-        _run(items[0].config).results.deselected += len(items)
+        run_of(items[0].config).results.deselected += len(items)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -431,12 +226,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if marks.error:
         pytest.fail(marks.error, pytrace=False)
     if marks.gpu is not None:
-        skip, fault = _run(item.config).ctx.gpu_gate(marks.gpu)
+        skip, fault = run_of(item.config).ctx.gpu_gate(marks.gpu)
         if skip:  # pytest's skipping plugin runs next and reports the test's own location
             item.add_marker(pytest.mark.skip(reason=skip))
         elif fault:
             pytest.fail(fault, pytrace=False)
-    skip = plan.launcher_skip(marks, _run(item.config).ctx)
+    skip = plan.launcher_skip(marks, run_of(item.config).ctx)
     if skip:  # said once by the launcher, not in every rank
         item.add_marker(pytest.mark.skip(reason=skip))
 
@@ -460,7 +255,7 @@ def cuda_device(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
     the CPU; see --cudaperf-device. Synchronizes at teardown to catch asynchronous errors."""
     from pytest_cudaperf.fixtures import device
 
-    test = _test(request.node)
+    test = context_of(request.node)
     test.device = device.open_device(test.run)
     yield test.device.device
     device.close_device(test.device, test.run, test.nodeid)
@@ -483,7 +278,7 @@ def cuda_timer(request: pytest.FixtureRequest, cuda_device: Any) -> Timer:
     max_time=None, **kwargs) -> Measurement; .region(name); .compare(candidate, reference)."""
     from pytest_cudaperf.fixtures.timer import Timer
 
-    timer = Timer(_test(request.node))
+    timer = Timer(context_of(request.node))
     request.node.stash[TIMER] = timer
     return timer
 
@@ -495,7 +290,7 @@ def memory_guard(request: pytest.FixtureRequest) -> MemoryGuard:
     memory_guard.check(fn, *args) repeats fn."""
     from pytest_cudaperf.fixtures.guard import MemoryGuard
 
-    test = _test(request.node)
+    test = context_of(request.node)
     return MemoryGuard(test, test.memory_device_type)
 
 
@@ -503,7 +298,7 @@ def memory_guard(request: pytest.FixtureRequest) -> MemoryGuard:
 def dist_rank(request: pytest.FixtureRequest, cuda_device: Any) -> DistRank:
     """In a @distributed test: rank, world_size, local_rank, device, backend, is_main,
     barrier(), bench_collective(op, tensor) (all_reduce/all_gather/reduce_scatter bandwidth)."""
-    env = _run(request.config).ctx.rank
+    env = run_of(request.config).ctx.rank
     if env is None:
         pytest.fail("dist_rank: only a @pytest.mark.distributed test has ranks", pytrace=False)
     collector = collector_of(request.config)
@@ -521,15 +316,15 @@ def pytest_pyfunc_call_distributed(pyfuncitem: pytest.Function) -> bool | None:
     if not plan.is_launcher(marks):
         return None
     assert marks.distributed is not None  # is_launcher
-    merged = launcher.run_test(pyfuncitem, marks.distributed, _run(pyfuncitem.config).ctx)
-    launcher.apply(pyfuncitem, merged, _test(pyfuncitem).state)
+    merged = launcher.run_test(pyfuncitem, marks.distributed, run_of(pyfuncitem.config).ctx)
+    launcher.apply(pyfuncitem, merged, context_of(pyfuncitem).state)
     return True
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """Each test run, its reports held back where its call left a suspect (run/held.py)."""
-    loop = _run(item.config).loop
+    loop = run_of(item.config).loop
     return loop.protocol(item, nextitem) if loop is not None else None
 
 
@@ -537,7 +332,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
     """Before the loop, a run of ``cudaperf record`` waits for its turn (turns.py); after it, its
     suspects confirmed in one fresh process, the held reports logged."""
-    run = _run(session.config)
+    run = run_of(session.config)
     if run.turn is not None:
         turns.take_turn(run.turn)
     loop = run.loop
@@ -561,21 +356,21 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     with _sweep_window(pyfuncitem, marks):  # --cudaperf-leak-sweep: readings around the body
         result = yield  # the body's own run decides pass or fail; the checks below re-run it
     checks = (marks.perf or marks.no_leak) and not plan.is_launcher(marks)
-    if checks and not _run(pyfuncitem.config).ctx.settings.disable:
+    if checks and not run_of(pyfuncitem.config).ctx.settings.disable:
         from pytest_cudaperf.fixtures import rerun
 
         body = rerun.body_of(pyfuncitem.obj, pyfuncitem.funcargs)
-        rerun.after_body(_test(pyfuncitem), body, "cuda_timer" in pyfuncitem.fixturenames)
+        rerun.after_body(context_of(pyfuncitem), body, "cuda_timer" in pyfuncitem.fixturenames)
     return result
 
 
 def _sweep_window(item: pytest.Function, marks: Marks) -> AbstractContextManager[None]:
-    run = _run(item.config).ctx
+    run = run_of(item.config).ctx
     if run.settings.leak_sweep == "off":  # the sweep's modules are not even imported
         return contextlib.nullcontext()
     from pytest_cudaperf.fixtures import sweep
 
-    return sweep.window(run, item, marks, lambda: _test(item))
+    return sweep.window(run, item, marks, lambda: context_of(item))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -588,7 +383,7 @@ def pytest_runtest_makereport(
         return rep
     if TIMER in item.stash:
         item.stash[TIMER].finish()  # regions: recorded before the call report is built
-    finish_call_report(_run(item.config).ctx, item.stash.get(TEST, None), item, rep, call)
+    finish_call_report(run_of(item.config).ctx, item.stash.get(TEST, None), item, rep, call)
     return rep
 
 
