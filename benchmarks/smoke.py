@@ -70,6 +70,7 @@ SMOKES: dict[str, list[list[str]]] = {
     ],
     "rejudge_host.py": [["rejudge_host.py", "--smoke", "{out}"]],
     "bench_ab_confirm.py": [["bench_ab_confirm.py", "--smoke", "--out", "{out}"]],
+    "bench_ab_stop.py": [["bench_ab_stop.py", "--smoke", "--out", "{out}"]],
     "bench_changepoints.py": [["bench_changepoints.py", "--smoke", "--out", "{out}"]],
     "bench_drift.py": [["bench_drift.py", "--smoke", "--out", "{out}"]],
     "bench_bisect.py": [["bench_bisect.py", "--smoke", "--out", "{out}/bisect"]],

@@ -1,0 +1,210 @@
+"""Can a stopping rule end an A/A ``cudaperf ab`` comparison of the GPU suite in three pairs (six
+processes) and still call a +3% slowdown SLOWER? Simulated comparisons of many time series, each
+with its own pair noise, judged pair by pair with the package's own interval, calls and shared
+pair noise (:func:`pytest_cudaperf.ab.paired.interval`, :func:`~pytest_cudaperf.ab.paired.decide`,
+:func:`pytest_cudaperf.ab.prior.fit`), as ``ab`` stops: from the third pair a decided series
+leaves the pairs, the comparison ends once none is undecided or at ``--pairs``, and a SLOWER or
+FASTER adds its three fresh confirming pairs. Four rules side by side:
+
+- ``ab``: the rule as it is;
+- ``futility``: also stop a series that can reach neither SAME nor a change from where it stands
+  (its interval at the last pair, projected from its pair noise so far, around its mean now);
+- ``robust``: the shared pair noise fitted again without the series whose own noise lies beyond
+  the fitted prior's 99th percentile (F distribution), those keeping their own noise alone;
+- ``robust+futility``: both.
+
+The pair noise of each series comes from ``--reports`` (``cudaperf ab --json`` reports of A/A
+comparisons: the spread of each time series' log pair ratios, from its three or more pairs) or,
+without them, from a model of the H200 A/A of 2026-11-28 that benchmarks/RESULTS.md describes:
+28 series moving 0.2-1.0% a pair and 7 moving 1.1-7.0%. Pairs are drawn independently
+(log-normal), so runs of disturbed processes are not modelled.
+
+    python benchmarks/bench_ab_stop.py --out out/ab-stop [--reports 'out/ab/*/ab.json']
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import glob
+import json
+import math
+import random
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from _table import publish  # noqa: E402
+
+from pytest_cudaperf.ab import prior  # noqa: E402
+from pytest_cudaperf.ab.paired import (  # noqa: E402
+    CONFIRM_PAIRS,
+    MIN_EFFECT,
+    MIN_PAIRS,
+    Call,
+    decide,
+    interval,
+    t95,
+)
+
+#: the pair noise (sd of log ratios) of the modelled H200 A/A: 28 quiet series, 7 noisy ones
+MODEL = (
+    *(0.002 + 0.008 * i / 27 for i in range(28)),
+    *(0.011, 0.015, 0.02, 0.03, 0.05, 0.07, 0.07),
+)
+#: a series this quiet or quieter counts among the quiet ones in the catch column
+QUIET = 0.01
+RULES = ("ab", "futility", "robust", "robust+futility")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    processes: int
+    calls: tuple[Call, ...]
+
+
+@functools.cache
+def f_quantile(d1: int, d2: float, p: float, draws: int = 4000) -> float:
+    """The ``p`` quantile of F(d1, d2) (d2 infinite: chi-square over d1), by drawing."""
+    rng = random.Random(1)
+    found = []
+    for _ in range(draws):
+        num = rng.gammavariate(d1 / 2, 2) / d1
+        den = 1.0 if math.isinf(d2) else rng.gammavariate(d2 / 2, 2) / d2
+        found.append(num / den)
+    found.sort()
+    return found[min(draws - 1, int(p * draws))]
+
+
+def robust_fit(variances: Sequence[tuple[float, int]]) -> tuple[prior.Prior | None, set[int]]:
+    """:func:`prior.fit` again without the series beyond the fitted prior's 99th percentile,
+    until the set left out settles; (the prior, the indices left out)."""
+    shared, out = prior.fit(variances), set[int]()
+    for _ in range(5):
+        if shared is None:
+            return None, set()
+        beyond = {
+            i
+            for i, (v, d) in enumerate(variances)
+            if v / shared.variance > f_quantile(d, round(shared.df, 1), 0.99)
+        }
+        if beyond == out:
+            break
+        out = beyond
+        shared = prior.fit([v for i, v in enumerate(variances) if i not in out])
+    return shared, out
+
+
+def hopeless(logs: Sequence[float], shared: prior.Prior | None, left: int, pairs: int) -> bool:
+    """Whether a series can reach neither SAME nor a change by the last pair: its interval
+    there, projected from its (weighed) noise now, around its mean now, neither inside the band
+    nor wholly beyond an edge."""
+    found = prior.weighed(logs, shared)
+    if found is None:
+        return False
+    variance, df = found
+    half = t95(df + left) * math.sqrt(variance / pairs)
+    centre, edge = abs(statistics.fmean(logs)), math.log(1 + MIN_EFFECT)
+    return not (centre + half <= edge or centre - half > edge)
+
+
+def compare(
+    sigmas: Sequence[float], change: float, rule: str, pairs: int, rng: random.Random
+) -> Outcome:
+    """One simulated comparison of series of pair noise ``sigmas``, every one changed by
+    ``change`` (1.03: +3%), under ``rule``."""
+    logs: list[list[float]] = [[] for _ in sigmas]
+    calls: dict[int, Call] = {}
+    processes = 0
+    for pair in range(1, pairs + 1):
+        open_ = [i for i in range(len(sigmas)) if i not in calls]
+        if not open_:
+            break
+        processes += 2
+        for i in open_:
+            logs[i].append(rng.gauss(math.log(change), sigmas[i]))
+        if pair < MIN_PAIRS:
+            continue
+        variances = [prior.variance_of(x) for x in logs]
+        usable = [v for v in variances if v is not None]
+        if rule.startswith("robust"):
+            shared, out = robust_fit(usable)
+        else:
+            shared, out = prior.fit(usable), set()
+        for i in open_:
+            weigh = None if i in out else shared
+            call = decide(interval([math.exp(x) for x in logs[i]], weigh)[1], pair, MIN_EFFECT)
+            if call is not Call.UNDECIDED:
+                calls[i] = call
+            elif (
+                rule.endswith("futility")
+                and pair < pairs
+                and hopeless(logs[i], weigh, pairs - pair, pairs)
+            ):
+                calls[i] = Call.UNDECIDED
+    if any(c in (Call.SLOWER, Call.FASTER) for c in calls.values()):
+        processes += 2 * CONFIRM_PAIRS
+    return Outcome(processes, tuple(calls.get(i, Call.UNDECIDED) for i in range(len(sigmas))))
+
+
+def report_sigmas(pattern: str) -> list[float]:
+    """Each time series' spread of log pair ratios over the reports (three ratios or more)."""
+    by_series: dict[tuple[str, str], list[float]] = {}
+    for path in sorted(glob.glob(pattern)):
+        for series in json.loads(Path(path).read_text())["series"]:
+            if series["unit"] != "bytes":
+                logs = prior.log_ratios(series["ratios"])
+                by_series.setdefault((series["nodeid"], series["series"]), []).extend(logs)
+    return [statistics.stdev(v) for v in by_series.values() if len(v) >= MIN_PAIRS]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", help="a glob of cudaperf ab --json reports of A/A comparisons")
+    parser.add_argument("--pairs", type=int, default=6, help="ab's --pairs (default 6)")
+    parser.add_argument("--trials", type=int, default=200, help="comparisons per rule and change")
+    parser.add_argument("--out", default="out/ab-stop")
+    parser.add_argument("--smoke", action="store_true", help="a smoke run: 3 trials each")
+    args = parser.parse_args()
+    if args.smoke:
+        args.trials = 3
+    sigmas = report_sigmas(args.reports) if args.reports else list(MODEL)
+    if len(sigmas) < prior.MIN_SERIES:
+        parser.error(f"--reports: {len(sigmas)} time series with 3 pairs or more; need 10")
+    quiet = [i for i, s in enumerate(sigmas) if s <= QUIET]
+    source = f"`--reports {args.reports}`" if args.reports else "the H200 model"
+    lines = [
+        f"{len(sigmas)} time series ({len(quiet)} moving {QUIET:.0%} a pair or less), pair noise "
+        f"from {source}; --pairs {args.pairs}, {args.trials} comparisons each",
+        "",
+        "| rule | A/A processes: median (90th pct) | A/A SLOWER or FASTER before confirming, per "
+        "comparison | +3%: processes, median | +3%: quiet series SLOWER | +3%: all SLOWER |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rule in RULES:
+        rng = random.Random(7)
+        aa = [compare(sigmas, 1.0, rule, args.pairs, rng) for _ in range(args.trials)]
+        planted = [compare(sigmas, 1.03, rule, args.pairs, rng) for _ in range(args.trials)]
+        procs = sorted(o.processes for o in aa)
+        false = statistics.fmean(sum(c in (Call.SLOWER, Call.FASTER) for c in o.calls) for o in aa)
+        caught = statistics.fmean(
+            sum(o.calls[i] is Call.SLOWER for i in quiet) / max(1, len(quiet)) for o in planted
+        )
+        every = statistics.fmean(
+            sum(c is Call.SLOWER for c in o.calls) / len(sigmas) for o in planted
+        )
+        lines.append(
+            f"| {rule} | {statistics.median(procs):.0f} ({procs[int(0.9 * (len(procs) - 1))]}) "
+            f"| {false:.2f} | {statistics.median(o.processes for o in planted):.0f} "
+            f"| {caught:.1%} | {every:.1%} |"
+        )
+    publish(lines, args.out, "table.md")
+
+
+if __name__ == "__main__":
+    main()
