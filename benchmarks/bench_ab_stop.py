@@ -17,9 +17,11 @@ The pair noise of each series comes from ``--reports`` (``cudaperf ab --json`` r
 comparisons: the spread of each time series' log pair ratios, from its three or more pairs) or,
 without them, from a model of the H200 A/A of 2026-11-28 that benchmarks/RESULTS.md describes:
 28 series moving 0.2-1.0% a pair and 7 moving 1.1-7.0%. Pairs are drawn independently
-(log-normal), so runs of disturbed processes are not modelled.
+(log-normal), so runs of disturbed processes are not modelled. ``--cap`` caps every series' pair
+noise: what making the noisiest series quieter could buy at most.
 
-    python benchmarks/bench_ab_stop.py --out out/ab-stop [--reports 'out/ab/*/ab.json']
+    python benchmarks/bench_ab_stop.py --out out/ab-stop [--pairs 3] [--cap 0.015] \\
+        [--reports 'out/ab/*/ab.json']
 """
 
 from __future__ import annotations
@@ -169,15 +171,24 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=6, help="ab's --pairs (default 6)")
     parser.add_argument("--trials", type=int, default=200, help="comparisons per rule and change")
     parser.add_argument("--out", default="out/ab-stop")
+    parser.add_argument(
+        "--cap",
+        type=float,
+        help="cap every series' pair noise at this (0.015: 1.5%%): what a lower noise of the "
+        "noisiest series, as setting their launch gaps aside might give, could buy at most",
+    )
     parser.add_argument("--smoke", action="store_true", help="a smoke run: 3 trials each")
     args = parser.parse_args()
     if args.smoke:
         args.trials = 3
     sigmas = report_sigmas(args.reports) if args.reports else list(MODEL)
+    if args.cap is not None:
+        sigmas = [min(s, args.cap) for s in sigmas]
     if len(sigmas) < prior.MIN_SERIES:
         parser.error(f"--reports: {len(sigmas)} time series with 3 pairs or more; need 10")
     quiet = [i for i, s in enumerate(sigmas) if s <= QUIET]
     source = f"`--reports {args.reports}`" if args.reports else "the H200 model"
+    source += f", capped at {args.cap:.1%}" if args.cap is not None else ""
     lines = [
         f"{len(sigmas)} time series ({len(quiet)} moving {QUIET:.0%} a pair or less), pair noise "
         f"from {source}; --pairs {args.pairs}, {args.trials} comparisons each",
