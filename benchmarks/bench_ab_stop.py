@@ -160,9 +160,29 @@ def report_sigmas(pattern: str) -> list[float]:
     for path in sorted(glob.glob(pattern)):
         for series in json.loads(Path(path).read_text())["series"]:
             if series["unit"] != "bytes":
-                logs = prior.log_ratios(series["ratios"])
+                logs = prior.log_ratios([r for r in series["ratios"] if r is not None])
                 by_series.setdefault((series["nodeid"], series["series"]), []).extend(logs)
     return [statistics.stdev(v) for v in by_series.values() if len(v) >= MIN_PAIRS]
+
+
+def smoke_reports(out: Path) -> str:
+    """Two ``cudaperf ab --json``-shaped A/A reports of twelve time series (pair noise 0.5-6%),
+    a pair without a reading among them, and a peak-memory series that is not read."""
+    rng = random.Random(3)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("a", "b"):
+        series: list[dict[str, object]] = [
+            {
+                "nodeid": f"test_ops.py::test_{i}",
+                "series": "time:device",
+                "unit": "ms",
+                "ratios": [math.exp(rng.gauss(0, 0.005 * (i + 1))) for _ in range(3)] + [None],
+            }
+            for i in range(12)
+        ]
+        series.append({"nodeid": "test_ops.py::test_0", "series": "memory:peak", "unit": "bytes"})
+        (out / f"{name}-ab.json").write_text(json.dumps({"series": series}))
+    return str(out / "*-ab.json")
 
 
 def main() -> None:
@@ -177,10 +197,14 @@ def main() -> None:
         help="cap every series' pair noise at this (0.015: 1.5%%): what a lower noise of the "
         "noisiest series, as setting their launch gaps aside might give, could buy at most",
     )
-    parser.add_argument("--smoke", action="store_true", help="a smoke run: 3 trials each")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a smoke run: 3 trials each, over two small A/A reports written for it",
+    )
     args = parser.parse_args()
     if args.smoke:
-        args.trials = 3
+        args.trials, args.reports = 3, smoke_reports(Path(args.out))
     sigmas = report_sigmas(args.reports) if args.reports else list(MODEL)
     if args.cap is not None:
         sigmas = [min(s, args.cap) for s in sigmas]
