@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,18 +154,30 @@ def projected(doc: dict[str, Any], pairs: int) -> list[tuple[str, bool, bool, st
     A series with neither is one a futility stop would drop (docs/decisions.md, "Why does
     cudaperf ab not give up on a noisy series early?")."""
     series, shared, min_effect = first_pairs(doc)
-    edge = math.log1p(min_effect)
     seen = []
     for s, r in series:
-        centre, ci = interval(r, shared)
-        found = prior.weighed(prior.log_ratios(r), shared)
-        if decide(ci, len(r), min_effect) is not Call.UNDECIDED or found is None:
+        found = reachable(r, shared, pairs, min_effect)
+        if decide(interval(r, shared)[1], len(r), min_effect) is not Call.UNDECIDED or not found:
             continue
-        variance, df = found
-        half = t95(df + pairs - MIN_PAIRS) * math.sqrt(variance / pairs)
         name = f"{s['nodeid']} {s['name']}".strip()
-        seen.append((name, half < edge, abs(math.log(centre)) - half > edge, s["call"]))
+        seen.append((name, *found, s["call"]))
     return seen
+
+
+def reachable(
+    ratios: Sequence[float], shared: prior.Prior | None, pairs: int, min_effect: float
+) -> tuple[bool, bool] | None:
+    """Whether a series of ``ratios`` so far could still be called SAME, and a change, at
+    ``pairs`` pairs: its interval projected there (its weighed variance so far, the degrees of
+    freedom the pairs left add) narrower than the minimum effect, and its centre beyond that
+    half-width plus the effect. Neither: a futility stop would drop it. None below two ratios."""
+    found = prior.weighed(prior.log_ratios(ratios), shared)
+    if found is None:
+        return None
+    variance, df = found
+    half = t95(df + pairs - len(ratios)) * math.sqrt(variance / pairs)
+    edge = math.log1p(min_effect)
+    return half < edge, abs(math.log(interval(ratios, shared)[0])) - half > edge
 
 
 def _futility_rows(out: Path, pairs: int) -> list[str]:

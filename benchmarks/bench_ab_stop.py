@@ -8,7 +8,7 @@ FASTER adds its three fresh confirming pairs. Four rules side by side:
 
 - ``ab``: the rule as it is;
 - ``futility``: also stop a series that can reach neither SAME nor a change from where it stands
-  (its interval at the last pair, projected from its pair noise so far, around its mean now);
+  (``bench_ab.reachable``, the projection ``bench_ab.py``'s table makes of real comparisons);
 - ``robust``: the shared pair noise fitted again without the series whose own noise lies beyond
   the fitted prior's 99th percentile (F distribution), those keeping their own noise alone;
 - ``robust+futility``: both.
@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from _table import publish  # noqa: E402
+from bench_ab import reachable  # noqa: E402
 
 from pytest_cudaperf.ab import prior  # noqa: E402
 from pytest_cudaperf.ab.paired import (  # noqa: E402
@@ -51,7 +52,6 @@ from pytest_cudaperf.ab.paired import (  # noqa: E402
     Call,
     decide,
     interval,
-    t95,
 )
 
 #: the pair noise (sd of log ratios) of the modelled H200 A/A: 28 quiet series, 7 noisy ones
@@ -102,19 +102,6 @@ def robust_fit(variances: Sequence[tuple[float, int]]) -> tuple[prior.Prior | No
     return shared, out
 
 
-def hopeless(logs: Sequence[float], shared: prior.Prior | None, left: int, pairs: int) -> bool:
-    """Whether a series can reach neither SAME nor a change by the last pair: its interval
-    there, projected from its (weighed) noise now, around its mean now, neither inside the band
-    nor wholly beyond an edge."""
-    found = prior.weighed(logs, shared)
-    if found is None:
-        return False
-    variance, df = found
-    half = t95(df + left) * math.sqrt(variance / pairs)
-    centre, edge = abs(statistics.fmean(logs)), math.log(1 + MIN_EFFECT)
-    return not (centre + half <= edge or centre - half > edge)
-
-
 def compare(
     sigmas: Sequence[float], change: float, rule: str, pairs: int, rng: random.Random
 ) -> Outcome:
@@ -143,12 +130,10 @@ def compare(
             call = decide(interval([math.exp(x) for x in logs[i]], weigh)[1], pair, MIN_EFFECT)
             if call is not Call.UNDECIDED:
                 calls[i] = call
-            elif (
-                rule.endswith("futility")
-                and pair < pairs
-                and hopeless(logs[i], weigh, pairs - pair, pairs)
-            ):
-                calls[i] = Call.UNDECIDED
+            elif rule.endswith("futility") and pair < pairs:
+                ratios = [math.exp(x) for x in logs[i]]
+                if reachable(ratios, weigh, pairs, MIN_EFFECT) == (False, False):
+                    calls[i] = Call.UNDECIDED
     if any(c in (Call.SLOWER, Call.FASTER) for c in calls.values()):
         processes += 2 * CONFIRM_PAIRS
     return Outcome(processes, tuple(calls.get(i, Call.UNDECIDED) for i in range(len(sigmas))))
