@@ -1,5 +1,10 @@
 """The same random draws in every process, for the runs whose result must not depend on them.
 
+Each measured test starts from :func:`reseed` (``--cudaperf-seed``, 0 by default): its fixtures
+draw the same inputs whichever tests ran before it in its process (a ``-k`` selection, xdist's
+scheduling, a fresh process that confirms a suspect, ``cudaperf record`` run in parts), so a
+callable whose sizes follow its random inputs does the same work at recording and when judged.
+
 A callable that draws its sizes or its operations at random (a random crop, an auto-augment
 policy) allocates and launches differently from one process to the next. Its peak-memory run and
 its profiled kernel calls therefore start from torch's random state seeded with :data:`SEED`, and
@@ -41,3 +46,16 @@ def same_draws(device_index: int | None) -> Iterator[None]:
         random.setstate(python_state)
         if numpy is not None:
             numpy.random.set_state(numpy_state)
+
+
+def reseed(seed: int) -> None:
+    """Python's ``random``, NumPy's global generator (where NumPy is loaded) and torch's CPU and
+    accelerator generators (where torch is loaded: seeding initialises no device) seeded with
+    ``seed``, for good."""
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)

@@ -84,6 +84,19 @@ def parse_wait(text: str) -> float:
         raise ValueError(f"expected seconds such as 30 or 30s, or off, got {text!r}") from None
 
 
+def parse_seed(text: str) -> int | None:
+    """A seed: a whole number >= 0, or ``off`` (None: the generators left alone)."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"expected a whole number >= 0 or off, got {text!r}")
+    return value
+
+
 def parse_sweep(text: str) -> str:
     """The leak sweep's mode: ``fail`` or ``report``, ``off``; a boolean reads as ``fail`` or
     ``off`` (``PYTEST_CUDAPERF_LEAK_SWEEP=1``)."""
@@ -244,6 +257,15 @@ OPTIONS: tuple[Option, ...] = (
         metavar="SECONDS",
     ),
     Option(
+        "seed",
+        "the seed torch, Python's random and NumPy's global generator are reset to before each "
+        "measured test's fixtures, so its random inputs do not depend on which tests ran "
+        "before it in its process; off leaves them alone (default: 0)",
+        parse_seed,
+        0,
+        metavar="N",
+    ),
+    Option(
         "baseline-dir",
         "folder of the committed baseline files, one per device class (default: .cudaperf)",
         _path,
@@ -375,6 +397,9 @@ class Settings:
     #: seconds a host-bound change read in the host's other state may wait for the recordings'
     #: state, per measured callable (0: re-measured at once)
     state_wait: float = 30.0
+    #: what torch's, Python's and NumPy's generators are seeded with before each measured test's
+    #: fixtures (None: left alone)
+    seed: int | None = 0
     #: the benchmark fixture is served here even where pytest-benchmark is installed
     benchmark: bool = False
     #: the leak sweep over every test that allocated device memory: off, fail or report

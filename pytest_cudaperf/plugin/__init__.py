@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_cudaperf import turns
+from pytest_cudaperf import seeding, turns
 from pytest_cudaperf.benchcompat import options as bench_options
 from pytest_cudaperf.benchcompat import serving as bench_serving
 from pytest_cudaperf.devices.probe import header_lines
@@ -183,6 +183,14 @@ def uses_plugin(item: pytest.Item) -> bool:
     )
 
 
+def _seeded(item: pytest.Item) -> bool:
+    """Does the test start from ``--cudaperf-seed``: one that uses a cudaperf marker or fixture,
+    or the ``benchmark`` fixture where this plugin serves it?"""
+    serving = item.config.stash.get(SERVING, None)
+    served = serving is not None and serving.ours
+    return uses_plugin(item) or (served and "benchmark" in getattr(item, "fixturenames", ()))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if RUN in config.stash:
         run = config.stash[RUN]
@@ -234,6 +242,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     skip = plan.launcher_skip(marks, run_of(item.config).ctx)
     if skip:  # said once by the launcher, not in every rank
         item.add_marker(pytest.mark.skip(reason=skip))
+    settings = run_of(item.config).ctx.settings
+    if settings.seed is not None and not settings.disable and _seeded(item):
+        seeding.reseed(settings.seed)  # before pytest's own setup draws the fixtures
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from pytest_cudaperf.seeding import same_draws
+from pytest_cudaperf.seeding import reseed, same_draws
 
 
 def test_the_draws_inside_are_the_same_and_the_callers_state_comes_back() -> None:
@@ -37,3 +37,20 @@ def test_python_and_numpy_draws_inside_are_the_same_and_theirs_come_back() -> No
     with same_draws(None):
         second = (random.random(), float(np.random.rand()))
     assert first == second
+
+
+def test_reseed_starts_torch_python_and_numpy_from_the_seed_for_good() -> None:
+    import random
+
+    import numpy as np
+
+    def draws() -> tuple[list[float], float, float]:
+        return torch.rand(2).tolist(), random.random(), float(np.random.rand())
+
+    reseed(3)
+    first = draws()
+    draws()  # the streams go on from the seed
+    reseed(3)
+    assert draws() == first
+    reseed(4)
+    assert draws() != first

@@ -117,6 +117,19 @@ def test_a_bare_tolerance_of_one_or_more_is_refused_with_a_percentage(given: str
     )
 
 
+def test_the_seed_takes_a_whole_number_or_off() -> None:
+    assert resolve(FakeConfig(), {}, "x").seed == 0
+    assert resolve(FakeConfig({"cudaperf_seed": "1234"}), {}, "x").seed == 1234
+    assert resolve(FakeConfig(), {"PYTEST_CUDAPERF_SEED": "off"}, "x").seed is None
+    for bad in ("-1", "1.5", "random"):
+        with pytest.raises(SettingError) as excinfo:
+            resolve(FakeConfig(ini={"cudaperf_seed": bad}), {}, "pytest.ini")
+        assert str(excinfo.value) == (
+            f"--cudaperf-seed: expected a whole number >= 0 or off, got {bad!r} "
+            "(from pytest.ini [cudaperf_seed])"
+        )
+
+
 def test_the_state_wait_takes_seconds_or_off() -> None:
     assert resolve(FakeConfig(), {}, "x").state_wait == 30.0
     assert resolve(FakeConfig({"cudaperf_state_wait": "10s"}), {}, "x").state_wait == 10.0

@@ -1,0 +1,98 @@
+"""A measured test's random inputs are the same whichever tests ran before it in its process
+(``--cudaperf-seed``): a suite run whole and a ``-k`` selection of it draw the same fixtures for
+the tests that use a cudaperf marker or fixture or the ``benchmark`` fixture, and leave the
+others' draws alone; ``--cudaperf-seed=off`` leaves every test's alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+# In-process runs: pytester drops the modules a run imported when it ends, and torch cannot be
+# imported a second time in one process; imported here, it stays for every run.
+import torch  # noqa: F401
+
+FAST = [
+    "--cudaperf-max-time=0.05",
+    "--cudaperf-breakdown=off",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "no:benchmark",  # this plugin serves the benchmark fixture
+]
+
+SUITE = """
+import json, os, random
+import numpy as np
+import pytest
+import torch
+
+def draws():
+    return [torch.rand(2).tolist(), random.random(), float(np.random.rand())]
+
+def keep(name, value):
+    path = os.environ["DRAWS"]
+    seen = json.load(open(path)) if os.path.exists(path) else {}
+    seen[name] = value
+    json.dump(seen, open(path, "w"))
+
+@pytest.fixture
+def inputs():
+    return draws()
+
+def test_a_draws_first():
+    draws()
+
+@pytest.mark.perf
+def test_perf(inputs):
+    keep("perf", inputs)
+
+def test_fixture(inputs, cuda_device):
+    keep("fixture", inputs)
+
+def test_benchmark(inputs, benchmark):
+    keep("benchmark", inputs)
+    benchmark(lambda: None)
+
+def test_plain(inputs):
+    keep("plain", inputs)
+"""
+
+
+def _draws(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
+    path = pytester.path / f"draws-{len(list(pytester.path.glob('draws-*')))}.json"
+    monkeypatch.setenv("DRAWS", str(path))
+    assert pytester.runpytest(*FAST, *args).ret == pytest.ExitCode.OK
+    return json.loads(path.read_text())
+
+
+def test_a_measured_test_draws_the_same_inputs_whatever_ran_before_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    whole = _draws(pytester, monkeypatch)
+    for name in ("perf", "fixture", "benchmark"):
+        assert _draws(pytester, monkeypatch, "-k", f"test_{name}")[name] == whole[name], name
+    assert whole["perf"] == whole["fixture"] == whole["benchmark"]  # each starts from the seed
+    assert whole["plain"] != whole["perf"]  # no cudaperf marker or fixture: left alone
+
+
+def test_off_leaves_every_tests_generators_alone(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    whole = _draws(pytester, monkeypatch, "--cudaperf-seed=off")
+    alone = _draws(pytester, monkeypatch, "--cudaperf-seed=off", "-k", "test_perf")
+    assert alone["perf"] != whole["perf"]
+    assert whole["perf"] != whole["fixture"]
+
+
+def test_a_seed_other_than_a_whole_number_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(*FAST, "--cudaperf-seed=-1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--cudaperf-seed: expected a whole number >= 0 or off, got '-1' (from the command line)*"]
+    )
