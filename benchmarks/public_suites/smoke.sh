@@ -44,7 +44,7 @@ test "$(grep -c "^unchanged-[12]: exit 0" "$OUT/defaults/steps.txt")" = 2 \
 # the folder's table: every step a row, the planted test named, the rows an acceptance reads
 python "$HERE/defaults_table.py" "$OUT/defaults" --planted-tests test_add > /dev/null
 for row in "| pytest-benchmark | 0 |" "| record | 0 |" "| unchanged-1 | 0 |" "| unchanged-2 | 0 |" \
-    "| planted | " "planted tests failed: " "- unchanged runs: 2 finished, 0 cut; median wall " \
+    "| planted | " "planted tests with a time REGRESSION: " "- unchanged runs: 2 finished, 0 cut; median wall " \
     "- test-runs with a time series INCONCLUSIVE: " "- INCONCLUSIVE time verdicts by why, runs pooled: " \
     "- the tests' pytest times summed: " \
     "- most over pytest-benchmark's time (pytest-benchmark → median of the runs): \`test_" \
