@@ -1,7 +1,8 @@
 """A measured test's random inputs are the same whichever tests ran before it in its process
-(``--cudaperf-seed``): a suite run whole and a ``-k`` selection of it draw the same fixtures for
-the tests that use a cudaperf marker or fixture or the ``benchmark`` fixture, and leave the
-others' draws alone; ``--cudaperf-seed=off`` leaves every test's alone."""
+(``--cudaperf-seed``): a suite run whole, a ``-k`` selection of it and the same suite spread over
+two xdist workers draw the same fixtures for the tests that use a cudaperf marker or fixture or
+the ``benchmark`` fixture, and leave the others' draws alone; ``--cudaperf-seed=off`` leaves
+every test's alone."""
 
 from __future__ import annotations
 
@@ -32,11 +33,9 @@ import torch
 def draws():
     return [torch.rand(2).tolist(), random.random(), float(np.random.rand())]
 
-def keep(name, value):
-    path = os.environ["DRAWS"]
-    seen = json.load(open(path)) if os.path.exists(path) else {}
-    seen[name] = value
-    json.dump(seen, open(path, "w"))
+def keep(name, value):  # a file each: xdist's workers write side by side
+    with open(os.path.join(os.environ["DRAWS"], name + ".json"), "w") as f:
+        json.dump(value, f)
 
 @pytest.fixture
 def inputs():
@@ -62,10 +61,11 @@ def test_plain(inputs):
 
 
 def _draws(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
-    path = pytester.path / f"draws-{len(list(pytester.path.glob('draws-*')))}.json"
-    monkeypatch.setenv("DRAWS", str(path))
+    """What each test that keeps its inputs drew in one run: name -> draws."""
+    folder = pytester.mkdir(f"draws-{len(list(pytester.path.glob('draws-*')))}")
+    monkeypatch.setenv("DRAWS", str(folder))
     assert pytester.runpytest(*FAST, *args).ret == pytest.ExitCode.OK
-    return json.loads(path.read_text())
+    return {path.stem: json.loads(path.read_text()) for path in folder.glob("*.json")}
 
 
 def test_a_measured_test_draws_the_same_inputs_whatever_ran_before_it(
@@ -77,6 +77,10 @@ def test_a_measured_test_draws_the_same_inputs_whatever_ran_before_it(
         assert _draws(pytester, monkeypatch, "-k", f"test_{name}")[name] == whole[name], name
     assert whole["perf"] == whole["fixture"] == whole["benchmark"]  # each starts from the seed
     assert whole["plain"] != whole["perf"]  # no cudaperf marker or fixture: left alone
+    spread = _draws(pytester, monkeypatch, "-n", "2")
+    assert {name: spread[name] for name in ("perf", "fixture", "benchmark")} == {
+        name: whole[name] for name in ("perf", "fixture", "benchmark")
+    }
 
 
 def test_off_leaves_every_tests_generators_alone(
