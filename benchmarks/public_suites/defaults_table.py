@@ -289,15 +289,21 @@ def where_it_goes(runs: list[Step], theirs: Step) -> list[str]:
     ]
 
 
+def _seconds(taken: list[float]) -> str:
+    """``26.1 s`` for one wait, ``26.1 s, the longest 13.1 s`` for several."""
+    said = f"{sum(taken):.1f} s"
+    return f"{said}, the longest {max(taken):.1f} s" if len(taken) > 1 else said
+
+
 def waits_line(runs: list[Step]) -> list[str]:
-    """The waits for the host's state in each unchanged run: how many ended each way, and the
-    seconds they took (none: no line)."""
+    """The waits for the host's state in each unchanged run: how many ended each way, the
+    seconds they took and the longest (none: no line)."""
     said = []
     for s in runs:
         by: dict[str, list[float]] = {}
         for ended, seconds in s.waited:
             by.setdefault(ended, []).append(seconds)
-        parts = [f"{len(v)} {k} ({sum(v):.1f} s)" for k, v in sorted(by.items())]
+        parts = [f"{len(v)} {k} ({_seconds(v)})" for k, v in sorted(by.items())]
         if parts:
             said.append(f"{s.name}: {', '.join(parts)}")
     return [f"- waits for the host's state: {'; '.join(said)}"] if said else []

@@ -4,6 +4,7 @@ lines the waits themselves leave in a test's details (each way a wait can end, a
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from benchmark_scripts import benchmark_script
@@ -51,3 +52,23 @@ def test_a_recording_made_in_parts_counts_every_part_that_ended(tmp_path: Path) 
     lines = table.table([tmp_path], [])
     assert "| record | 1 | 590 s (3 parts: 300 s, 40 s, 250 s; 1 cut) |" in "\n".join(lines)
     assert "| unchanged-1 | 0 | 90 s |" in "\n".join(lines)
+
+
+def test_the_waits_line_says_how_long_the_longest_wait_of_each_ending_took() -> None:
+    table = benchmark_script("public_suites/defaults_table.py")
+    waited = [("back", 0.5), ("back", 13.1), ("in vain", 29.6), ("back", 1.0)]
+    run = table.Step(
+        name="unchanged-1",
+        step="unchanged",
+        wall=None,
+        outcomes=Counter(),
+        by_test={},
+        verdicts=[],
+        unsure=Counter(),
+        waited=waited,
+        parts=[],
+    )
+    assert table.waits_line([run]) == [
+        "- waits for the host's state: unchanged-1: 3 back (14.6 s, the longest 13.1 s), "
+        "1 in vain (29.6 s)"
+    ]
