@@ -63,6 +63,7 @@ FINGERPRINT_KEYS = (
     "mig",
     "form_factor",
     "torch_threads",
+    "seed",
 )
 
 

@@ -19,7 +19,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.observation import Observation, queued_launches
@@ -171,7 +170,7 @@ def judge_measured(
     """The series one measurement of a callable measured, judged together in one call of the
     verdict: its time (the record keeps the measurement's fields for the reports) and, where
     it was read, its peak memory (a ``memory:peak`` series; None where not read)."""
-    env = environment(test.run.probe, _device_of(test))
+    env = test.record_env(_device_of(test))
     measured = [_time_observed(test, key, m, device_class, env)]
     if peak is not None:
         measured.append(_peak_observed(key, peak, device_class, env))
@@ -191,7 +190,7 @@ def judge_peak(
     test: TestContext, key: SeriesKey, peak: PeakResult, device_class: str
 ) -> JudgedRecord:
     """A peak's record and verdict alone (a ``memory:peak`` series)."""
-    env = environment(test.run.probe, _device_of(test))
+    env = test.record_env(_device_of(test))
     (judged,) = _judge_all(test, [_peak_observed(key, peak, device_class, env)])
     return dataclasses.replace(judged, peak=peak)
 

@@ -83,14 +83,20 @@ def test_a_measured_test_draws_the_same_inputs_whatever_ran_before_it(
     }
 
 
-def test_off_leaves_every_tests_generators_alone(
+def test_off_leaves_every_tests_generators_alone_and_a_verdict_names_the_other_seed(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_suite=SUITE)
-    whole = _draws(pytester, monkeypatch, "--cudaperf-seed=off")
+    _draws(pytester, monkeypatch, "--cudaperf-update", "-k", "test_perf")  # recorded with seed 0
+    entry = json.loads(next((pytester.path / ".cudaperf").glob("*.json")).read_text())["entries"]
+    assert entry["test_suite.py::test_perf"][""]["time:wall"]["env"]["seed"] == "0"
+    whole = _draws(pytester, monkeypatch, "--cudaperf-seed=off", "--cudaperf-json=off.json")
     alone = _draws(pytester, monkeypatch, "--cudaperf-seed=off", "-k", "test_perf")
     assert alone["perf"] != whole["perf"]
     assert whole["perf"] != whole["fixture"]
+    report = json.loads((pytester.path / "off.json").read_text())
+    (perf,) = [t for t in report["tests"] if t["nodeid"].endswith("test_perf")]
+    assert "now seed 0 → off" in perf["records"][0]["verdict"]["message"]
 
 
 def test_a_seed_other_than_a_whole_number_is_a_usage_error(pytester: pytest.Pytester) -> None:

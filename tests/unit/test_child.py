@@ -61,12 +61,15 @@ def test_every_setting_a_child_gets_reads_back_as_it_was(tmp_path: Path) -> None
         def getini(self, name: str) -> str:
             return ""
 
-    for settings in (Settings(), Settings(round_of=3, rounds=1, cpu_threads=0, remeasure="off")):
+    others = Settings(round_of=3, rounds=1, cpu_threads=0, remeasure="off", seed=None)
+    for settings in (Settings(), others, Settings(seed=7)):
         env = settings_env(settings, tmp_path)
         child = resolve(NoConfig(), env, str(tmp_path))
         for name in env:
             option = name.removeprefix("PYTEST_CUDAPERF_").lower()
             assert getattr(child, option) == getattr(settings, option) or option == "baseline_dir"
+    # a seed left off reaches the child as off, not as the default seed
+    assert resolve(NoConfig(), settings_env(others, tmp_path), "x").seed is None
 
 
 def test_a_list_setting_reaches_a_child_as_its_variable_reads_it(tmp_path: Path) -> None:

@@ -238,6 +238,8 @@ def test_fingerprint_differences() -> None:
         {"fingerprint": {"mig": "off", "clocks": "1980"}}, {"fingerprint": {"mig": "on"}}
     )
     assert nested == ("mig off → on",)
+    # the seed a test's draws started from: another one draws other inputs
+    assert fingerprint_differences({"seed": "0"}, {"seed": "off"}) == ("seed 0 → off",)
 
 
 def test_memory_is_exact_at_the_callers_tolerance() -> None:
