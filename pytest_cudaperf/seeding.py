@@ -59,3 +59,9 @@ def reseed(seed: int) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.manual_seed(seed)
+
+
+def written(seed: int | None) -> str:
+    """``--cudaperf-seed`` as written: the number, or ``off`` (None: the generators left
+    alone). A record's environment keeps it (``seed``), and a child process is given it."""
+    return "off" if seed is None else str(seed)

@@ -228,12 +228,17 @@ def header_lines(probe: Probe, mode: str) -> list[str]:
     return lines
 
 
-def environment(probe: Probe | None, device: object = None, *, run: bool = False) -> dict[str, Any]:
-    """Where a value was measured. A record's (``device`` given): the date and the device's
-    fingerprint (model, torch, CUDA, driver, NVML's power limit, clocks, ECC, MIG… — see
-    :func:`pytest_cudaperf.devices.fingerprint`); a run's (``run=True``): torch, CUDA, driver,
-    the GPUs, CPU and Python."""
+def environment(
+    probe: Probe | None, device: object = None, *, run: bool = False, seed: str | None = None
+) -> dict[str, Any]:
+    """Where a value was measured. A record's (``device`` given): the date, the seed its test's
+    random draws started from where given (``seed``: :func:`pytest_cudaperf.seeding.written`)
+    and the device's fingerprint (model, torch, CUDA, driver, NVML's power limit, clocks, ECC,
+    MIG… — see :func:`pytest_cudaperf.devices.fingerprint`); a run's (``run=True``): torch,
+    CUDA, driver, the GPUs, CPU and Python."""
     env: dict[str, Any] = {} if run else {"date": datetime.date.today().isoformat()}
+    if seed is not None:
+        env["seed"] = seed
     if probe is None:
         return env
     if run:

@@ -53,13 +53,14 @@ def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
     window of its own (the parent's stand), no leak sweep. A list is written as the
     environment variable reads it (comma-separated), an empty one not at all; a seed left off as
     ``off``, so that the child leaves the generators alone too."""
+    from pytest_cudaperf.seeding import written
     from pytest_cudaperf.settings import OPTIONS
 
     env: dict[str, str] = {}
     for option in OPTIONS:
         value = getattr(settings, option.field)
-        if option.field == "seed" and value is None:
-            value = "off"
+        if option.field == "seed":
+            value = written(value)
         if option.field in ("json", "html", "history") or value is None:
             continue
         if option.field == "baseline_dir":

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_cudaperf.devices.faults import FaultState, is_sticky_cuda_error
 from pytest_cudaperf.devices.placement import DeviceContext, gpu_skip_reason, worker_index
-from pytest_cudaperf.devices.probe import Probe, environment
+from pytest_cudaperf.devices.probe import Probe
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks
@@ -243,14 +243,6 @@ class TestContext:
         """Does a measurement or guard called now record anything? (not when disabled, nor
         while the plugin re-runs the body)"""
         return not (self.settings.disable or self.state.replaying)
-
-    def record_env(self, device: str) -> dict[str, Any]:
-        """A record's environment on ``device`` (:func:`pytest_cudaperf.devices.probe.environment`)
-        and the seed its test's random draws started from (``seed``: ``--cudaperf-seed``, ``off``
-        where they were left alone), a fingerprint key: another seed draws other inputs."""
-        env = environment(self.run.probe, device)
-        env["seed"] = "off" if self.settings.seed is None else str(self.settings.seed)
-        return env
 
 
 @dataclass

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.observation import Observation, queued_launches
@@ -30,6 +31,7 @@ from pytest_cudaperf.report.model import (
     OtherDevice,
 )
 from pytest_cudaperf.run.context import TestContext
+from pytest_cudaperf.seeding import written
 from pytest_cudaperf.series import Record, Recording, metric_of
 from pytest_cudaperf.units import LOOPS
 from pytest_cudaperf.verdict import confirm, judge_all
@@ -54,6 +56,11 @@ def tolerance(settings: Settings, perf: PerfOptions | None, metric: str = "devic
 
 def _device_of(test: TestContext) -> str:
     return str(test.device.device) if test.device is not None else "cpu"
+
+
+def _record_env(test: TestContext) -> dict[str, object]:
+    """The test's records' environment, with the seed its random draws started from."""
+    return environment(test.run.probe, _device_of(test), seed=written(test.settings.seed))
 
 
 def observation(m: Measurement, env: Mapping[str, object]) -> Observation:
@@ -170,7 +177,7 @@ def judge_measured(
     """The series one measurement of a callable measured, judged together in one call of the
     verdict: its time (the record keeps the measurement's fields for the reports) and, where
     it was read, its peak memory (a ``memory:peak`` series; None where not read)."""
-    env = test.record_env(_device_of(test))
+    env = _record_env(test)
     measured = [_time_observed(test, key, m, device_class, env)]
     if peak is not None:
         measured.append(_peak_observed(key, peak, device_class, env))
@@ -190,7 +197,7 @@ def judge_peak(
     test: TestContext, key: SeriesKey, peak: PeakResult, device_class: str
 ) -> JudgedRecord:
     """A peak's record and verdict alone (a ``memory:peak`` series)."""
-    env = test.record_env(_device_of(test))
+    env = _record_env(test)
     (judged,) = _judge_all(test, [_peak_observed(key, peak, device_class, env)])
     return dataclasses.replace(judged, peak=peak)
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from pytest_cudaperf.seeding import reseed, same_draws
+from pytest_cudaperf.seeding import reseed, same_draws, written
 
 
 def test_the_draws_inside_are_the_same_and_the_callers_state_comes_back() -> None:
@@ -54,3 +54,9 @@ def test_reseed_starts_torch_python_and_numpy_from_the_seed_for_good() -> None:
     assert draws() == first
     reseed(4)
     assert draws() != first
+
+
+def test_a_seed_is_written_as_its_number_or_off() -> None:
+    assert written(0) == "0"
+    assert written(1234) == "1234"
+    assert written(None) == "off"
