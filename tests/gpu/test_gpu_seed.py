@@ -34,9 +34,10 @@ def test_a_size_drawn_on_the_gpu_is_the_recordings_whatever_ran_before(
 ) -> None:
     pytester.makepyfile(test_suite=SUITE)
     pytester.runpytest(*FAST, "--cudaperf-update", "-k", "test_padded").assert_outcomes(passed=1)
-    whole = pytester.runpytest(*FAST)
-    assert whole.ret == pytest.ExitCode.OK, whole.stdout.str()
-    assert "memory regression" not in whole.stdout.str()
-    unseeded = pytester.runpytest(*FAST, "--cudaperf-seed=off")
-    # another size, bigger or smaller (one chance in 128 of the same draw)
-    assert re.search(r"test_padded.*iB +(REGRESSION|IMPROVED)", unseeded.stdout.str())
+    # the peak column's verdict (a time's verdict stays the timer's business here)
+    changed = re.compile(r"test_padded.*iB +(REGRESSION|IMPROVED)")
+    whole = pytester.runpytest(*FAST).stdout.str()
+    assert "test_padded" in whole
+    assert not changed.search(whole), whole
+    unseeded = pytester.runpytest(*FAST, "--cudaperf-seed=off").stdout.str()
+    assert changed.search(unseeded), unseeded  # another size (one chance in 128 of the same)
