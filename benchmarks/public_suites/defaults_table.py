@@ -33,7 +33,7 @@ import statistics
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -107,6 +107,8 @@ class Step:
     waited: list[tuple[str, float]]
     #: each part's (exit code, seconds), None where cut (:func:`part_walls`): one for most steps
     parts: list[tuple[int, float] | None]
+    #: each INCONCLUSIVE time measured again (:func:`measured_again`): (times, last verdict)
+    again: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def times(self) -> list[float]:
@@ -163,6 +165,21 @@ def waits(details: tuple[str, ...] | list[str]) -> list[tuple[str, float]]:
     return found
 
 
+#: the line a time measured again leaves in its test's details (``run.judging.measured_again``)
+AGAIN = re.compile(r"measured again (once|twice|(\d+) times): .* (\w+)(?: \(\d+x the budget\))?$")
+
+
+def measured_again(details: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
+    """The times a test's details say were measured again: (how often, the last verdict) each."""
+    found = []
+    for line in details:
+        match = AGAIN.search(line)
+        if match:
+            times = {"once": 1, "twice": 2}.get(match.group(1)) or int(match.group(2))
+            found.append((times, match.group(3)))
+    return found
+
+
 def read_step(path: Path, name: str) -> Step:
     """The step folder ``path``, shown as ``name``."""
     outcomes: Counter[str] = Counter()
@@ -189,8 +206,18 @@ def read_step(path: Path, name: str) -> Step:
         if j.verdict.kind is Kind.INCONCLUSIVE and not j.record.series.startswith("memory")
     )
     waited = [w for test in tests for w in waits(test.details)]
+    again = [a for test in tests for a in measured_again(test.details)]
     return Step(
-        name, path.name, wall(path), outcomes, by_test, verdicts, unsure, waited, part_walls(path)
+        name,
+        path.name,
+        wall(path),
+        outcomes,
+        by_test,
+        verdicts,
+        unsure,
+        waited,
+        part_walls(path),
+        again,
     )
 
 
@@ -286,6 +313,7 @@ def where_it_goes(runs: list[Step], theirs: Step) -> list[str]:
         *lines,
         f"- most over pytest-benchmark's time (pytest-benchmark → median of the runs): {named}",
         *waits_line(runs),
+        *again_line(runs),
     ]
 
 
@@ -293,6 +321,19 @@ def _seconds(taken: list[float]) -> str:
     """``26.1 s`` for one wait, ``26.1 s, the longest 13.1 s`` for several."""
     said = f"{sum(taken):.1f} s"
     return f"{said}, the longest {max(taken):.1f} s" if len(taken) > 1 else said
+
+
+def again_line(runs: list[Step]) -> list[str]:
+    """The INCONCLUSIVE times measured again in each unchanged run: how many, how many
+    measurements that took, and how the last ones read (none: no line)."""
+    said = []
+    for s in runs:
+        if s.again:
+            ended = Counter(kind for _, kind in s.again)
+            how = ", ".join(f"{n} {kind}" for kind, n in sorted(ended.items()))
+            taken = sum(times for times, _ in s.again)
+            said.append(f"{s.name}: {len(s.again)} ({taken} measurements; then {how})")
+    return [f"- INCONCLUSIVE times measured again: {'; '.join(said)}"] if said else []
 
 
 def waits_line(runs: list[Step]) -> list[str]:

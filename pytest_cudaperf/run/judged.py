@@ -31,6 +31,7 @@ from pytest_cudaperf.run.judging import (
     confirm_time,
     judge_measured,
     judge_time,
+    measured_again,
     process_dependent,
     tolerance,
     visible_device,
@@ -279,7 +280,7 @@ class JudgedMeasurement:
         measurement = self._measured(budget)
         found = self.target.read_peak()
         record, peak_judged = judge_measured(test, self.key, measurement, self.device_class, found)
-        attempt = 0
+        attempt, reads = 0, [(1, record.verdict)]
         while record.verdict.kind is Kind.INCONCLUSIVE and not measurement.traced:
             again = self._again(record, measurement, attempt)
             if again is None:
@@ -289,6 +290,9 @@ class JudgedMeasurement:
                 dataclasses.replace(budget, max_time=budget.max_time * 2**attempt)
             )
             record = self.judge(measurement)
+            reads.append((2**attempt, record.verdict))
+        if len(reads) > 1:
+            test.state.details.append(self.key.label() + measured_again(reads))
         if record.verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not test.settings.update:
             record, measurement = self._confirmed(record, measurement, budget)
         if self._may_profile:

@@ -33,8 +33,8 @@ from pytest_cudaperf.report.model import (
 from pytest_cudaperf.run.context import TestContext
 from pytest_cudaperf.seeding import written
 from pytest_cudaperf.series import Record, Recording, metric_of
-from pytest_cudaperf.units import LOOPS
-from pytest_cudaperf.verdict import confirm, judge_all
+from pytest_cudaperf.units import LOOPS, format_pct
+from pytest_cudaperf.verdict import Verdict, confirm, judge_all
 
 if TYPE_CHECKING:
     from pytest_cudaperf.measure.comparison import Comparison
@@ -184,6 +184,21 @@ def judge_measured(
     judged = _judge_all(test, measured)
     time = dataclasses.replace(judged[0], measurement=m)
     return time, (dataclasses.replace(judged[1], peak=peak) if peak is not None else None)
+
+
+def measured_again(reads: Sequence[tuple[int, Verdict]]) -> str:
+    """What an INCONCLUSIVE time read each time it was measured, the first measurement first,
+    each with its budget as a multiple of the first's: ``measured again twice: +6.2%
+    inconclusive, then +4.0% inconclusive (2x the budget), +3.1% pass (4x the budget)``."""
+
+    def read(factor: int, verdict: Verdict) -> str:
+        change = format_pct(verdict.ratio - 1) if verdict.ratio is not None else "no ratio"
+        budget = f" ({factor}x the budget)" if factor > 1 else ""
+        return f"{change} {verdict.kind.value}{budget}"
+
+    times = {1: "once", 2: "twice"}.get(len(reads) - 1, f"{len(reads) - 1} times")
+    first, *later = reads
+    return f"measured again {times}: {read(*first)}, then {', '.join(read(*r) for r in later)}"
 
 
 def judge_time(

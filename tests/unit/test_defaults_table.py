@@ -72,3 +72,33 @@ def test_the_waits_line_says_how_long_the_longest_wait_of_each_ending_took() -> 
         "- waits for the host's state: unchanged-1: 3 back (14.6 s, the longest 13.1 s), "
         "1 in vain (29.6 s)"
     ]
+
+
+def test_the_times_measured_again_are_read_from_their_lines_and_counted() -> None:
+    from pytest_cudaperf.run.judging import measured_again
+    from pytest_cudaperf.verdict import Kind, Verdict
+
+    table = benchmark_script("public_suites/defaults_table.py")
+    unsure, passed = Verdict(Kind.INCONCLUSIVE, ratio=1.062), Verdict(Kind.PASS, ratio=1.031)
+    details = [
+        "callable synchronizes inside: timed on the host in reference loops, its kernels apart",
+        measured_again([(1, unsure), (2, unsure), (4, passed)]),
+        "[inner] " + measured_again([(1, unsure), (1, unsure)]),
+    ]
+    assert table.measured_again(details) == [(2, "pass"), (1, "inconclusive")]
+    run = table.Step(
+        name="unchanged-1",
+        step="unchanged",
+        wall=None,
+        outcomes=Counter(),
+        by_test={},
+        verdicts=[],
+        unsure=Counter(),
+        waited=[],
+        parts=[],
+        again=table.measured_again(details),
+    )
+    assert table.again_line([run]) == [
+        "- INCONCLUSIVE times measured again: unchanged-1: 2 (3 measurements; then "
+        "1 inconclusive, 1 pass)"
+    ]

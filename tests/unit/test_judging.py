@@ -740,6 +740,15 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     assert len(budgets) == taken
     assert judged_path.REMEASURE == 2
     assert not [d for d in test.state.details if "host-bound: waited" in d]
+    again = [d for d in test.state.details if "measured again" in d]
+    if ms == (1.3, 0.65):  # an IMPROVED is confirmed, not measured again as an INCONCLUSIVE
+        assert again == []
+    else:  # what each of the three measurements read, and at what budget
+        change = "+50.0%" if loops == 6.0 else "-35.0%"
+        assert again == [
+            f"measured again twice: {change} inconclusive, then {change} inconclusive "
+            f"(2x the budget), {change} inconclusive (4x the budget)"
+        ]
 
 
 def test_a_fresh_process_follows_another_only_once_the_host_is_back(
