@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from benchmark_scripts import benchmark_script
 
@@ -54,20 +55,17 @@ def test_a_recording_made_in_parts_counts_every_part_that_ended(tmp_path: Path) 
     assert "| unchanged-1 | 0 | 90 s |" in "\n".join(lines)
 
 
+def _unchanged_run(table: Any, **read: Any) -> Any:
+    """A step ``unchanged-1`` that read nothing but ``read`` (its waits, its re-measurements)."""
+    empty = {"outcomes": Counter(), "by_test": {}, "verdicts": [], "unsure": Counter()}
+    fields = {**empty, "waited": [], "parts": [], **read}
+    return table.Step(name="unchanged-1", step="unchanged", wall=None, **fields)
+
+
 def test_the_waits_line_says_how_long_the_longest_wait_of_each_ending_took() -> None:
     table = benchmark_script("public_suites/defaults_table.py")
     waited = [("back", 0.5), ("back", 13.1), ("in vain", 29.6), ("back", 1.0)]
-    run = table.Step(
-        name="unchanged-1",
-        step="unchanged",
-        wall=None,
-        outcomes=Counter(),
-        by_test={},
-        verdicts=[],
-        unsure=Counter(),
-        waited=waited,
-        parts=[],
-    )
+    run = _unchanged_run(table, waited=waited)
     assert table.waits_line([run]) == [
         "- waits for the host's state: unchanged-1: 3 back (14.6 s, the longest 13.1 s), "
         "1 in vain (29.6 s)"
@@ -86,18 +84,7 @@ def test_the_times_measured_again_are_read_from_their_lines_and_counted() -> Non
         "[inner] " + measured_again([(1, unsure), (1, unsure)]),
     ]
     assert table.measured_again(details) == [(2, "pass"), (1, "inconclusive")]
-    run = table.Step(
-        name="unchanged-1",
-        step="unchanged",
-        wall=None,
-        outcomes=Counter(),
-        by_test={},
-        verdicts=[],
-        unsure=Counter(),
-        waited=[],
-        parts=[],
-        again=table.measured_again(details),
-    )
+    run = _unchanged_run(table, again=table.measured_again(details))
     assert table.again_line([run]) == [
         "- INCONCLUSIVE times measured again: unchanged-1: 2 (3 measurements; then "
         "1 inconclusive, 1 pass)"
