@@ -127,13 +127,16 @@ def compare(
             shared, out = prior.fit(usable), set()
         for i in open_:
             weigh = None if i in out else shared
-            call = decide(interval([math.exp(x) for x in logs[i]], weigh)[1], pair, MIN_EFFECT)
+            ratios = [math.exp(x) for x in logs[i]]
+            call = decide(interval(ratios, weigh)[1], pair, MIN_EFFECT)
             if call is not Call.UNDECIDED:
                 calls[i] = call
-            elif rule.endswith("futility") and pair < pairs:
-                ratios = [math.exp(x) for x in logs[i]]
-                if reachable(ratios, weigh, pairs, MIN_EFFECT) == (False, False):
-                    calls[i] = Call.UNDECIDED
+            elif (
+                rule.endswith("futility")
+                and pair < pairs
+                and reachable(ratios, weigh, pairs, MIN_EFFECT) == (False, False)
+            ):
+                calls[i] = Call.UNDECIDED
     if any(c in (Call.SLOWER, Call.FASTER) for c in calls.values()):
         processes += 2 * CONFIRM_PAIRS
     return Outcome(processes, tuple(calls.get(i, Call.UNDECIDED) for i in range(len(sigmas))))
@@ -194,7 +197,10 @@ def main() -> None:
     if args.cap is not None:
         sigmas = [min(s, args.cap) for s in sigmas]
     if len(sigmas) < prior.MIN_SERIES:
-        parser.error(f"--reports: {len(sigmas)} time series with 3 pairs or more; need 10")
+        parser.error(
+            f"--reports: {len(sigmas)} time series with {MIN_PAIRS} pairs or more; "
+            f"need {prior.MIN_SERIES}"
+        )
     quiet = [i for i, s in enumerate(sigmas) if s <= QUIET]
     source = f"`--reports {args.reports}`" if args.reports else "the H200 model"
     source += f", capped at {args.cap:.1%}" if args.cap is not None else ""

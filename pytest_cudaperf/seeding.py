@@ -37,10 +37,7 @@ def same_draws(device_index: int | None) -> Iterator[None]:
     numpy_state = numpy.random.get_state() if numpy is not None else None
     try:
         with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(SEED)
-            random.seed(SEED)
-            if numpy is not None:
-                numpy.random.seed(SEED)
+            reseed(SEED)
             yield
     finally:
         random.setstate(python_state)

@@ -33,7 +33,7 @@ import statistics
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -108,7 +108,7 @@ class Step:
     #: each part's (exit code, seconds), None where cut (:func:`part_walls`): one for most steps
     parts: list[tuple[int, float] | None]
     #: each INCONCLUSIVE time measured again (:func:`measured_again`): (times, last verdict)
-    again: list[tuple[int, str]] = field(default_factory=list)
+    again: list[tuple[int, str]]
 
     @property
     def times(self) -> list[float]:

@@ -31,6 +31,7 @@ from pytest_cudaperf.plugin.state import (
     built_context,
     context_of,
     run_of,
+    serves_benchmark,
 )
 from pytest_cudaperf.report.model import FailureKind
 from pytest_cudaperf.run import deselect
@@ -130,7 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         reason = run.ctx.probe.unavailable_reason()
         if reason:
             raise pytest.UsageError(f"--cudaperf-require-gpu: no usable GPU: {reason}")
-    if config.stash.get(SERVING, bench_serving.Serving(ours=False)).ours:
+    if serves_benchmark(config):
         bench_server.serve(config, run)
     if run.ctx.fresh is not None:
         run.ctx.deferred = Deferred()
@@ -186,9 +187,8 @@ def uses_plugin(item: pytest.Item) -> bool:
 def _seeded(item: pytest.Item) -> bool:
     """Does the test start from ``--cudaperf-seed``: one that uses a cudaperf marker or fixture,
     or the ``benchmark`` fixture where this plugin serves it?"""
-    serving = item.config.stash.get(SERVING, None)
-    served = serving is not None and serving.ours
-    return uses_plugin(item) or (served and "benchmark" in getattr(item, "fixturenames", ()))
+    uses_benchmark = "benchmark" in getattr(item, "fixturenames", ())
+    return uses_plugin(item) or (uses_benchmark and serves_benchmark(item.config))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -86,6 +86,11 @@ class CudaperfRun:
                 terminalreporter.write_line(line)
 
 
+def serves_benchmark(config: pytest.Config) -> bool:
+    """Does this plugin serve the ``benchmark`` fixture in this run?"""
+    return config.stash.get(SERVING, bench_serving.Serving(ours=False)).ours
+
+
 def run_of(config: pytest.Config) -> CudaperfRun:
     return config.stash[RUN]
 

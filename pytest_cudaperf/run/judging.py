@@ -58,8 +58,9 @@ def _device_of(test: TestContext) -> str:
     return str(test.device.device) if test.device is not None else "cpu"
 
 
-def _record_env(test: TestContext) -> dict[str, object]:
-    """The test's records' environment, with the seed its random draws started from."""
+def record_env(test: TestContext) -> dict[str, object]:
+    """The environment of the test's records (:func:`pytest_cudaperf.devices.probe.environment`
+    on its device), with the seed its random draws started from."""
     return environment(test.run.probe, _device_of(test), seed=written(test.settings.seed))
 
 
@@ -177,7 +178,7 @@ def judge_measured(
     """The series one measurement of a callable measured, judged together in one call of the
     verdict: its time (the record keeps the measurement's fields for the reports) and, where
     it was read, its peak memory (a ``memory:peak`` series; None where not read)."""
-    env = _record_env(test)
+    env = record_env(test)
     measured = [_time_observed(test, key, m, device_class, env)]
     if peak is not None:
         measured.append(_peak_observed(key, peak, device_class, env))
@@ -212,7 +213,7 @@ def judge_peak(
     test: TestContext, key: SeriesKey, peak: PeakResult, device_class: str
 ) -> JudgedRecord:
     """A peak's record and verdict alone (a ``memory:peak`` series)."""
-    env = _record_env(test)
+    env = record_env(test)
     (judged,) = _judge_all(test, [_peak_observed(key, peak, device_class, env)])
     return dataclasses.replace(judged, peak=peak)
 

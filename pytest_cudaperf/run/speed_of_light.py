@@ -18,12 +18,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.observation import Observation
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord, OtherDevice
 from pytest_cudaperf.run.context import TestContext
-from pytest_cudaperf.seeding import written
+from pytest_cudaperf.run.judging import record_env
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.verdict import Kind, judge
 
@@ -201,8 +200,7 @@ def _energy_window(test: TestContext, measured: Measured, m: Measurement) -> Ene
 def add_energy(test: TestContext, key: SeriesKey, found: Energy, device_class: str) -> None:
     """Record joules per call as an ``energy:call`` series, judged against its baseline with
     the run's tolerance (the verdict policy of a time); a regression fails the test."""
-    device = str(test.device.device) if test.device is not None else "cpu"
-    env = environment(test.run.probe, device, seed=written(test.settings.seed))
+    env = record_env(test)
     value = found.joules_per_call
     noise = found.uncertainty
     recording = Recording(

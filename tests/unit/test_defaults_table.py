@@ -58,7 +58,7 @@ def test_a_recording_made_in_parts_counts_every_part_that_ended(tmp_path: Path) 
 def _unchanged_run(table: Any, **read: Any) -> Any:
     """A step ``unchanged-1`` that read nothing but ``read`` (its waits, its re-measurements)."""
     empty = {"outcomes": Counter(), "by_test": {}, "verdicts": [], "unsure": Counter()}
-    fields = {**empty, "waited": [], "parts": [], **read}
+    fields = {**empty, "waited": [], "parts": [], "again": [], **read}
     return table.Step(name="unchanged-1", step="unchanged", wall=None, **fields)
 
 
