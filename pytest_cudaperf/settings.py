@@ -251,9 +251,9 @@ OPTIONS: tuple[Option, ...] = (
         "than at recording may wait for the host to come back before it is measured again, and "
         "pedantic's rounds left undecided while other processes shared the CPU for it to be "
         "free, per measured callable (once a wait ran out, later ones look once): SECONDS, or "
-        "off (default: 30s)",
+        "off (default: 15s)",
         parse_wait,
-        30.0,
+        15.0,
         metavar="SECONDS",
     ),
     Option(
@@ -396,7 +396,7 @@ class Settings:
     remeasure: str = "auto"
     #: seconds a host-bound change read in the host's other state may wait for the recordings'
     #: state, per measured callable (0: re-measured at once)
-    state_wait: float = 30.0
+    state_wait: float = 15.0
     #: what torch's, Python's and NumPy's generators are seeded with before each measured test's
     #: fixtures (None: left alone)
     seed: int | None = 0

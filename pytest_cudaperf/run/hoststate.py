@@ -30,7 +30,7 @@ POLL_S = 0.5
 #: the share of its limit a wait must have waited, in vain, for the state it waited out to
 #: count as lasting (:class:`Spell`)
 SPELL_SHARE = 0.5
-#: the limits after which a spell that no wait has met lapses (:class:`Spell`): 5 min at 30 s
+#: the limits after which a spell that no wait has met lapses (:class:`Spell`): 2.5 min at 15 s
 SPELL_LAPSE = 10
 #: the last calls of a measurement, whose launch references say which state the host was in
 #: when the measurement ended (:func:`latest_reference`)

@@ -131,7 +131,7 @@ def test_the_seed_takes_a_whole_number_or_off() -> None:
 
 
 def test_the_state_wait_takes_seconds_or_off() -> None:
-    assert resolve(FakeConfig(), {}, "x").state_wait == 30.0
+    assert resolve(FakeConfig(), {}, "x").state_wait == 15.0
     assert resolve(FakeConfig({"cudaperf_state_wait": "10s"}), {}, "x").state_wait == 10.0
     assert resolve(FakeConfig(ini={"cudaperf_state_wait": "500ms"}), {}, "x").state_wait == 0.5
     for off in ("off", "OFF", "0"):
