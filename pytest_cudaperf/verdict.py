@@ -118,6 +118,15 @@ class Verdict:
         )
         return undecided and self.ratio is not None and self.ratio > 1
 
+    @property
+    def speed_up_only(self) -> bool:
+        """INCONCLUSIVE, read as a speed-up, with a CI that rules out a regression (its high end
+        within ``1 + threshold``): another measurement can say PASS or IMPROVED, never fail."""
+        ratio, ci, threshold = self.ratio, self.ci, self.threshold
+        if self.kind is not Kind.INCONCLUSIVE or ratio is None or ci is None or threshold is None:
+            return False
+        return ratio < 1 and ci[1] <= 1 + threshold
+
 
 def ci_text(ci: tuple[float, float] | list[float]) -> str:
     """A ratio's CI as changes: ``+10.1%…+14.0%``."""

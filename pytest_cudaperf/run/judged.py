@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 #: how often an inconclusive measurement is re-measured (with twice the time budget each time)
 REMEASURE = 2
+#: how often one that can only be a speed-up is (``Verdict.speed_up_only``; why: docs/decisions.md,
+#: "Why is an undecided speed-up measured again only once?")
+REMEASURE_SPEED_UP = 1
 #: a host-bound call's kernels are profiled in a second pass over the same seeded calls when
 #: the first pass's median is less precise than this (relative CI half-width): calls that draw
 #: their operations at random (kornia's AutoAugment) differ from each other by ±40…90% while each
@@ -353,18 +356,20 @@ class JudgedMeasurement:
         re-measurements: None not to; else how many it will have spent. One that awaits the host
         (:attr:`Verdict.awaits_host`, with a wait) is measured again once the host is back
         (:meth:`host_back`) and spends none: the wait's deadline bounds those; any other is
-        measured again at once and spends one. None with ``--cudaperf-remeasure=off``, and for
-        a host clock's time (``metric == "wall"``: the CPU's) whose verdict only the series' own
-        noise holds (:attr:`Verdict.series_bound`): a more precise measurement of the same median
-        cannot decide it, another draw of it would only be a second chance to pass (why:
-        docs/decisions.md, "Why is a verdict that only the series' noise holds not measured
-        again?")."""
+        measured again at once and spends one, a speed-up whose CI rules out a regression
+        (:attr:`Verdict.speed_up_only`) at most :data:`REMEASURE_SPEED_UP`. None with
+        ``--cudaperf-remeasure=off``, and for a host clock's time (``metric == "wall"``: the
+        CPU's) whose verdict only the series' own noise holds (:attr:`Verdict.series_bound`): a
+        more precise measurement of the same median cannot decide it, another draw of it would
+        only be a second chance to pass (why: docs/decisions.md, "Why is a verdict that only the
+        series' noise holds not measured again?")."""
         if self.test.settings.remeasure == "off":
             return None
         if record.verdict.series_bound and measurement.metric == "wall":
             return None
         awaits = self.wait is not None and record.verdict.awaits_host
-        if not awaits and spent == REMEASURE:
+        most = REMEASURE_SPEED_UP if record.verdict.speed_up_only else REMEASURE
+        if not awaits and spent >= most:
             return None
         if not self.host_back(record, measurement):
             return None

@@ -262,3 +262,17 @@ def test_remeasure_off_takes_no_rounds_again(tmp_path: Path) -> None:
     rounds = Rounds(wall(1.6, n=40))
     record, measured = exact.taken_again(test, first, shared, rounds, cpu_wait([0.0])[0])
     assert (record, measured, rounds.asked) == (first, shared, [])
+
+
+def test_a_speed_up_that_cannot_be_a_regression_is_taken_again_once(tmp_path: Path) -> None:
+    """0.4x its baseline while the CPU was shared: INCONCLUSIVE, its CI across the speed-up's
+    threshold but nowhere near a regression's: taken again once, not twice."""
+    test = context_of(tmp_path)
+    shared = wall(0.4, unstable=SHARED)
+    first = first_look(test, shared)
+    assert first.verdict.kind is Kind.INCONCLUSIVE
+    assert first.verdict.speed_up_only
+    rounds = Rounds(wall(0.4, unstable=SHARED, n=40), wall(0.4, unstable=SHARED, n=80))
+    record, measured = exact.taken_again(test, first, shared, rounds, cpu_wait([0.0, 0.0])[0])
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert (rounds.asked, measured.n) == ([40], 40)

@@ -702,10 +702,12 @@ def test_an_undecided_slowdown_read_in_a_faster_host_state_waits_for_the_host(
     [
         # --cudaperf-state-wait=off: 6 loops against 4, the host 2x slower, held back
         ({"state_wait": 0.0}, 6.0, (6.0,), 3),
-        # 2.6 loops against 4, the host 2x faster, held back: a speed-up fails nothing
-        ({}, 2.6, (0.65,), 3),
-        # IMPROVED with the host as at recording, then each confirmation 2x faster, held back
-        ({}, 2.6, (1.3, 0.65), 1 + 1 + 2),
+        # 2.6 loops against 4, the host 2x faster, held back: a speed-up fails nothing, and
+        # one whose CI rules out a regression is measured again once
+        ({}, 2.6, (0.65,), 2),
+        # IMPROVED with the host as at recording, then each confirmation 2x faster, held back:
+        # a speed-up, measured again once
+        ({}, 2.6, (1.3, 0.65), 1 + 1 + 1),
     ],
 )
 def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
@@ -716,8 +718,9 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     taken: int,
 ) -> None:
     """Held back for the host's state, and re-measured at once (REMEASURE times, twice the
-    budget each time where the first verdict was INCONCLUSIVE) without reading the probe: the
-    state wait's deadline bounds only re-measurements that wait."""
+    budget each time where the first verdict was INCONCLUSIVE; REMEASURE_SPEED_UP times for a
+    speed-up that cannot be a regression) without reading the probe: the state wait's deadline
+    bounds only re-measurements that wait."""
     from pytest_cudaperf.measure.timing import Budget
     from pytest_cudaperf.run import judged as judged_path
 
@@ -738,16 +741,19 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     assert record.verdict.other_state
     assert record.verdict.kind is Kind.INCONCLUSIVE
     assert len(budgets) == taken
-    assert judged_path.REMEASURE == 2
+    assert (judged_path.REMEASURE, judged_path.REMEASURE_SPEED_UP) == (2, 1)
     assert not [d for d in test.state.details if "host-bound: waited" in d]
     again = [d for d in test.state.details if "measured again" in d]
     if ms == (1.3, 0.65):  # an IMPROVED is confirmed, not measured again as an INCONCLUSIVE
         assert again == []
-    else:  # what each of the three measurements read, and at what budget
-        change = "+50.0%" if loops == 6.0 else "-35.0%"
+    elif loops == 6.0:  # what each of the three measurements read, and at what budget
         assert again == [
-            f"measured again twice: {change} inconclusive, then {change} inconclusive "
-            f"(2x the budget), {change} inconclusive (4x the budget)"
+            "measured again twice: +50.0% inconclusive, then +50.0% inconclusive "
+            "(2x the budget), +50.0% inconclusive (4x the budget)"
+        ]
+    else:  # a speed-up: two measurements
+        assert again == [
+            "measured again once: -35.0% inconclusive, then -35.0% inconclusive (2x the budget)"
         ]
 
 
@@ -1295,3 +1301,36 @@ def test_a_host_clock_verdict_that_only_the_series_noise_holds_is_not_measured_a
     assert record.verdict.kind is Kind.INCONCLUSIVE
     assert record.verdict.series_bound
     assert len(budgets) == 1 + (judged_path.REMEASURE if again else 0)
+
+
+@pytest.mark.parametrize(("spread", "high", "taken"), [
+    (0.02, "-1.7%", 2),  # its CI rules out a regression: measured again once
+    (0.10, "+24.8%", 3),  # its CI reaches past the threshold: REMEASURE times
+])  # fmt: skip
+def test_an_undecided_speed_up_is_measured_again_once_where_its_ci_rules_out_a_regression(
+    tmp_path: Path, spread: float, high: str, taken: int
+) -> None:
+    """-20% against a series that moves ±20%: INCONCLUSIVE, its CI across the speed-up's
+    threshold. Where the CI's high end lies within the regression threshold, another
+    measurement can say PASS or IMPROVED and never fail: it is measured again once; a CI that
+    reaches past it is measured again as any INCONCLUSIVE is."""
+    from pytest_cudaperf.run import judged as judged_path
+
+    run = run_context(tmp_path)
+    recording = Recording("2026-11-23", 1.0, 0.2, 20, ci=(1.0, 1.0))
+    run.store.update("GPU X", [Record(A, "time:device/cold", "GPU X", "ms", recording, {})])
+    budgets: list[object] = []
+
+    def run_once(budget: object) -> Measurement:
+        budgets.append(budget)
+        samples = [0.8 * (1 + spread * i) for i in range(-10, 11)]
+        return Measurement.from_samples(samples, metric="device", cache="cold")
+
+    test = new_test(run)
+    path(test, run_once).run(judged_path.budget_for(run.settings, PerfOptions()))
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert "(-20.0%, 95% CI -" in record.verdict.message
+    assert f"…{high}, tolerance" in record.verdict.message
+    assert record.verdict.speed_up_only is (taken == 2)
+    assert len(budgets) == taken

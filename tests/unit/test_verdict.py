@@ -12,6 +12,7 @@ from pytest_cudaperf.series import Entry, Recording, entry_of
 from pytest_cudaperf.units import format_ms, format_pct, format_value
 from pytest_cudaperf.verdict import (
     Kind,
+    Verdict,
     budget_failure,
     ci_text,
     confirm,
@@ -801,3 +802,17 @@ def test_only_a_verdict_that_the_series_noise_alone_holds_is_series_bound() -> N
     assert slow_host.kind is Kind.INCONCLUSIVE
     assert not slow_host.series_bound  # the host may come back: measured again
     assert not judge(obs(1.03), noisy, 0.05, "GPU").series_bound  # a pass
+
+
+@pytest.mark.parametrize(("kind", "ratio", "ci", "only"), [
+    (Kind.INCONCLUSIVE, 0.8, (0.7, 0.9), True),  # a speed-up, a regression ruled out
+    (Kind.INCONCLUSIVE, 0.8, (0.7, 1.2), True),  # its high end at the threshold
+    (Kind.INCONCLUSIVE, 0.8, (0.5, 1.3), False),  # its CI reaches past the threshold
+    (Kind.INCONCLUSIVE, 1.1, (0.95, 1.25), False),  # read as a slowdown
+    (Kind.IMPROVED, 0.7, (0.65, 0.75), False),  # decided
+])  # fmt: skip
+def test_speed_up_only_is_an_inconclusive_speed_up_that_cannot_be_a_regression(
+    kind: Kind, ratio: float, ci: tuple[float, float], only: bool
+) -> None:
+    assert Verdict(kind, ratio, ci, 0.2).speed_up_only is only
+    assert not Verdict(Kind.INCONCLUSIVE, ratio).speed_up_only  # no CI: nothing to rule out
