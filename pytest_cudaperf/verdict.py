@@ -121,7 +121,8 @@ class Verdict:
     @property
     def speed_up_only(self) -> bool:
         """INCONCLUSIVE, read as a speed-up, with a CI that rules out a regression (its high end
-        within ``1 + threshold``): another measurement can say PASS or IMPROVED, never fail."""
+        within ``1 + threshold``): another measurement is for its label (PASS or IMPROVED), not
+        to decide a failure."""
         ratio, ci, threshold = self.ratio, self.ci, self.threshold
         if self.kind is not Kind.INCONCLUSIVE or ratio is None or ci is None or threshold is None:
             return False
