@@ -54,11 +54,24 @@ def run_pytest(runs: Sequence[Sequence[str]], folder: Path) -> list[int]:
         f"cudaperf record: {len(cmds)} pytest processes started together, each measuring in "
         "its turn"
     )
+    names = process_names(runs)
 
     def ended(index: int, rc: int, wall: float, log: Path) -> None:
-        print(f"cudaperf record: process {index + 1}/{len(cmds)} ended: exit {rc}, {wall:.0f} s")
+        print(f"cudaperf record: {names[index]} ended: exit {rc}, {wall:.0f} s after the start")
 
     return run_in_turns(cmds, folder, ended)
+
+
+def process_names(runs: Sequence[Sequence[str]]) -> list[str]:
+    """What each of ``cmd_record``'s pytest processes is, by its arguments: ``run 2/5``, a
+    measuring run, or ``the profiling run`` (the one in update mode: :func:`profiling`)."""
+    measuring_runs = [i for i, args in enumerate(runs) if "--cudaperf-update" not in args]
+    return [
+        f"run {measuring_runs.index(i) + 1}/{len(measuring_runs)}"
+        if i in measuring_runs
+        else "the profiling run"
+        for i in range(len(runs))
+    ]
 
 
 def run_alone(args: Sequence[str]) -> int:

@@ -111,6 +111,7 @@ def test_record_writes_series_of_k_recordings_and_show_says_so(
     result.stdout.fnmatch_lines(
         [
             "cudaperf record: 4 pytest processes started together, each measuring in its turn",
+            "cudaperf record: the profiling run ended: exit 0, * s after the start",
             "*run 1/3: pytest exited 0, 2 series*",
             "*run 2/3: pytest exited 0, 2 series*",
             "*run 3/3: pytest exited 0, 2 series*",

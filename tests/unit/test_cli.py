@@ -18,7 +18,7 @@ import pytest
 
 from pytest_cudaperf import cli, signals, turns
 from pytest_cudaperf.cli import main
-from pytest_cudaperf.cli.record import one_by_one, run_pytest, uneven_host
+from pytest_cudaperf.cli.record import one_by_one, process_names, run_pytest, uneven_host
 from pytest_cudaperf.cli.sources import read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, dumps
@@ -811,6 +811,14 @@ def test_record_runs_one_after_another_where_processes_cannot_take_turns(
     assert run_pytest([["--version"], ["--no-such-option"]], tmp_path) == [0, 4]
     assert "together" not in capsys.readouterr().out
     assert not (tmp_path / "turns").exists()
+
+
+def test_each_record_process_is_named_by_what_it_does() -> None:
+    """The lines that say each process's end name it: a measuring run by its number, the one in
+    update mode as the profiling run."""
+    runs = [["-q", "--cudaperf-json=a"], ["-q", "--cudaperf-json=b"], ["-q", "--cudaperf-update"]]
+    assert process_names(runs) == ["run 1/2", "run 2/2", "the profiling run"]
+    assert process_names(runs[:1]) == ["run 1/1"]
 
 
 def test_a_run_that_could_not_run_its_tests_shows_its_last_lines(
