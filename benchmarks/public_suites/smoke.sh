@@ -4,8 +4,9 @@
 # (out/public/ml4gw, one pytest-benchmark test of a CPU tensor): pytest-benchmark's own run,
 # `cudaperf record` (MODE=record, one run), a judged run (MODE=cudaperf, the fixture served by
 # pytest-cudaperf) that must write its JSON files, and one with plant.py loaded
-# (CUDAPERF_PLANT=3x). ground_truth.py (MODE=groundtruth) times with CUDA events and has no CPU
-# path: mypy checks it, a GPU runs it.
+# (CUDAPERF_PLANT=3x); then the table of those runs (defaults_table.py) and the tally of their
+# waits (tally_waits.py). ground_truth.py (MODE=groundtruth) times with CUDA events and has no
+# CPU path: mypy checks it, a GPU runs it.
 #
 #   bash benchmarks/public_suites/smoke.sh OUTDIR
 set -euo pipefail
@@ -50,4 +51,11 @@ for row in "| pytest-benchmark | 0 |" "| record | 0 |" "| unchanged-1 | 0 |" "| 
     "- most over pytest-benchmark's time (pytest-benchmark → median of the runs): \`test_" \
     "- planted: wall "; do
   grep -qF -- "$row" "$OUT/defaults/defaults.md" || { cat "$OUT/defaults/defaults.md" >&2; exit 1; }
+done
+# the waits across the judged runs' reports: the three reports read (unchanged-1, unchanged-2,
+# planted), pytest-benchmark's JSON files passed over
+python "$HERE/tally_waits.py" "$OUT/defaults" > "$OUT/waits.txt"
+for row in "reports: 3 (" "waits that met the host back: " "waits that ran out: " \
+    "single looks in a spell: "; do
+  grep -qF -- "$row" "$OUT/waits.txt" || { cat "$OUT/waits.txt" >&2; exit 1; }
 done

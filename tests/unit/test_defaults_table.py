@@ -89,3 +89,24 @@ def test_the_times_measured_again_are_read_from_their_lines_and_counted() -> Non
         "- INCONCLUSIVE times measured again: unchanged-1: 2 (3 measurements; then "
         "1 inconclusive, 1 pass)"
     ]
+
+
+def test_the_waits_that_met_the_host_back_are_counted_by_how_long_they_took(
+    tmp_path: Path,
+) -> None:
+    tally = benchmark_script("public_suites/tally_waits.py")
+    found = tally.Tally()
+    for ended, seconds in [("back", 0.5), ("back", 5.0), ("back", 9.5), ("back", 13.1)]:
+        found.add(ended, seconds)
+    found.add("in vain", 29.6)
+    found.add("looked once", 0.5)
+    assert (found.ran_out, found.looks) == ([29.6], 1)
+    assert tally.bands(found.back) == "≤ 5 s 2, 5–10 s 1, 10–15 s 1, 15–30 s 0"
+    assert tally.bands([31.0]).endswith("> 30 s 1")
+    baseline = tmp_path / "nvidia-h200.json"
+    baseline.write_text('{"schema": 3, "device_class": "NVIDIA H200", "entries": {}}')
+    assert tally.tally(baseline) is None  # a baseline file, not a report
+    twice = tmp_path / "copy"
+    twice.mkdir()
+    (twice / "same.json").write_bytes(baseline.read_bytes())
+    assert tally.reports([baseline, twice]) == [baseline]  # the same bytes count once

@@ -1,0 +1,151 @@
+"""How the waits for the host's state ended across judged runs: each wait that met the host back
+and how long it took, each that ran out, each single look of a spell.
+
+    python benchmarks/public_suites/tally_waits.py PATH [PATH ...]
+
+A PATH is a ``--cudaperf-json`` report or a folder, which stands for every ``*.json`` below it
+that is such a report (``judged-at-defaults.sh``'s ``report.json``, ``bench_suite.py``'s run
+files; pytest-benchmark's files and baselines are passed over). A report found twice (the same
+bytes, as in a kept copy of a folder) counts once. The waits are read from the lines they leave
+in a test's details (:func:`defaults_table.waits`). Prints the totals, then one line per report
+with a wait; an evidence for ``--cudaperf-state-wait``'s limit (docs/decisions.md, "Why does a
+host-bound change read in the host's other state wait for it?").
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent.parent))
+
+from public_suites.defaults_table import waits  # noqa: E402
+
+from pytest_cudaperf.report.document import read_report  # noqa: E402
+from pytest_cudaperf.report.fields import ReportError  # noqa: E402
+
+#: upper ends (seconds) of the bands the waits that met the host back are counted in
+BANDS = (5.0, 10.0, 15.0, 30.0)
+
+
+@dataclass
+class Tally:
+    """The waits of one report, or of all of them."""
+
+    back: list[float] = field(default_factory=list)
+    ran_out: list[float] = field(default_factory=list)
+    looks: int = 0
+
+    def add(self, ended: str, seconds: float) -> None:
+        if ended == "back":
+            self.back.append(seconds)
+        elif ended == "in vain":
+            self.ran_out.append(seconds)
+        else:
+            self.looks += 1
+
+    def merge(self, other: Tally) -> None:
+        self.back += other.back
+        self.ran_out += other.ran_out
+        self.looks += other.looks
+
+    @property
+    def any(self) -> bool:
+        return bool(self.back or self.ran_out or self.looks)
+
+
+def reports(paths: list[Path]) -> list[Path]:
+    """The JSON files the paths name, a folder's sorted, each content once."""
+    found, seen = [], set()
+    for path in paths:
+        for candidate in sorted(path.rglob("*.json")) if path.is_dir() else [path]:
+            digest = hashlib.sha256(candidate.read_bytes()).hexdigest()
+            if digest not in seen:
+                seen.add(digest)
+                found.append(candidate)
+    return found
+
+
+def tally(report: Path) -> Tally | None:
+    """The waits one report's tests name; None for a file that is not a cudaperf report (no
+    ``tests``: a baseline file, pytest-benchmark's JSON)."""
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or "tests" not in data or "entries" in data:
+        return None
+    try:
+        tests = read_report(report).tests
+    except ReportError:
+        return None
+    found = Tally()
+    for test in tests:
+        for ended, seconds in waits(test.details):
+            found.add(ended, seconds)
+    return found
+
+
+def bands(back: list[float]) -> str:
+    """``≤ 5 s 75, 5–10 s 8, 10–15 s 1, 15–30 s 0`` (and ``> 30 s`` where any)."""
+    counts, low = [], 0.0
+    for high in BANDS:
+        n = sum(low < s <= high for s in back) + (sum(s == 0 for s in back) if low == 0 else 0)
+        counts.append(f"{'≤ ' if low == 0 else f'{low:g}–'}{high:g} s {n}")
+        low = high
+    beyond = sum(s > BANDS[-1] for s in back)
+    return ", ".join(counts + ([f"> {BANDS[-1]:g} s {beyond}"] if beyond else []))
+
+
+def seconds(values: list[float]) -> str:
+    return ", ".join(f"{s:.1f}" for s in sorted(values, reverse=True)) + " s" if values else "none"
+
+
+def lines(paths: list[Path]) -> list[str]:
+    total, each, skipped = Tally(), [], 0
+    found = reports(paths)
+    for report in found:
+        one = tally(report)
+        if one is None:
+            skipped += 1
+            continue
+        total.merge(one)
+        if one.any:
+            longest = f", the longest {max(one.back):.1f} s" if one.back else ""
+            each.append(
+                f"- {report}: {len(one.back)} back ({sum(one.back):.1f} s{longest}); "
+                f"ran out: {seconds(one.ran_out)}; looks: {one.looks}"
+            )
+    read = len(found) - skipped
+    out = [f"reports: {read} ({len(each)} with a wait; {skipped} other JSON files passed over)"]
+    if total.back:
+        out.append(
+            f"waits that met the host back: {len(total.back)}, {min(total.back):.1f}–"
+            f"{max(total.back):.1f} s ({bands(total.back)})"
+        )
+    else:
+        out.append("waits that met the host back: 0")
+    out.append(f"waits that ran out: {len(total.ran_out)}: {seconds(total.ran_out)}")
+    out.append(f"single looks in a spell: {total.looks}")
+    return [*out, *each]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", type=Path, nargs="+", help="reports, or folders holding them")
+    args = parser.parse_args(argv)
+    for path in args.paths:
+        if not path.exists():
+            parser.error(f"PATH: {path} does not exist")
+    print("\n".join(lines(args.paths)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
