@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_cudaperf.seeding import written
 from pytest_cudaperf.units import parse_fraction, parse_seconds
 
 
@@ -139,6 +140,10 @@ class Option:
     metavar: str | None = None
     #: the value of the flag given without one (``--cudaperf-leak-sweep``): its value is optional
     bare: str | None = None
+    #: the value written back as the option reads it (a child process's environment), for an
+    #: option whose None is a value of its own (``--cudaperf-seed=off``); else ``str``, and None
+    #: not written
+    write: Callable[[Any], str] | None = None
 
     @property
     def cli(self) -> str:
@@ -264,6 +269,7 @@ OPTIONS: tuple[Option, ...] = (
         parse_seed,
         0,
         metavar="N",
+        write=written,
     ),
     Option(
         "baseline-dir",

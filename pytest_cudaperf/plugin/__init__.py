@@ -233,16 +233,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marks = item.stash.get(MARKS, Marks())
     if marks.error:
         pytest.fail(marks.error, pytrace=False)
+    ctx = run_of(item.config).ctx
     if marks.gpu is not None:
-        skip, fault = run_of(item.config).ctx.gpu_gate(marks.gpu)
+        skip, fault = ctx.gpu_gate(marks.gpu)
         if skip:  # pytest's skipping plugin runs next and reports the test's own location
             item.add_marker(pytest.mark.skip(reason=skip))
         elif fault:
             pytest.fail(fault, pytrace=False)
-    skip = plan.launcher_skip(marks, run_of(item.config).ctx)
+    skip = plan.launcher_skip(marks, ctx)
     if skip:  # said once by the launcher, not in every rank
         item.add_marker(pytest.mark.skip(reason=skip))
-    settings = run_of(item.config).ctx.settings
+    settings = ctx.settings
     if settings.seed is not None and not settings.disable and _seeded(item):
         seeding.reseed(settings.seed)  # before pytest's own setup draws the fixtures
 

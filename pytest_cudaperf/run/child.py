@@ -51,16 +51,16 @@ def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
     in the child). A child never writes files: no JSON, HTML or history, no pruning; baselines
     are written by the parent's run. It re-measures times only: no speed of light or energy
     window of its own (the parent's stand), no leak sweep. A list is written as the
-    environment variable reads it (comma-separated), an empty one not at all; a seed left off as
-    ``off``, so that the child leaves the generators alone too."""
-    from pytest_cudaperf.seeding import written
+    environment variable reads it (comma-separated), an empty one not at all; an option with a
+    writer of its own by it (:attr:`pytest_cudaperf.settings.Option.write`: a seed left off as
+    ``off``, so that the child leaves the generators alone too)."""
     from pytest_cudaperf.settings import OPTIONS
 
     env: dict[str, str] = {}
     for option in OPTIONS:
         value = getattr(settings, option.field)
-        if option.field == "seed":
-            value = written(value)
+        if option.write is not None:
+            value = option.write(value)
         if option.field in ("json", "html", "history") or value is None:
             continue
         if option.field == "baseline_dir":
