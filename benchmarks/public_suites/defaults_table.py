@@ -77,10 +77,15 @@ def part_walls(step: Path) -> list[tuple[int, float] | None]:
 
 
 def wall(step: Path) -> tuple[int, float] | None:
-    """(exit code, seconds) of the step, None where it did not finish; a recording made in parts
-    (:func:`part_walls`): the first non-zero exit code of its finished parts and their seconds
-    summed (a part cut by a call's limit and recorded again whole counts once, as it ended)."""
-    done = [w for w in part_walls(step) if w is not None]
+    """(exit code, seconds) of the step, None where it did not finish (:func:`whole`)."""
+    return whole(part_walls(step))
+
+
+def whole(parts: list[tuple[int, float] | None]) -> tuple[int, float] | None:
+    """(exit code, seconds) of a step made of ``parts`` (:func:`part_walls`), None where none
+    finished: the first non-zero exit code of its finished parts and their seconds summed (a
+    part cut by a call's limit and recorded again whole counts once, as it ended)."""
+    done = [w for w in parts if w is not None]
     if not done:
         return None
     return next((rc for rc, _ in done if rc != 0), 0), sum(s for _, s in done)
@@ -207,17 +212,9 @@ def read_step(path: Path, name: str) -> Step:
     )
     waited = [w for test in tests for w in waits(test.details)]
     again = [a for test in tests for a in measured_again(test.details)]
+    parts = part_walls(path)
     return Step(
-        name,
-        path.name,
-        wall(path),
-        outcomes,
-        by_test,
-        verdicts,
-        unsure,
-        waited,
-        part_walls(path),
-        again,
+        name, path.name, whole(parts), outcomes, by_test, verdicts, unsure, waited, parts, again
     )
 
 

@@ -6,7 +6,7 @@ and how long it took, each that ran out, each single look of a spell.
 A PATH is a ``--cudaperf-json`` report or a folder, which stands for every ``*.json`` below it
 that is such a report (``judged-at-defaults.sh``'s ``report.json``, ``bench_suite.py``'s run
 files; pytest-benchmark's files and baselines are passed over). A report found twice (the same
-bytes, as in a kept copy of a folder) counts once. The waits are read from the lines they leave
+text, as in a kept copy of a folder) counts once. The waits are read from the lines they leave
 in a test's details (:func:`defaults_table.waits`). Prints the totals, then one line per report
 with a wait; an evidence for ``--cudaperf-state-wait``'s limit (docs/decisions.md, "Why does a
 host-bound change read in the host's other state wait for it?").
@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 from public_suites.defaults_table import waits  # noqa: E402
 
-from pytest_cudaperf.report.document import read_report  # noqa: E402
+from pytest_cudaperf.report.document import Report  # noqa: E402
 from pytest_cudaperf.report.fields import ReportError  # noqa: E402
 
 #: upper ends (seconds) of the bands the waits that met the host back are counted in
@@ -60,29 +60,22 @@ class Tally:
         return bool(self.back or self.ran_out or self.looks)
 
 
-def reports(paths: list[Path]) -> list[Path]:
-    """The JSON files the paths name, a folder's sorted, each content once."""
-    found, seen = [], set()
-    for path in paths:
-        for candidate in sorted(path.rglob("*.json")) if path.is_dir() else [path]:
-            digest = hashlib.sha256(candidate.read_bytes()).hexdigest()
-            if digest not in seen:
-                seen.add(digest)
-                found.append(candidate)
-    return found
+def files(paths: list[Path]) -> list[Path]:
+    """The JSON files the paths name, a folder's sorted."""
+    return [f for p in paths for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
 
 
-def tally(report: Path) -> Tally | None:
-    """The waits one report's tests name; None for a file that is not a cudaperf report (no
-    ``tests``: a baseline file, pytest-benchmark's JSON)."""
+def tally(text: str, where: str) -> Tally | None:
+    """The waits the tests of one JSON file's ``text`` name; None for a file that is not a
+    cudaperf report (no ``tests``: a baseline file, pytest-benchmark's JSON)."""
     try:
-        data = json.loads(report.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = json.loads(text)
+    except json.JSONDecodeError:
         return None
     if not isinstance(data, dict) or "tests" not in data or "entries" in data:
         return None
     try:
-        tests = read_report(report).tests
+        tests = Report.from_json(data, where).tests
     except ReportError:
         return None
     found = Tally()
@@ -94,10 +87,10 @@ def tally(report: Path) -> Tally | None:
 
 def bands(back: list[float]) -> str:
     """``≤ 5 s 75, 5–10 s 8, 10–15 s 1, 15–30 s 0`` (and ``> 30 s`` where any)."""
-    counts, low = [], 0.0
+    counts, low = [], None
     for high in BANDS:
-        n = sum(low < s <= high for s in back) + (sum(s == 0 for s in back) if low == 0 else 0)
-        counts.append(f"{'≤ ' if low == 0 else f'{low:g}–'}{high:g} s {n}")
+        n = sum(s <= high and (low is None or s > low) for s in back)
+        counts.append(f"{'≤ ' if low is None else f'{low:g}–'}{high:g} s {n}")
         low = high
     beyond = sum(s > BANDS[-1] for s in back)
     return ", ".join(counts + ([f"> {BANDS[-1]:g} s {beyond}"] if beyond else []))
@@ -108,10 +101,15 @@ def seconds(values: list[float]) -> str:
 
 
 def lines(paths: list[Path]) -> list[str]:
-    total, each, skipped = Tally(), [], 0
-    found = reports(paths)
+    """The totals, then a line per report with a wait; each file read once, a content seen
+    before (a kept copy of a folder) passed over."""
+    total, each, skipped, seen = Tally(), [], 0, set()
+    found = files(paths)
     for report in found:
-        one = tally(report)
+        text = report.read_text(encoding="utf-8", errors="replace")
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        one = None if digest in seen else tally(text, str(report))
+        seen.add(digest)
         if one is None:
             skipped += 1
             continue
@@ -123,7 +121,10 @@ def lines(paths: list[Path]) -> list[str]:
                 f"ran out: {seconds(one.ran_out)}; looks: {one.looks}"
             )
     read = len(found) - skipped
-    out = [f"reports: {read} ({len(each)} with a wait; {skipped} other JSON files passed over)"]
+    out = [
+        f"reports: {read} ({len(each)} with a wait; {skipped} other or repeated JSON files "
+        "passed over)"
+    ]
     if total.back:
         out.append(
             f"waits that met the host back: {len(total.back)}, {min(total.back):.1f}–"

@@ -103,10 +103,11 @@ def test_the_waits_that_met_the_host_back_are_counted_by_how_long_they_took(
     assert (found.ran_out, found.looks) == ([29.6], 1)
     assert tally.bands(found.back) == "≤ 5 s 2, 5–10 s 1, 10–15 s 1, 15–30 s 0"
     assert tally.bands([31.0]).endswith("> 30 s 1")
-    baseline = tmp_path / "nvidia-h200.json"
-    baseline.write_text('{"schema": 3, "device_class": "NVIDIA H200", "entries": {}}')
-    assert tally.tally(baseline) is None  # a baseline file, not a report
-    twice = tmp_path / "copy"
-    twice.mkdir()
-    (twice / "same.json").write_bytes(baseline.read_bytes())
-    assert tally.reports([baseline, twice]) == [baseline]  # the same bytes count once
+    baseline = '{"schema": 3, "device_class": "NVIDIA H200", "entries": {}}'
+    assert tally.tally(baseline, "nvidia-h200.json") is None  # a baseline file, not a report
+    assert tally.tally("not json", "x.json") is None
+    (tmp_path / "a.json").write_text(baseline)
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "a.json").write_text(baseline)
+    said = tally.lines([tmp_path])
+    assert said[0] == "reports: 0 (0 with a wait; 2 other or repeated JSON files passed over)"
