@@ -209,6 +209,17 @@ def host_state(obs: Observation, entry: Entry) -> float | None:
     return instability.host_ratio(obs.reference_ms, entry.reference_ms)
 
 
+def as_recorded(obs: Observation, entry: Entry | None) -> bool:
+    """Whether a host-bound time (in reference loops) was measured with the host in its
+    recordings' state: both sides timed the launch reference, within ``instability.HOST_MIN``
+    of each other. Such a measurement ends a spell of the other state
+    (:class:`pytest_cudaperf.run.hoststate.Spell`)."""
+    if entry is None or obs.unit != LOOPS or entry.reference_ms is None:
+        return False
+    now = obs.reference_ms
+    return now is not None and math.isfinite(now) and now > 0 and host_state(obs, entry) is None
+
+
 @dataclass(frozen=True)
 class Adjusted:
     """An observation as the verdict judges it (:func:`adjusted`): ``obs`` with the host's speed

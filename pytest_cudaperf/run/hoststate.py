@@ -64,7 +64,8 @@ class Spell:
     :data:`SPELL_SHARE` of its limit or more starts it (``since``, on the waits' clock); while it
     lasts, a later wait, of any callable, looks once (one poll) instead of waiting, and a look
     that finds the state over ends it; so does :data:`SPELL_LAPSE` limits without a wait that
-    met it (``seen``), where the next wait waits in full. The host's states switch within
+    met it (``seen``), and so does a measurement that met the host as at recording
+    (:meth:`met_back`), where the next wait waits in full. The host's states switch within
     seconds; one that outlasted half a minute lasts minutes (a job sharing the host, another
     machine of the kind), and waiting for it at every callable would cost each the whole wait
     (why: docs/decisions.md, "Why does a state that outlasted a wait end the waits of later
@@ -79,6 +80,14 @@ class Spell:
         if self.since is not None and now - self.seen > SPELL_LAPSE * limit_s:
             self.since = None  # lapsed: nothing has seen the state for minutes
         return self.since is not None
+
+    def met_back(self) -> None:
+        """A measurement of some callable met the host in its recordings' state
+        (:func:`pytest_cudaperf.observation.as_recorded`): the state the spell stands for is
+        over, and the next wait waits in full. The spell is a guess that the state lasts; a
+        measurement that saw it end is evidence that it did (why: docs/decisions.md, "Why does
+        a state that outlasted a wait end the waits of later tests?")."""
+        self.since = None
 
     def ended(
         self, began: float, now: float, limit_s: float, back: bool, looked: bool

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pytest_cudaperf.devices.probe import environment
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
-from pytest_cudaperf.observation import Observation, queued_launches
+from pytest_cudaperf.observation import Observation, as_recorded, queued_launches
 from pytest_cudaperf.report.model import (
     ComparisonOutcome,
     FailureKind,
@@ -106,12 +106,16 @@ class _Observed(NamedTuple):
 def _judge_all(test: TestContext, measured: Sequence[_Observed]) -> list[JudgedRecord]:
     """The one call of the verdict (:func:`pytest_cudaperf.verdict.judge_all`): each measured
     record against its baseline entry, in order, with the same series on other device classes
-    beside it."""
+    beside it. A host-bound time measured with the host as at its recording ends the run's
+    spell of the other state (:meth:`pytest_cudaperf.run.hoststate.Spell.met_back`)."""
     store = test.run.store
     asked = []
     for m in measured:
         klass, key, series = m.record.device_class, m.record.key, m.record.series
-        asked.append((m.obs, store.lookup(klass, key, series), m.allowed, klass))
+        entry = store.lookup(klass, key, series)
+        if as_recorded(m.obs, entry):
+            test.run.host_spell.met_back()
+        asked.append((m.obs, entry, m.allowed, klass))
     judged = []
     for m, verdict in zip(measured, judge_all(asked), strict=True):
         klass, key, series = m.record.device_class, m.record.key, m.record.series

@@ -166,6 +166,21 @@ def test_a_state_that_outlasted_a_wait_makes_later_waits_look_once() -> None:
     assert fourth.until_back(0.130, 0.090).seconds == pytest.approx(3 * POLL_S)  # waits again
 
 
+def test_a_spell_that_a_measurement_saw_end_waits_in_full_again() -> None:
+    """A wait in vain starts a spell; a later measurement met the host as at recording
+    (``met_back``), so the next wait waits until the host is back instead of looking once."""
+    fake, spell = FakeTime(), Spell()
+    assert not HostWait(probe_of([0.065]), 3.0, fake, spell=spell).until_back(0.130, 0.090).back
+    assert spell.since is not None
+    spell.met_back()
+    assert spell.since is None
+    wait = HostWait(probe_of([0.065, 0.065, 0.045]), 3.0, fake, spell=spell)
+    waited = wait.until_back(0.130, 0.090)
+    assert waited.back
+    assert waited.spell_s is None
+    assert waited.seconds == pytest.approx(2 * POLL_S)
+
+
 def test_a_spell_no_wait_has_met_for_ten_limits_lapses() -> None:
     """A look in vain 20 s into the spell has seen the state; nothing sees it for the next
     31 s (more than ten 3 s limits): the next wait waits in full again, and, in vain, starts a

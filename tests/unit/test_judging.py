@@ -467,6 +467,21 @@ def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: P
     assert "median 6 loops vs baseline 4 loops" in slower_code.verdict.message
 
 
+def test_a_host_bound_time_measured_as_at_recording_ends_the_runs_spell(tmp_path: Path) -> None:
+    """A spell of the host's other state (a wait ran out) lasts until a measurement of any
+    callable meets the host as at its recording: 4 loops at 2 ms a call (reference 0.5 ms, the
+    recordings'). One in the other state (3 ms a call: 0.75 ms, 1.5x) leaves the spell as it
+    was, and so does a measurement with no reference to compare."""
+    run = recorded_at_four_loops(tmp_path)
+    run.host_spell.since = run.host_spell.seen = 100.0
+    judging.judge_time(new_test(run), A, host_bound(4.0, ms=3.0), "GPU X")
+    assert run.host_spell.since == 100.0
+    judging.judge_time(new_test(run), A, measured(2.0), "GPU X")  # device time: no reference
+    assert run.host_spell.since == 100.0
+    judging.judge_time(new_test(run), A, host_bound(6.0, ms=3.0), "GPU X")  # a slowdown, 0.5 ms
+    assert run.host_spell.since is None
+
+
 def test_kernels_that_do_not_follow_a_faster_host_are_set_aside(tmp_path: Path) -> None:
     run = run_context(tmp_path)
     first = new_test(run)

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_cudaperf import series as evidence
 from pytest_cudaperf.measure import instability
-from pytest_cudaperf.observation import Observation, host_state
+from pytest_cudaperf.observation import Observation, as_recorded, host_state
 from pytest_cudaperf.series import Entry, Recording, entry_of
 from pytest_cudaperf.units import format_ms, format_pct, format_value
 from pytest_cudaperf.verdict import (
@@ -661,6 +661,23 @@ def test_a_host_bound_change_is_judged_only_in_the_recordings_state(
     # a CPU time (a reference loop of its own) and a side without a reference are not gated
     assert host_state(obs(value, reference_ms=reference_ms), base) is None
     assert host_state(obs(value, unit="loops"), base) is None
+
+
+@pytest.mark.parametrize(
+    ("observed", "expected"),
+    [
+        (Observation(3.9, 0.01, unit="loops", reference_ms=1.2), True),  # within HOST_MIN
+        (Observation(3.0, 0.01, unit="loops", reference_ms=1.6), False),  # the other state
+        (Observation(3.0, 0.01, unit="loops"), False),  # no reference of its own
+        (Observation(3.0, 0.01, unit="loops", reference_ms=math.nan), False),
+        (Observation(3.0, 0.01, unit="ms", reference_ms=1.0), False),  # a CPU time's loop
+    ],
+)
+def test_a_host_bound_time_read_as_at_recording(observed: Observation, expected: bool) -> None:
+    """Whether a measurement met the host in its recordings' state (it ends a spell of the
+    other state); never without a series to compare with."""
+    assert as_recorded(observed, host_series(3.0, reference_ms=1.0)) is expected
+    assert not as_recorded(observed, None)
 
 
 @pytest.mark.parametrize(
