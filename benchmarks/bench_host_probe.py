@@ -17,7 +17,16 @@ reach the probe? it must not). The summary gives, per op, the slope of log(loops
 probe) and on log(reference beside the call), and of log(ms) on log(host probe). How device
 time follows the gap probe is read from a suite's own runs (``benchmarks/launch_gaps.py``).
 
+``--profile-between`` asks whether a process that has profiled its kernels once launches slower
+for the rest of its life (the plugin times a host-bound call's kernels apart after its first
+measurement, with the CUDA profiler): each process times the ops and probes as above, then runs
+the plugin's kernel pass (``breakdown.percall.kernel_times``) on the first op, then times the
+ops and probes again; the summary gives, per process, the host probe before and after, and per
+op the median over processes of the reference beside the calls and of the loops, after over
+before.
+
     python benchmarks/bench_host_probe.py --processes 12 --out out/host-probe.json
+    python benchmarks/bench_host_probe.py --processes 8 --profile-between --out out/probed.json
 
 Needs a CUDA device and kornia 0.9 (``pip install kornia``).
 """
@@ -74,9 +83,27 @@ def sync_op(  # noqa: PLR0913 - the call, how often, the plant and the three tim
     return found
 
 
-def child(calls: int, plant: float, smoke: bool = False) -> dict[str, Any]:
+def profile_once(call: Callable[[], None], smoke: bool) -> None:
+    """The plugin's kernel pass over ``call`` (on the CPU, ``smoke``: a profile of its CPU
+    events, which is what the CPU has)."""
+    import torch
+
+    if smoke:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            call()
+        return
+    from pytest_cudaperf.breakdown.percall import kernel_times
+
+    kernel_times(call, "cuda")
+
+
+def child(
+    calls: int, plant: float, smoke: bool = False, profile_between: bool = False
+) -> dict[str, Any]:
     """One process's probes and calls; ``smoke``: on the CPU, the CPU backend's reference loop
-    for the launch reference, no gap probe (0), the data-dependent ops on CPU tensors."""
+    for the launch reference, no gap probe (0), the data-dependent ops on CPU tensors;
+    ``profile_between``: then one kernel pass over the first op, and the probes and calls again
+    (``profiled``)."""
     import torch
 
     from pytest_cudaperf.measure import cuda, hostbound
@@ -107,6 +134,7 @@ def child(calls: int, plant: float, smoke: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"host_probe_ms": host_probe(), "gap_us": gap_us(), "ops": {}}
     images = torch.rand(5, 3, 128, 128, device=device)
     torch.manual_seed(0)
+    timed_calls: dict[str, Callable[[], None]] = {}
     for name in SMOKE_OPS if smoke else SYNC_OPS:
         if name in OPS:
             from kornia import augmentation as K  # noqa: N812 - kornia's own spelling
@@ -121,9 +149,19 @@ def child(calls: int, plant: float, smoke: bool = False) -> dict[str, Any]:
             op(data)
             sync()
 
+        timed_calls[name] = call
         out["ops"][name] = sync_op(call, calls, plant, reference, wake, host_probe)
     out["host_probe_end_ms"] = host_probe()
     out["gap_end_us"] = gap_us()
+    if profile_between:
+        profile_once(next(iter(timed_calls.values())), smoke)
+        out["profiled"] = {
+            "host_probe_ms": host_probe(),
+            "ops": {
+                name: sync_op(call, calls, plant, reference, wake, host_probe)
+                for name, call in timed_calls.items()
+            },
+        }
     return out
 
 
@@ -163,6 +201,26 @@ def summarize(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> 
         )
 
 
+def summarize_profiled(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> None:
+    """Per process the host probe before and after the kernel pass; per op the median over the
+    processes of the reference beside its calls and of its loops, after over before."""
+    print("process  host probe  after a kernel pass")
+    for i, r in enumerate(runs):
+        before, after = r["host_probe_end_ms"], r["profiled"]["host_probe_ms"]
+        print(f"{i:>7}  {before * 1e3:7.1f} µs {after * 1e3:7.1f} µs  {after / before - 1:+6.1%}")
+    print(f"{'op':<14} {'reference':>9} {'loops':>7} {'ms':>7}  (after / before, median)")
+    for name in names:
+        moved = {
+            what: statistics.median(
+                r["profiled"]["ops"][name]["plain"][what] / r["ops"][name]["plain"][what]
+                for r in runs
+            )
+            - 1
+            for what in ("ref_ms", "loops", "ms")
+        }
+        print(f"{name:<14} {moved['ref_ms']:+9.1%} {moved['loops']:+7.1%} {moved['ms']:+7.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=12)
@@ -176,17 +234,25 @@ def main() -> None:
         help="a smoke run on the CPU: three processes' figures taken in this one (CPU reference "
         "loop, no gap probe, tolist and bincount on CPU tensors, 5 calls), then the summary",
     )
+    parser.add_argument(
+        "--profile-between",
+        action="store_true",
+        help="each process also runs one kernel pass, then times the ops and probes again",
+    )
     args = parser.parse_args()
+    between = args.profile_between
     if args.child:
-        print(json.dumps(child(args.calls, args.plant)))
+        print(json.dumps(child(args.calls, args.plant, profile_between=between)))
         return
     if args.smoke:
-        summarize([child(5, args.plant, smoke=True) for _ in range(3)], SMOKE_OPS)
+        runs = [child(5, args.plant, smoke=True, profile_between=between) for _ in range(3)]
+        (summarize_profiled if between else summarize)(runs, SMOKE_OPS)
         return
     runs: list[dict[str, Any]] = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for i in range(args.processes):
         cmd = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
+        cmd += ["--profile-between"] if between else []
         began = time.perf_counter()
         found = child_json([*cmd, "--plant", str(args.plant)])
         if found is None:
@@ -195,7 +261,7 @@ def main() -> None:
         print(f"process {i}: {time.perf_counter() - began:5.1f} s", flush=True)
         Path(args.out).write_text(json.dumps({"plant": args.plant, "runs": runs}))
     if len(runs) > 2:
-        summarize(runs)
+        (summarize_profiled if between else summarize)(runs)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,10 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_leak_cost.py": [["bench_leak_cost.py", "--smoke", "--out", "{out}"]],
     "bench_roofline.py": [["bench_roofline.py", "--smoke", "--out", "{out}"]],
     "bench_host_plant.py": [["bench_host_plant.py", "--smoke", "--out", "{out}/plant.json"]],
-    "bench_host_probe.py": [["bench_host_probe.py", "--smoke", "--out", "{out}/probe.json"]],
+    "bench_host_probe.py": [
+        ["bench_host_probe.py", "--smoke", "--out", "{out}/probe.json"],
+        ["bench_host_probe.py", "--smoke", "--profile-between"],
+    ],
     "suite_gpu": [["suite_gpu", "-k", "add", "--cudaperf-max-time=0.05"]],
     "bench_breakdown_cost.py": [["bench_breakdown_cost.py", "--smoke", "--out", "{out}"]],
     "bench_overhead.py": [["bench_overhead.py", "--smoke", "--out", "{out}"]],
