@@ -244,11 +244,11 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.calls, args.plant, profile_between=between)))
         return
+    runs: list[dict[str, Any]] = []
     if args.smoke:
         runs = [child(5, args.plant, smoke=True, profile_between=between) for _ in range(3)]
         (summarize_profiled if between else summarize)(runs, SMOKE_OPS)
         return
-    runs: list[dict[str, Any]] = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for i in range(args.processes):
         cmd = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
