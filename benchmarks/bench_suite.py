@@ -172,6 +172,8 @@ class Driver:
         self.last_wall = 0.0
         self.stopped: str | None = None
         self.record_wall = 0.0
+        #: how the baselines were recorded, as record.json keeps it: its runs and its way
+        self.recorded = recording_of(args)
         self.runs: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
         self.done: set[str] = set()
@@ -182,7 +184,9 @@ class Driver:
             self.rows = [json.loads(x) for x in (self.out / "rows.jsonl").read_text().splitlines()]
             self.done = {self.tag(r["mode"], r["phase"], r["plant"], r["index"]) for r in self.runs}
             meta = self.out / "record.json"
-            self.record_wall = json.loads(meta.read_text())["wall_s"] if meta.exists() else 0.0
+            kept = json.loads(meta.read_text()) if meta.exists() else {"wall_s": 0.0}
+            self.record_wall = kept["wall_s"]
+            self.recorded = {**self.recorded, **kept}  # a folder recorded before it kept its runs
         else:
             (self.out / "rows.jsonl").write_text("")
             (self.out / "runs.jsonl").write_text("")
@@ -245,7 +249,8 @@ class Driver:
                     f"cudaperf record failed (exit {rc}, see {log}); try --record-with-updates"
                 )
         self.last_wall = 0.0  # --max-seconds plans runs by the longest run, not the recording
-        (self.out / "record.json").write_text(json.dumps({"wall_s": round(self.record_wall, 1)}))
+        self.recorded = {**recording_of(self.args), "wall_s": round(self.record_wall, 1)}
+        (self.out / "record.json").write_text(json.dumps(self.recorded))
         if not any(self.baselines.glob("*.json")):
             sys.exit(
                 f"recording wrote no baseline into {self.baselines} (see {self.out}/record*.log)"
@@ -323,10 +328,17 @@ class Driver:
                         break
         total = self.record_wall + sum(r["wall_s"] for r in self.runs)
         table = Table(self.rows, self.runs, self.record_wall, total)
-        text = table.markdown(self.args, self.stopped)
+        text = table.markdown(self.args, self.stopped, self.recorded)
         text += "\n## Verdicts by series\n\n" + "\n".join(series_table(self.out)) + "\n"
         (self.out / "table.md").write_text(text)
         print(text)
+
+
+def recording_of(args: argparse.Namespace) -> dict[str, Any]:
+    """How this invocation records: its runs and its way (``record.json`` keeps it beside the
+    recording's wall time)."""
+    how = "pytest --cudaperf-update" if args.record_with_updates else "cudaperf record"
+    return {"runs": args.record_runs, "how": how}
 
 
 class Table:
@@ -343,13 +355,16 @@ class Table:
     def unchanged(self, mode: str) -> dict[str, float]:
         return unchanged_medians(self.rows, mode)
 
-    def markdown(self, args: argparse.Namespace, stopped: str | None) -> str:
+    def markdown(
+        self, args: argparse.Namespace, stopped: str | None, recorded: dict[str, Any]
+    ) -> str:
+        """The folder's table; ``recorded``: how its baselines were recorded (``record.json``,
+        which a resumed run keeps from the run that recorded them)."""
         lines = [f"# bench_suite: suite_{args.suite}", ""]
         if args.pytest_arg:
             lines += [f"pytest arguments added to every run: `{' '.join(args.pytest_arg)}`", ""]
         lines.append(
-            f"record: {args.record_runs} runs "
-            f"({'pytest --cudaperf-update' if args.record_with_updates else 'cudaperf record'}), "
+            f"record: {recorded['runs']} runs ({recorded['how']}), "
             f"{self.record_wall:.0f} s; total (recording + every run) {self.total_wall:.0f} s"
             + (f"; **partial: {stopped}**" if stopped else "")
         )
