@@ -21,12 +21,15 @@ time follows the gap probe is read from a suite's own runs (``benchmarks/launch_
 for the rest of its life (the plugin times a host-bound call's kernels apart after its first
 measurement, with the CUDA profiler): each process times the ops and probes as above, then runs
 the plugin's kernel pass (``breakdown.percall.kernel_times``) on the first op, then times the
-ops and probes again; the summary gives, per process, the host probe before and after, and per
-op the median over processes of the reference beside the calls and of the loops, after over
-before.
+ops and probes again; the summary gives, per process, the host probe before and after and the
+kernel pass's seconds, and per op the median over processes of the reference beside the calls
+and of the loops, after over before. torch's profiler leaves CUPTI attached after a profile
+unless ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455); ``--teardown-cupti`` sets it in each
+process, to see whether the process then launches as before it profiled, and at what cost.
 
     python benchmarks/bench_host_probe.py --processes 12 --out out/host-probe.json
     python benchmarks/bench_host_probe.py --processes 8 --profile-between --out out/probed.json
+    python benchmarks/bench_host_probe.py --processes 8 --profile-between --teardown-cupti
 
 Needs a CUDA device and kornia 0.9 (``pip install kornia``).
 """
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -154,8 +158,10 @@ def child(
     out["host_probe_end_ms"] = host_probe()
     out["gap_end_us"] = gap_us()
     if profile_between:
+        began = time.perf_counter()
         profile_once(next(iter(timed_calls.values())), smoke)
         out["profiled"] = {
+            "profile_s": time.perf_counter() - began,
             "host_probe_ms": host_probe(),
             "ops": {
                 name: sync_op(call, calls, plant, reference, wake, host_probe)
@@ -204,10 +210,13 @@ def summarize(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> 
 def summarize_profiled(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> None:
     """Per process the host probe before and after the kernel pass; per op the median over the
     processes of the reference beside its calls and of its loops, after over before."""
-    print("process  host probe  after a kernel pass")
+    print("process  host probe  after a kernel pass  (its seconds)")
     for i, r in enumerate(runs):
         before, after = r["host_probe_end_ms"], r["profiled"]["host_probe_ms"]
-        print(f"{i:>7}  {before * 1e3:7.1f} µs {after * 1e3:7.1f} µs  {after / before - 1:+6.1%}")
+        print(
+            f"{i:>7}  {before * 1e3:7.1f} µs {after * 1e3:7.1f} µs  {after / before - 1:+6.1%}"
+            f"  ({r['profiled']['profile_s']:.2f} s)"
+        )
     print(f"{'op':<14} {'reference':>9} {'loops':>7} {'ms':>7}  (after / before, median)")
     for name in names:
         moved = {
@@ -239,8 +248,15 @@ def main() -> None:
         action="store_true",
         help="each process also runs one kernel pass, then times the ops and probes again",
     )
+    parser.add_argument(
+        "--teardown-cupti",
+        action="store_true",
+        help="TEARDOWN_CUPTI=1 in each process: CUPTI detached when a profile stops",
+    )
     args = parser.parse_args()
     between = args.profile_between
+    if args.teardown_cupti:  # read by kineto when a profile stops; children inherit it
+        os.environ["TEARDOWN_CUPTI"] = "1"
     if args.child:
         print(json.dumps(child(args.calls, args.plant, profile_between=between)))
         return
