@@ -21,11 +21,12 @@ time follows the gap probe is read from a suite's own runs (``benchmarks/launch_
 for the rest of its life (the plugin times a host-bound call's kernels apart after its first
 measurement, with the CUDA profiler): each process times the ops and probes as above, then runs
 the plugin's kernel pass (``breakdown.percall.kernel_times``) on the first op, then times the
-ops and probes again; the summary gives, per process, the host probe before and after and the
-kernel pass's seconds, and per op the median over processes of the reference beside the calls
-and of the loops, after over before. torch's profiler leaves CUPTI attached after a profile
-unless ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455); ``--teardown-cupti`` sets it in each
-process, to see whether the process then launches as before it profiled, and at what cost.
+ops and probes again; the summary gives, per process, the host probe and the gap probe before
+and after, and the kernel pass's seconds, and per op the median over processes of the reference
+beside the calls and of the loops, after over before. torch's profiler leaves CUPTI attached
+after a profile unless ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455); ``--teardown-cupti`` sets
+it in each process, to see whether the process then launches as before it profiled, and at what
+cost.
 
     python benchmarks/bench_host_probe.py --processes 12 --out out/host-probe.json
     python benchmarks/bench_host_probe.py --processes 8 --profile-between --out out/probed.json
@@ -163,6 +164,7 @@ def child(
         out["profiled"] = {
             "profile_s": time.perf_counter() - began,
             "host_probe_ms": host_probe(),
+            "gap_us": gap_us(),
             "ops": {
                 name: sync_op(call, calls, plant, reference, wake, host_probe)
                 for name, call in timed_calls.items()
@@ -210,12 +212,13 @@ def summarize(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> 
 def summarize_profiled(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> None:
     """Per process the host probe before and after the kernel pass; per op the median over the
     processes of the reference beside its calls and of its loops, after over before."""
-    print("process  host probe  after a kernel pass  (its seconds)")
+    print("process  host probe  after a kernel pass  (its seconds)  gap µs  after")
     for i, r in enumerate(runs):
         before, after = r["host_probe_end_ms"], r["profiled"]["host_probe_ms"]
         print(
             f"{i:>7}  {before * 1e3:7.1f} µs {after * 1e3:7.1f} µs  {after / before - 1:+6.1%}"
-            f"  ({r['profiled']['profile_s']:.2f} s)"
+            f"  ({r['profiled']['profile_s']:.2f} s)  {r['gap_end_us']:6.3f} "
+            f"{r['profiled']['gap_us']:6.3f}"
         )
     print(f"{'op':<14} {'reference':>9} {'loops':>7} {'ms':>7}  (after / before, median)")
     for name in names:
