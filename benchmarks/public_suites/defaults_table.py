@@ -18,8 +18,9 @@ its message says: a speed-up or a failing test's regression left without a fresh
 change not confirmed, the host in another state or speed, within the series' band, else its CI
 across the threshold), where the unchanged runs' wall goes against pytest-benchmark's (the
 tests' times summed, the rest of the wall, the tests furthest over theirs, the waits for the
-host's state each run made: in vain, the state back, or a single look), and the planted run's
-wall over pytest-benchmark's.
+host's state each run made: in vain, the state back, or a single look; the tests left
+INCONCLUSIVE by a speed-up whose CI rules out a regression, with their pytest time against
+pytest-benchmark's), and the planted run's wall over pytest-benchmark's.
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -114,6 +115,9 @@ class Step:
     parts: list[tuple[int, float] | None]
     #: each INCONCLUSIVE time measured again (:func:`measured_again`): (times, last verdict)
     again: list[tuple[int, str]]
+    #: the tests with an INCONCLUSIVE time read as a speed-up whose CI rules out a regression
+    #: (``Verdict.speed_up_only``), by their JUnit names (:func:`junit_name`)
+    speed_ups: list[str]
 
     @property
     def times(self) -> list[float]:
@@ -185,6 +189,14 @@ def measured_again(details: tuple[str, ...] | list[str]) -> list[tuple[int, str]
     return found
 
 
+def junit_name(nodeid: str) -> str:
+    """A report's node id as JUnit names the test (``classname::name``):
+    ``tests/nn/test_x.py::TestA::test_f[a]`` is ``tests.nn.test_x.TestA::test_f[a]``."""
+    *path, test = nodeid.split("::")
+    module = path[0].removesuffix(".py").replace("/", ".")
+    return f"{'.'.join([module, *path[1:]])}::{test}"
+
+
 def read_step(path: Path, name: str) -> Step:
     """The step folder ``path``, shown as ``name``."""
     outcomes: Counter[str] = Counter()
@@ -212,9 +224,28 @@ def read_step(path: Path, name: str) -> Step:
     )
     waited = [w for test in tests for w in waits(test.details)]
     again = [a for test in tests for a in measured_again(test.details)]
+    speed_ups = [
+        junit_name(test.nodeid)
+        for test in tests
+        if any(
+            j.verdict.kind is Kind.INCONCLUSIVE and j.verdict.speed_up_only
+            for j in test.records
+            if not j.record.series.startswith("memory")
+        )
+    ]
     parts = part_walls(path)
     return Step(
-        name, path.name, whole(parts), outcomes, by_test, verdicts, unsure, waited, parts, again
+        name,
+        path.name,
+        whole(parts),
+        outcomes,
+        by_test,
+        verdicts,
+        unsure,
+        waited,
+        parts,
+        again,
+        speed_ups,
     )
 
 
@@ -311,6 +342,23 @@ def where_it_goes(runs: list[Step], theirs: Step) -> list[str]:
         f"- most over pytest-benchmark's time (pytest-benchmark → median of the runs): {named}",
         *waits_line(runs),
         *again_line(runs),
+        *speed_up_line(runs, theirs),
+    ]
+
+
+def speed_up_line(runs: list[Step], theirs: Step) -> list[str]:
+    """The tests of each unchanged run that ended with an INCONCLUSIVE speed-up whose CI rules
+    out a regression: how many, their pytest time and pytest-benchmark's (none: no line)."""
+    said = []
+    for s in runs:
+        if s.speed_ups:
+            ours = sum(s.by_test.get(n, 0.0) for n in s.speed_ups)
+            base = sum(theirs.by_test.get(n, 0.0) for n in s.speed_ups)
+            said.append(f"{s.name}: {len(s.speed_ups)} ({ours:.1f} s against {base:.1f} s)")
+    if not said:
+        return []
+    return [
+        f"- tests left INCONCLUSIVE by a speed-up that rules out a regression: {'; '.join(said)}"
     ]
 
 

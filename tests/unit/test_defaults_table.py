@@ -58,7 +58,7 @@ def test_a_recording_made_in_parts_counts_every_part_that_ended(tmp_path: Path) 
 def _unchanged_run(table: Any, **read: Any) -> Any:
     """A step ``unchanged-1`` that read nothing but ``read`` (its waits, its re-measurements)."""
     empty = {"outcomes": Counter(), "by_test": {}, "verdicts": [], "unsure": Counter()}
-    fields = {**empty, "waited": [], "parts": [], "again": [], **read}
+    fields = {**empty, "waited": [], "parts": [], "again": [], "speed_ups": [], **read}
     return table.Step(name="unchanged-1", step="unchanged", wall=None, **fields)
 
 
@@ -70,6 +70,24 @@ def test_the_waits_line_says_how_long_the_longest_wait_of_each_ending_took() -> 
         "- waits for the host's state: unchanged-1: 3 back (14.6 s, the longest 13.1 s), "
         "1 in vain (29.6 s)"
     ]
+
+
+def test_the_tests_left_undecided_by_a_speed_up_are_counted_with_their_time() -> None:
+    """A report's node id is found under the name JUnit gives its test; each run's tests left
+    INCONCLUSIVE by a speed-up that rules out a regression are counted with their pytest time
+    and pytest-benchmark's."""
+    table = benchmark_script("public_suites/defaults_table.py")
+    assert table.junit_name("benchmarks/nn/test_x.py::TestA::test_f[a]") == (
+        "benchmarks.nn.test_x.TestA::test_f[a]"
+    )
+    name = table.junit_name("benchmarks/test_q.py::test_tiles[batch_512]")
+    ours = _unchanged_run(table, speed_ups=[name], by_test={name: 9.3, "b::other": 1.0})
+    theirs = _unchanged_run(table, by_test={name: 1.5, "b::other": 0.9})
+    assert table.speed_up_line([ours, _unchanged_run(table)], theirs) == [
+        "- tests left INCONCLUSIVE by a speed-up that rules out a regression: unchanged-1: 1 "
+        "(9.3 s against 1.5 s)"
+    ]
+    assert table.speed_up_line([_unchanged_run(table)], theirs) == []
 
 
 def test_the_times_measured_again_are_read_from_their_lines_and_counted() -> None:
