@@ -25,10 +25,15 @@ checkout's rules: what the plugin would say of that run now, before any re-measu
 reference) over its unchanged runs: 0 where the reference follows the call, above 0 where the
 call slows more than the reference on a slow host.
 
+``--references`` prints instead, per run JSON given as ``folder``, the launch reference beside
+the calls of its first host-bound test, of the next, and the median and least of the others':
+whether a process's first host-bound measurement meets another launch path than the later ones.
+
     python benchmarks/rejudge_host.py OUT_DIR [--recordings 3] [--plant 1.25] [--tolerance 0.05]
     python benchmarks/rejudge_host.py OUT_DIR [--plant 1.25] --state-slope 0.3
     python benchmarks/rejudge_host.py OUT_DIR --slopes
     python benchmarks/rejudge_host.py RUN.json [RUN.json ...] --baseline BASELINE.json
+    python benchmarks/rejudge_host.py RUN.json [RUN.json ...] --references
 """
 
 from __future__ import annotations
@@ -172,6 +177,19 @@ def against(baseline: Path, run: Path, tolerance: float) -> Counter[str]:
     return kinds
 
 
+def references(run: Path) -> str:
+    """One run's line for ``--references``: the first host-bound test's launch reference (µs),
+    the next test's, and the others' median and least; the report's order is the run's."""
+    found = [(nodeid, f["reference_ms"] * 1e3) for nodeid, f in host_figures(run).items()]
+    if len(found) < 3:
+        return f"{run}: fewer than three host-bound tests"
+    (first, at), (_, then), rest = found[0], found[1], [x for _, x in found[2:]]
+    return (
+        f"{run}: `{first.rsplit('::', 1)[-1]}` {at:.0f} µs, the next {then:.0f} µs, the other "
+        f"{len(rest)} a median {statistics.median(rest):.0f} µs, the least {min(rest):.0f} µs"
+    )
+
+
 def with_state_slope(slope: float) -> None:
     """Judge the launch reference's host-speed finding with noise ``factor ** slope - 1``."""
     launch = instability.LAUNCH_STRETCH
@@ -204,6 +222,7 @@ def main() -> None:
     parser.add_argument("--slopes", action="store_true")
     parser.add_argument("--state-slope", type=float, default=None, metavar="S")
     parser.add_argument("--baseline", type=Path, default=None, metavar="FILE")
+    parser.add_argument("--references", action="store_true")
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -212,6 +231,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         smoke(args.folder[0], args.tolerance)
+        return
+    if args.references:
+        print("\n".join(references(run) for run in args.folder))
         return
     if args.state_slope is not None:
         with_state_slope(args.state_slope)
@@ -259,12 +281,16 @@ def table(
 
 
 #: the smoke run's tests and their loops at a launch reference of 0.05 ms
-SMOKE_TESTS = {"test_host.py::test_affine": 40.0, "test_host.py::test_mixup": 90.0}
+SMOKE_TESTS = {
+    "test_host.py::test_affine": 40.0,
+    "test_host.py::test_mixup": 90.0,
+    "test_host.py::test_jigsaw": 60.0,
+}
 
 
 def smoke_folder(folder: Path) -> tuple[Path, Path]:
     """A ``bench_suite.py --suite host`` folder made up for the smoke run: five unchanged runs of
-    two host-bound tests (``time:host`` in loops with its launch reference, ``time:kernels``),
+    three host-bound tests (``time:host`` in loops with its launch reference, ``time:kernels``),
     the launch reference 0.05 ms +-20% between runs and the loops following it by half; and a
     baseline file of the first three runs, written by the package's store."""
     rng = random.Random(5)
@@ -330,9 +356,11 @@ def smoke(folder: Path, tolerance: float) -> None:
     print(", ".join(f"{nodeid}: slope {slope:+.2f}" for nodeid, slope in sorted(found.items())))
     kinds = against(baseline, folder / "serial-unchanged-0-4.json", tolerance)
     print(f"against the baseline: {dict(sorted(kinds.items()))}")
+    line = references(folder / "serial-unchanged-0-4.json")
+    print(line)
     with_state_slope(0.3)
     print("\n".join(table(tests, 3, 1.25, tolerance)[-2:]))
-    if len(found) != len(tests) or not sum(kinds.values()):
+    if len(found) != len(tests) or not sum(kinds.values()) or "the least" not in line:
         sys.exit("rejudge_host: a mode of the smoke run judged nothing")
 
 
