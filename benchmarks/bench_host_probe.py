@@ -26,11 +26,14 @@ and after, and the kernel pass's seconds, and per op the median over processes o
 beside the calls and of the loops, after over before. torch's profiler leaves CUPTI attached
 after a profile unless ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455); ``--teardown-cupti`` sets
 it in each process, to see whether the process then launches as before it profiled, and at what
-cost.
+cost. ``--busy-between S`` keeps the GPU busy for S seconds first (sleep kernels back to back,
+as a suite's device-time tests keep it before its first host-bound test) and times everything
+again after that too: whether a busy GPU, rather than the kernel pass, moves the reference.
 
     python benchmarks/bench_host_probe.py --processes 12 --out out/host-probe.json
     python benchmarks/bench_host_probe.py --processes 8 --profile-between --out out/probed.json
     python benchmarks/bench_host_probe.py --processes 8 --profile-between --teardown-cupti
+    python benchmarks/bench_host_probe.py --processes 8 --busy-between 5 --profile-between
 
 Needs a CUDA device and kornia 0.9 (``pip install kornia``).
 """
@@ -102,13 +105,36 @@ def profile_once(call: Callable[[], None], smoke: bool) -> None:
     kernel_times(call, "cuda")
 
 
+def keep_busy(seconds: float, smoke: bool) -> None:
+    """The GPU kept busy for ``seconds`` (sleep kernels back to back, as the device-time tests
+    that run before a suite's first host-bound test keep it); the CPU on ``smoke``."""
+    if smoke:
+        busy_wait(seconds)
+        return
+    import torch
+
+    from pytest_cudaperf.measure import cuda
+
+    sleep: Callable[[int], object] = torch.cuda._sleep
+    cycles = int(cuda.sleep_cycles_per_ms(torch) * 10)  # 10 ms kernels
+    ends = time.perf_counter() + seconds
+    while time.perf_counter() < ends:
+        sleep(cycles)
+        torch.cuda.synchronize()
+
+
 def child(
-    calls: int, plant: float, smoke: bool = False, profile_between: bool = False
+    calls: int,
+    plant: float,
+    smoke: bool = False,
+    profile_between: bool = False,
+    busy_s: float = 0.0,
 ) -> dict[str, Any]:
     """One process's probes and calls; ``smoke``: on the CPU, the CPU backend's reference loop
-    for the launch reference, no gap probe (0), the data-dependent ops on CPU tensors;
-    ``profile_between``: then one kernel pass over the first op, and the probes and calls again
-    (``profiled``)."""
+    for the launch reference, no gap probe (0), the data-dependent ops on CPU tensors. Then the
+    phases asked for, each followed by the probes and calls again (``after``, in order):
+    ``busy_s`` seconds of a busy GPU (``busy``), one kernel pass over the first op
+    (``profile``)."""
     import torch
 
     from pytest_cudaperf.measure import cuda, hostbound
@@ -158,18 +184,28 @@ def child(
         out["ops"][name] = sync_op(call, calls, plant, reference, wake, host_probe)
     out["host_probe_end_ms"] = host_probe()
     out["gap_end_us"] = gap_us()
+    first = next(iter(timed_calls.values()))
+    phases: list[tuple[str, Callable[[], None]]] = []
+    if busy_s > 0:
+        phases.append(("busy", lambda: keep_busy(busy_s, smoke)))
     if profile_between:
+        phases.append(("profile", lambda: profile_once(first, smoke)))
+    out["after"] = []
+    for what, phase in phases:
         began = time.perf_counter()
-        profile_once(next(iter(timed_calls.values())), smoke)
-        out["profiled"] = {
-            "profile_s": time.perf_counter() - began,
-            "host_probe_ms": host_probe(),
-            "gap_us": gap_us(),
-            "ops": {
-                name: sync_op(call, calls, plant, reference, wake, host_probe)
-                for name, call in timed_calls.items()
-            },
-        }
+        phase()
+        out["after"].append(
+            {
+                "what": what,
+                "seconds": time.perf_counter() - began,
+                "host_probe_ms": host_probe(),
+                "gap_us": gap_us(),
+                "ops": {
+                    name: sync_op(call, calls, plant, reference, wake, host_probe)
+                    for name, call in timed_calls.items()
+                },
+            }
+        )
     return out
 
 
@@ -209,28 +245,40 @@ def summarize(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> 
         )
 
 
-def summarize_profiled(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> None:
-    """Per process the host probe before and after the kernel pass; per op the median over the
-    processes of the reference beside its calls and of its loops, after over before."""
-    print("process  host probe  after a kernel pass  (its seconds)  gap µs  after")
-    for i, r in enumerate(runs):
-        before, after = r["host_probe_end_ms"], r["profiled"]["host_probe_ms"]
-        print(
-            f"{i:>7}  {before * 1e3:7.1f} µs {after * 1e3:7.1f} µs  {after / before - 1:+6.1%}"
-            f"  ({r['profiled']['profile_s']:.2f} s)  {r['gap_end_us']:6.3f} "
-            f"{r['profiled']['gap_us']:6.3f}"
-        )
-    print(f"{'op':<14} {'reference':>9} {'loops':>7} {'ms':>7}  (after / before, median)")
-    for name in names:
-        moved = {
-            what: statistics.median(
-                r["profiled"]["ops"][name]["plain"][what] / r["ops"][name]["plain"][what]
-                for r in runs
+def summarize_phases(runs: list[dict[str, Any]], names: tuple[str, ...] = SYNC_OPS) -> None:
+    """After each phase (a busy GPU, a kernel pass), against the pass before it: per process the
+    host probe and the gap probe before and after, and the phase's seconds; per op the median
+    over the processes of the reference beside its calls, of its loops and of its ms."""
+    for index, what in enumerate(phase["what"] for phase in runs[0]["after"]):
+
+        def before(r: dict[str, Any], index: int = index) -> dict[str, Any]:
+            if index == 0:
+                return {"host_probe_ms": r["host_probe_end_ms"], "gap_us": r["gap_end_us"],
+                        "ops": r["ops"]}  # fmt: skip
+            return dict(r["after"][index - 1])
+
+        print(f"after {what}: process  host probe  before -> after  (its seconds)  gap µs")
+        for i, r in enumerate(runs):
+            then, now = before(r), r["after"][index]
+            change = now["host_probe_ms"] / then["host_probe_ms"] - 1
+            print(
+                f"{i:>7}  {then['host_probe_ms'] * 1e3:7.1f} -> "
+                f"{now['host_probe_ms'] * 1e3:7.1f} µs"
+                f"  {change:+6.1%}  ({now['seconds']:.2f} s)  {then['gap_us']:6.3f} -> "
+                f"{now['gap_us']:6.3f}"
             )
-            - 1
-            for what in ("ref_ms", "loops", "ms")
-        }
-        print(f"{name:<14} {moved['ref_ms']:+9.1%} {moved['loops']:+7.1%} {moved['ms']:+7.1%}")
+        print(f"{'op':<14} {'reference':>9} {'loops':>7} {'ms':>7}  (after / before, median)")
+        for name in names:
+            moved = {
+                key: statistics.median(
+                    r["after"][index]["ops"][name]["plain"][key]
+                    / before(r)["ops"][name]["plain"][key]
+                    for r in runs
+                )
+                - 1
+                for key in ("ref_ms", "loops", "ms")
+            }
+            print(f"{name:<14} {moved['ref_ms']:+9.1%} {moved['loops']:+7.1%} {moved['ms']:+7.1%}")
 
 
 def main() -> None:
@@ -252,26 +300,36 @@ def main() -> None:
         help="each process also runs one kernel pass, then times the ops and probes again",
     )
     parser.add_argument(
+        "--busy-between",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="each process also keeps the GPU busy for S seconds (before any kernel pass), then "
+        "times the ops and probes again",
+    )
+    parser.add_argument(
         "--teardown-cupti",
         action="store_true",
         help="TEARDOWN_CUPTI=1 in each process: CUPTI detached when a profile stops",
     )
     args = parser.parse_args()
-    between = args.profile_between
+    between, busy = args.profile_between, args.busy_between
+    phased = between or busy > 0
     if args.teardown_cupti:  # read by kineto when a profile stops; children inherit it
         os.environ["TEARDOWN_CUPTI"] = "1"
     if args.child:
-        print(json.dumps(child(args.calls, args.plant, profile_between=between)))
+        print(json.dumps(child(args.calls, args.plant, False, between, busy)))
         return
     runs: list[dict[str, Any]] = []
     if args.smoke:
-        runs = [child(5, args.plant, smoke=True, profile_between=between) for _ in range(3)]
-        (summarize_profiled if between else summarize)(runs, SMOKE_OPS)
+        runs = [child(5, args.plant, True, between, busy) for _ in range(3)]
+        (summarize_phases if phased else summarize)(runs, SMOKE_OPS)
         return
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for i in range(args.processes):
         cmd = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
         cmd += ["--profile-between"] if between else []
+        cmd += ["--busy-between", str(busy)] if busy > 0 else []
         began = time.perf_counter()
         found = child_json([*cmd, "--plant", str(args.plant)])
         if found is None:
@@ -280,7 +338,7 @@ def main() -> None:
         print(f"process {i}: {time.perf_counter() - began:5.1f} s", flush=True)
         Path(args.out).write_text(json.dumps({"plant": args.plant, "runs": runs}))
     if len(runs) > 2:
-        (summarize_profiled if between else summarize)(runs)
+        (summarize_phases if phased else summarize)(runs)
 
 
 if __name__ == "__main__":
