@@ -18,14 +18,8 @@ from typing import TYPE_CHECKING
 
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.run.hoststate import CpuWait
-from pytest_cudaperf.run.judged import (
-    REMEASURE,
-    REMEASURE_SPEED_UP,
-    JudgedMeasurement,
-    Target,
-    add_time,
-)
-from pytest_cudaperf.run.judging import judge_time
+from pytest_cudaperf.run.judged import JudgedMeasurement, Target, add_time
+from pytest_cudaperf.run.judging import REMEASURE, judge_time, remeasures
 from pytest_cudaperf.verdict import Kind, Verdict
 
 if TYPE_CHECKING:
@@ -87,11 +81,10 @@ def taken_again(
     wait: CpuWait | None = None,
 ) -> tuple[JudgedRecord, Measurement]:
     """An INCONCLUSIVE verdict of rounds that ``again`` can take anew: taken again with twice
-    the rounds each time, at most :data:`REMEASURE` times (a speed-up whose CI rules out a
-    regression, :data:`REMEASURE_SPEED_UP`), until the verdict is not INCONCLUSIVE; each new
-    measurement replaces the one before (rounds under contention pooled with quiet ones would
-    keep the contention's threshold). A measurement that met other
-    processes on the CPU (a contention finding) is taken again once they left it, within
+    the rounds each time, at most :func:`pytest_cudaperf.run.judging.remeasures` times, until
+    the verdict is not INCONCLUSIVE; each new measurement replaces the one before (rounds under
+    contention pooled with quiet ones would keep the contention's threshold). A measurement that
+    met other processes on the CPU (a contention finding) is taken again once they left it, within
     ``--cudaperf-state-wait`` in all (``wait``; a line in the test's details says how long it
     waited); a wait that runs out leaves the verdict as it is. Not taken again: one taken under
     a tracer (it would be under it too), one of fewer than :data:`MIN_EXACT_SAMPLES` rounds
@@ -107,7 +100,7 @@ def taken_again(
     for attempt in range(1, REMEASURE + 1):
         if record.verdict.kind is not Kind.INCONCLUSIVE or measurement.traced:
             break
-        if attempt > REMEASURE_SPEED_UP and record.verdict.speed_up_only:
+        if attempt > remeasures(record.verdict):
             break
         if measurement.n < MIN_EXACT_SAMPLES or not affordable(test, measurement, attempt):
             break

@@ -33,6 +33,7 @@ from pytest_cudaperf.run.judging import (
     judge_time,
     measured_again,
     process_dependent,
+    remeasures,
     tolerance,
     visible_device,
 )
@@ -47,11 +48,6 @@ if TYPE_CHECKING:
     from pytest_cudaperf.memory.protocol import PeakResult
     from pytest_cudaperf.settings import Settings
 
-#: how often an inconclusive measurement is re-measured (with twice the time budget each time)
-REMEASURE = 2
-#: how often one that can only be a speed-up is (``Verdict.speed_up_only``; why: docs/decisions.md,
-#: "Why is an undecided speed-up measured again only once?")
-REMEASURE_SPEED_UP = 1
 #: a host-bound call's kernels are profiled in a second pass over the same seeded calls when
 #: the first pass's median is less precise than this (relative CI half-width): calls that draw
 #: their operations at random (kornia's AutoAugment) differ from each other by ±40…90% while each
@@ -256,10 +252,11 @@ class JudgedMeasurement:
         """Measure within ``budget`` (by default the one the test's marker and settings give with
         the target's :attr:`Target.times`: :func:`budget_for`) and judge against the baseline;
         re-measure an inconclusive result (twice the time budget each time, at most
-        :data:`REMEASURE` times; one left undecided for the host's state with the same budget, as
-        often as the state wait allows); confirm a regression or an improvement by measuring again
-        (in a fresh process too, where the process's state can move it); then attach the breakdown
-        (update) or what it says changed (non-pass verdict), and record it. With
+        :func:`~pytest_cudaperf.run.judging.remeasures` times; one left undecided for the host's
+        state with the same budget, as often as the state wait allows); confirm a regression or
+        an improvement by measuring again (in a fresh process too, where the process's state can
+        move it); then attach the breakdown (update) or what it says changed (non-pass verdict),
+        and record it. With
         ``--cudaperf-remeasure=off`` (``cudaperf record``'s measuring runs) nothing is measured
         again in this process: the first measurement's verdict stands as it reads (a regression
         still goes to the fresh process where one confirms). With the target's
@@ -352,12 +349,11 @@ class JudgedMeasurement:
         return self.confirm_fresh(record, measurement)
 
     def _again(self, record: JudgedRecord, measurement: Measurement, spent: int) -> int | None:
-        """Whether to measure ``record`` again, having spent ``spent`` of the :data:`REMEASURE`
-        re-measurements: None not to; else how many it will have spent. One that awaits the host
-        (:attr:`Verdict.awaits_host`, with a wait) is measured again once the host is back
-        (:meth:`host_back`) and spends none: the wait's deadline bounds those; any other is
-        measured again at once and spends one, a speed-up whose CI rules out a regression
-        (:attr:`Verdict.speed_up_only`) at most :data:`REMEASURE_SPEED_UP`. None with
+        """Whether to measure ``record`` again, having spent ``spent`` of its re-measurements
+        (:func:`~pytest_cudaperf.run.judging.remeasures`): None not to; else how many it will
+        have spent. One that awaits the host (:attr:`Verdict.awaits_host`, with a wait) is
+        measured again once the host is back (:meth:`host_back`) and spends none: the wait's
+        deadline bounds those; any other is measured again at once and spends one. None with
         ``--cudaperf-remeasure=off``, and for a host clock's time (``metric == "wall"``: the
         CPU's) whose verdict only the series' own noise holds (:attr:`Verdict.series_bound`): a
         more precise measurement of the same median cannot decide it, another draw of it would
@@ -368,8 +364,7 @@ class JudgedMeasurement:
         if record.verdict.series_bound and measurement.metric == "wall":
             return None
         awaits = self.wait is not None and record.verdict.awaits_host
-        most = REMEASURE_SPEED_UP if record.verdict.speed_up_only else REMEASURE
-        if not awaits and spent >= most:
+        if not awaits and spent >= remeasures(record.verdict):
             return None
         if not self.host_back(record, measurement):
             return None

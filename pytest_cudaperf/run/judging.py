@@ -46,6 +46,20 @@ if TYPE_CHECKING:
 MEMORY_TOLERANCE = 0.01
 
 
+#: how often an inconclusive measurement is re-measured (with twice the time budget each time)
+REMEASURE = 2
+#: how often one that can only be a speed-up is (``Verdict.speed_up_only``; why: docs/decisions.md,
+#: "Why is an undecided speed-up measured again only once?")
+REMEASURE_SPEED_UP = 1
+
+
+def remeasures(verdict: Verdict) -> int:
+    """How often an INCONCLUSIVE ``verdict`` is measured again at most (a measured callable's
+    time, pedantic's rounds): :data:`REMEASURE`, a speed-up whose CI rules out a regression
+    (:attr:`Verdict.speed_up_only`) :data:`REMEASURE_SPEED_UP`."""
+    return REMEASURE_SPEED_UP if verdict.speed_up_only else REMEASURE
+
+
 def tolerance(settings: Settings, perf: PerfOptions | None, metric: str = "device") -> float:
     """The marker's tolerance, else the run's: its host tolerance for a host-bound time
     (``metric == "host"``: GPU code that synchronizes inside), its tolerance otherwise."""

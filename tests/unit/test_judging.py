@@ -634,7 +634,6 @@ def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wa
 
     from pytest_cudaperf.measure.timing import Budget
     from pytest_cudaperf.run import hoststate
-    from pytest_cudaperf.run import judged as judged_path
 
     monkeypatch.setattr(hoststate, "POLL_S", 0.001)
     run = recorded_at_four_loops(tmp_path, state_wait=5.0)
@@ -650,7 +649,7 @@ def test_a_change_that_meets_the_other_host_state_again_is_measured_while_the_wa
     path(test, run_once, lambda: next(readings)).run(Budget())
     (record,) = test.state.records
     assert record.verdict.kind is Kind.REGRESSION
-    assert len(budgets) == 7 > judged_path.REMEASURE + 2  # and the confirmation
+    assert len(budgets) == 7 > judging.REMEASURE + 2  # and the confirmation
     assert set(budgets) == {Budget().max_time}
     assert len([d for d in test.state.details if "host-bound: waited" in d]) == 5
 
@@ -737,7 +736,6 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     speed-up that cannot be a regression) without reading the probe: the state wait's deadline
     bounds only re-measurements that wait."""
     from pytest_cudaperf.measure.timing import Budget
-    from pytest_cudaperf.run import judged as judged_path
 
     run = recorded_at_four_loops(tmp_path, **settings)
     budgets: list[Budget] = []
@@ -756,7 +754,7 @@ def test_what_does_not_wait_for_the_host_is_measured_again_at_once(
     assert record.verdict.other_state
     assert record.verdict.kind is Kind.INCONCLUSIVE
     assert len(budgets) == taken
-    assert (judged_path.REMEASURE, judged_path.REMEASURE_SPEED_UP) == (2, 1)
+    assert (judging.REMEASURE, judging.REMEASURE_SPEED_UP) == (2, 1)
     assert not [d for d in test.state.details if "host-bound: waited" in d]
     again = [d for d in test.state.details if "measured again" in d]
     if ms == (1.3, 0.65):  # an IMPROVED is confirmed, not measured again as an INCONCLUSIVE
@@ -1315,7 +1313,7 @@ def test_a_host_clock_verdict_that_only_the_series_noise_holds_is_not_measured_a
     assert record.series == series
     assert record.verdict.kind is Kind.INCONCLUSIVE
     assert record.verdict.series_bound
-    assert len(budgets) == 1 + (judged_path.REMEASURE if again else 0)
+    assert len(budgets) == 1 + (judging.REMEASURE if again else 0)
 
 
 @pytest.mark.parametrize(("spread", "high", "taken"), [
