@@ -34,6 +34,7 @@ import statistics
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -346,20 +347,26 @@ def where_it_goes(runs: list[Step], theirs: Step) -> list[str]:
     ]
 
 
+def per_run(head: str, runs: list[Step], told: Callable[[Step], str]) -> list[str]:
+    """One line, ``- HEAD: unchanged-1: …; unchanged-2: …``, of what ``told`` says of each run
+    (none where it says nothing of any)."""
+    said = [f"{s.name}: {line}" for s in runs if (line := told(s))]
+    return [f"- {head}: {'; '.join(said)}"] if said else []
+
+
 def speed_up_line(runs: list[Step], theirs: Step) -> list[str]:
     """The tests of each unchanged run that ended with an INCONCLUSIVE speed-up whose CI rules
     out a regression: how many, their pytest time and pytest-benchmark's (none: no line)."""
-    said = []
-    for s in runs:
-        if s.speed_ups:
-            ours = sum(s.by_test.get(n, 0.0) for n in s.speed_ups)
-            base = sum(theirs.by_test.get(n, 0.0) for n in s.speed_ups)
-            said.append(f"{s.name}: {len(s.speed_ups)} ({ours:.1f} s against {base:.1f} s)")
-    if not said:
-        return []
-    return [
-        f"- tests left INCONCLUSIVE by a speed-up that rules out a regression: {'; '.join(said)}"
-    ]
+
+    def told(s: Step) -> str:
+        if not s.speed_ups:
+            return ""
+        ours = sum(s.by_test.get(n, 0.0) for n in s.speed_ups)
+        base = sum(theirs.by_test.get(n, 0.0) for n in s.speed_ups)
+        return f"{len(s.speed_ups)} ({ours:.1f} s against {base:.1f} s)"
+
+    head = "tests left INCONCLUSIVE by a speed-up that rules out a regression"
+    return per_run(head, runs, told)
 
 
 def _seconds(taken: list[float]) -> str:
@@ -371,28 +378,29 @@ def _seconds(taken: list[float]) -> str:
 def again_line(runs: list[Step]) -> list[str]:
     """The INCONCLUSIVE times measured again in each unchanged run: how many, how many
     measurements that took, and how the last ones read (none: no line)."""
-    said = []
-    for s in runs:
-        if s.again:
-            ended = Counter(kind for _, kind in s.again)
-            how = ", ".join(f"{n} {kind}" for kind, n in sorted(ended.items()))
-            taken = sum(times for times, _ in s.again)
-            said.append(f"{s.name}: {len(s.again)} ({taken} measurements; then {how})")
-    return [f"- INCONCLUSIVE times measured again: {'; '.join(said)}"] if said else []
+
+    def told(s: Step) -> str:
+        if not s.again:
+            return ""
+        ended = Counter(kind for _, kind in s.again)
+        how = ", ".join(f"{n} {kind}" for kind, n in sorted(ended.items()))
+        taken = sum(times for times, _ in s.again)
+        return f"{len(s.again)} ({taken} measurements; then {how})"
+
+    return per_run("INCONCLUSIVE times measured again", runs, told)
 
 
 def waits_line(runs: list[Step]) -> list[str]:
     """The waits for the host's state in each unchanged run: how many ended each way, the
     seconds they took and the longest (none: no line)."""
-    said = []
-    for s in runs:
+
+    def told(s: Step) -> str:
         by: dict[str, list[float]] = {}
         for ended, seconds in s.waited:
             by.setdefault(ended, []).append(seconds)
-        parts = [f"{len(v)} {k} ({_seconds(v)})" for k, v in sorted(by.items())]
-        if parts:
-            said.append(f"{s.name}: {', '.join(parts)}")
-    return [f"- waits for the host's state: {'; '.join(said)}"] if said else []
+        return ", ".join(f"{len(v)} {k} ({_seconds(v)})" for k, v in sorted(by.items()))
+
+    return per_run("waits for the host's state", runs, told)
 
 
 def table(outs: list[Path], planted_tests: list[str]) -> list[str]:
