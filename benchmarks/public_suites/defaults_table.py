@@ -369,7 +369,7 @@ def speed_up_line(runs: list[Step], theirs: Step) -> list[str]:
     return per_run(head, runs, told)
 
 
-def _seconds(taken: list[float]) -> str:
+def summed(taken: list[float]) -> str:
     """``26.1 s`` for one wait, ``26.1 s, the longest 13.1 s`` for several."""
     said = f"{sum(taken):.1f} s"
     return f"{said}, the longest {max(taken):.1f} s" if len(taken) > 1 else said
@@ -398,7 +398,7 @@ def waits_line(runs: list[Step]) -> list[str]:
         by: dict[str, list[float]] = {}
         for ended, seconds in s.waited:
             by.setdefault(ended, []).append(seconds)
-        return ", ".join(f"{len(v)} {k} ({_seconds(v)})" for k, v in sorted(by.items()))
+        return ", ".join(f"{len(v)} {k} ({summed(v)})" for k, v in sorted(by.items()))
 
     return per_run("waits for the host's state", runs, told)
 

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from public_suites.defaults_table import waits  # noqa: E402
+from public_suites.defaults_table import summed, waits  # noqa: E402
 
 from pytest_cudaperf.report.document import Report  # noqa: E402
 from pytest_cudaperf.report.fields import ReportError  # noqa: E402
@@ -115,9 +115,8 @@ def lines(paths: list[Path]) -> list[str]:
             continue
         total.merge(one)
         if one.any:
-            longest = f", the longest {max(one.back):.1f} s" if one.back else ""
             each.append(
-                f"- {report}: {len(one.back)} back ({sum(one.back):.1f} s{longest}); "
+                f"- {report}: {len(one.back)} back ({summed(one.back)}); "
                 f"ran out: {seconds(one.ran_out)}; looks: {one.looks}"
             )
     read = len(found) - skipped
