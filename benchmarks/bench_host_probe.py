@@ -23,16 +23,17 @@ measurement, with the CUDA profiler): each process times the ops and probes as a
 the plugin's kernel pass (``breakdown.percall.kernel_times``) on the first op, then times the
 ops and probes again; the summary gives, per process, the host probe and the gap probe before
 and after, and the kernel pass's seconds, and per op the median over processes of the reference
-beside the calls and of the loops, after over before. torch's profiler leaves CUPTI attached
-after a profile unless ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455); ``--teardown-cupti`` sets
-it in each process, to see whether the process then launches as before it profiled, and at what
-cost. ``--busy-between S`` keeps the GPU busy for S seconds first (sleep kernels back to back,
-as a suite's device-time tests keep it before its first host-bound test) and times everything
-again after that too: whether a busy GPU, rather than the kernel pass, moves the reference.
+beside the calls and of the loops, after over before. The plugin has kineto detach CUPTI when a
+profile stops (``breakdown.capture.detach_cupti_after_profiles``); ``--keep-cupti`` sets
+``TEARDOWN_CUPTI=0`` in each process, so CUPTI stays attached after the profile, as torch leaves
+it by default (pytorch/pytorch#144455): the contrast is what detaching it saves. ``--busy-between
+S`` keeps the GPU busy for S seconds first (sleep kernels back to back, as a suite's device-time
+tests keep it before its first host-bound test) and times everything again after that too:
+whether a busy GPU, rather than the kernel pass, moves the reference.
 
     python benchmarks/bench_host_probe.py --processes 12 --out out/host-probe.json
     python benchmarks/bench_host_probe.py --processes 8 --profile-between --out out/probed.json
-    python benchmarks/bench_host_probe.py --processes 8 --profile-between --teardown-cupti
+    python benchmarks/bench_host_probe.py --processes 8 --profile-between --keep-cupti
     python benchmarks/bench_host_probe.py --processes 8 --busy-between 5 --profile-between
 
 Needs a CUDA device and kornia 0.9 (``pip install kornia``).
@@ -308,15 +309,16 @@ def main() -> None:
         "times the ops and probes again",
     )
     parser.add_argument(
-        "--teardown-cupti",
+        "--keep-cupti",
         action="store_true",
-        help="TEARDOWN_CUPTI=1 in each process: CUPTI detached when a profile stops",
+        help="TEARDOWN_CUPTI=0 in each process: CUPTI left attached after a profile, as torch "
+        "leaves it by default",
     )
     args = parser.parse_args()
     between, busy = args.profile_between, args.busy_between
     phased = between or busy > 0
-    if args.teardown_cupti:  # read by kineto when a profile stops; children inherit it
-        os.environ["TEARDOWN_CUPTI"] = "1"
+    if args.keep_cupti:  # read by kineto when a profile stops; children inherit it
+        os.environ["TEARDOWN_CUPTI"] = "0"
     if args.child:
         print(json.dumps(child(args.calls, args.plant, False, between, busy)))
         return

@@ -8,6 +8,7 @@ kept, the rest summed as ``other``. torch is imported inside :func:`profile` onl
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import time
@@ -34,6 +35,9 @@ MAX_ENTRIES = 40
 MAX_OTHER_KEYS = 64
 #: host ops kept (CUDA breakdowns)
 MAX_HOST_OPS = 10
+#: the CUDA from which CUPTI is detached after each profile (torch's own profiler keeps it
+#: attached below this where CUDA graphs are captured: re-attaching can crash there)
+DETACH_CUPTI_FROM = (12, 6)
 
 
 @dataclass(frozen=True)
@@ -351,14 +355,36 @@ def _span_us(ev: Any, origin: int) -> tuple[float, float]:
     return (start - origin) / 1e3, (end - origin) / 1e3
 
 
+def detach_cupti_after_profiles(torch: Any) -> bool:
+    """Have kineto detach CUPTI when a profile stops (``TEARDOWN_CUPTI=1``, read by kineto),
+    so that a kernel pass does not slow every later CUDA call of the process: left attached,
+    CUPTI's callbacks made host-bound calls measured after the first profile 7-66% slower.
+    Not where the environment already says (the user's choice stands), nor on CUDA older
+    than :data:`DETACH_CUPTI_FROM`. Returns whether CUPTI is detached after a profile."""
+    if "TEARDOWN_CUPTI" in os.environ:
+        return os.environ["TEARDOWN_CUPTI"] == "1"
+    version = getattr(getattr(torch, "version", None), "cuda", None)
+    try:
+        cuda = tuple(int(part) for part in str(version).split(".")[:2])
+    except ValueError:
+        return False
+    if cuda < DETACH_CUPTI_FROM:
+        return False
+    os.environ["TEARDOWN_CUPTI"] = "1"
+    return True
+
+
 def _profiler(torch: Any, is_cuda: bool, cpu: bool = True) -> Any:
     """The kineto-backed autograd profiler (what ``torch.profiler.profile`` wraps): it skips
     ``torch.profiler``'s ``prepare_trace``, whose ``hasattr(torch, "_inductor")`` imports
     Inductor (seconds, once per process). ``use_device`` is feature-detected (older torch:
     ``use_cuda``). ``cpu=False``: the CUDA activity alone (no CPU op events); None where this
-    torch cannot leave the CPU's out."""
+    torch cannot leave the CPU's out. On CUDA, CUPTI is detached when it stops
+    (:func:`detach_cupti_after_profiles`)."""
     import inspect
 
+    if is_cuda:
+        detach_cupti_after_profiles(torch)
     profile_cls = torch.autograd.profiler.profile
     params = inspect.signature(profile_cls.__init__).parameters
     kwargs: dict[str, Any] = {"use_kineto": True}

@@ -135,3 +135,31 @@ def test_profile_cost_is_bounded(torch) -> None:  # type: ignore[no-untyped-def]
     cost = time.perf_counter() - began
     print(f"\n--- profile cost (warm CUPTI): {cost * 1e3:.1f} ms")
     assert cost < 2.0
+
+
+def test_cupti_detached_after_a_profile_attaches_again_for_the_next_graphs_included(torch) -> None:  # type: ignore[no-untyped-def]
+    """Each profile detaches CUPTI when it stops (TEARDOWN_CUPTI=1 from CUDA 12.6): the next
+    profile attaches it again and still sees the kernels, of an op and of a CUDA graph's replay
+    (where torch keeps CUPTI attached on older CUDA, as re-attaching could crash there)."""
+    import os
+
+    version = tuple(int(part) for part in str(torch.version.cuda).split(".")[:2])
+    if version < capture.DETACH_CUPTI_FROM or os.environ.get("TEARDOWN_CUPTI") == "0":
+        pytest.skip(f"CUPTI stays attached here (CUDA {torch.version.cuda})")
+    a = torch.randn(1 << 20, device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            a * 2 + 1
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        a * 2 + 1
+    seen = []
+    for fn in (lambda: a + a, graph.replay, lambda: a + a, graph.replay):
+        b = capture.profile(fn, "cuda", calls=3)
+        assert os.environ["TEARDOWN_CUPTI"] == "1"
+        seen.append(sum(e.launches for e in b.entries) + b.other.launches)
+    show("profiles with CUPTI detached between them", [f"launches per call: {seen}"])
+    assert seen[0] == seen[2] == 1.0
+    assert seen[1] == seen[3]  # the graph's replay reads as it did before the detach

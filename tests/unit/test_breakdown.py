@@ -831,6 +831,69 @@ def test_a_profile_read_raw_gives_the_events_its_function_events_give() -> None:
     assert {call for _, _, call, _ in raw} == {0, 1, 2}
 
 
+class FakeProfile:
+    """torch.autograd.profiler.profile's signature, recording what it was built with."""
+
+    def __init__(self, use_kineto: bool = False, use_device: str | None = None) -> None:
+        self.kwargs = {"use_kineto": use_kineto, "use_device": use_device}
+
+
+def fake_torch(cuda: str | None) -> Any:
+    from types import SimpleNamespace
+
+    profiler = SimpleNamespace(profile=FakeProfile)
+    return SimpleNamespace(
+        version=SimpleNamespace(cuda=cuda), autograd=SimpleNamespace(profiler=profiler)
+    )
+
+
+@pytest.mark.parametrize(
+    ("cuda", "given", "detached", "left"),
+    [
+        ("12.8", None, True, "1"),
+        ("13.0", None, True, "1"),
+        ("12.6", None, True, "1"),
+        ("12.4", None, False, None),  # CUDA graphs may crash re-attaching: torch keeps it there
+        ("11.8", None, False, None),
+        (None, None, False, None),  # a CPU or ROCm build
+        ("12.8", "0", False, "0"),  # the user's choice stands
+        ("12.4", "1", True, "1"),
+    ],
+)
+def test_cupti_is_detached_after_a_profile_from_cuda_12_6_unless_the_environment_says(
+    monkeypatch: pytest.MonkeyPatch,
+    cuda: str | None,
+    given: str | None,
+    detached: bool,
+    left: str | None,
+) -> None:
+    """Left attached, CUPTI slows every later CUDA call of the process, so a kernel pass would
+    slow the host-bound tests measured after it: kineto is told to detach it when a profile
+    stops, where the CUDA allows it and the environment did not already choose."""
+    import os
+
+    if given is None:
+        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    else:
+        monkeypatch.setenv("TEARDOWN_CUPTI", given)
+    assert capture.detach_cupti_after_profiles(fake_torch(cuda)) is detached
+    assert os.environ.get("TEARDOWN_CUPTI") == left
+
+
+def test_a_cuda_profiler_is_built_with_cupti_detached_after_it_and_a_cpu_one_leaves_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    cpu = capture._profiler(fake_torch("12.8"), False)
+    assert cpu.kwargs == {"use_kineto": True, "use_device": None}
+    assert "TEARDOWN_CUPTI" not in os.environ
+    cuda = capture._profiler(fake_torch("12.8"), True)
+    assert cuda.kwargs == {"use_kineto": True, "use_device": "cuda"}
+    assert os.environ["TEARDOWN_CUPTI"] == "1"
+
+
 def span(name: str, start: float, end: float, **kw: Any) -> FakeEvent:
     """A device event (µs)."""
     return FakeEvent(name, start, end, **{"device_type": "DeviceType.CUDA", **kw})
