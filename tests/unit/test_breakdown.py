@@ -872,10 +872,9 @@ def test_cupti_is_detached_after_a_profile_from_cuda_12_6_unless_the_environment
     stops, where the CUDA allows it and the environment did not already choose."""
     import os
 
+    monkeypatch.setenv("TEARDOWN_CUPTI", given or "")  # restored (or removed) after the test
     if given is None:
-        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
-    else:
-        monkeypatch.setenv("TEARDOWN_CUPTI", given)
+        monkeypatch.delenv("TEARDOWN_CUPTI")
     assert capture.detach_cupti_after_profiles(fake_torch(cuda)) is detached
     assert os.environ.get("TEARDOWN_CUPTI") == left
 
@@ -885,7 +884,8 @@ def test_a_cuda_profiler_is_built_with_cupti_detached_after_it_and_a_cpu_one_lea
 ) -> None:
     import os
 
-    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    monkeypatch.setenv("TEARDOWN_CUPTI", "")  # restored (or removed) after the test
+    monkeypatch.delenv("TEARDOWN_CUPTI")
     cpu = capture._profiler(fake_torch("12.8"), False)
     assert cpu.kwargs == {"use_kineto": True, "use_device": None}
     assert "TEARDOWN_CUPTI" not in os.environ
