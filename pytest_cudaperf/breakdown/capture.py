@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_cudaperf._torch_compat import cuda_sleep
 from pytest_cudaperf.breakdown.model import (
     GRAPH_NOT_VISIBLE,
     GRAPH_VISIBLE,
@@ -371,6 +372,34 @@ def detach_cupti_after_profiles(torch: Any) -> bool:
     if cuda < DETACH_CUPTI_FROM:
         return False
     os.environ["TEARDOWN_CUPTI"] = "1"
+    return True
+
+
+#: the CUDA devices of this process on which CUPTI was attached for good (:func:`attach_kept_cupti`)
+_KEPT_ATTACHED: set[str] = set()
+
+
+def attach_kept_cupti(device: str) -> bool:
+    """Where CUPTI stays attached after a profile (:func:`detach_cupti_after_profiles` says it
+    is not detached: CUDA older than 12.6, or ``TEARDOWN_CUPTI=0``), attach it before the first
+    measurement on ``device`` ("cuda", "cuda:1") with one profile of a tiny kernel (no memory
+    allocated), so that every measurement of the process runs with it, as those after its first
+    kernel pass would: the first host-bound test of a process then reads as the later ones.
+    Once per process and device; nothing where CUPTI is detached after each profile, off CUDA,
+    while another profiler runs, or where the profiler cannot. Returns whether it profiled."""
+    if device in _KEPT_ATTACHED or not device.startswith("cuda"):
+        return False
+    _KEPT_ATTACHED.add(device)
+    import torch
+
+    if detach_cupti_after_profiles(torch) or _profiler_active(torch):
+        return False
+    try:
+        with torch.cuda.device(device), _profiler(torch, True, cpu=False) or _profiler(torch, True):
+            cuda_sleep(1)
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - the profiler's own failure: measured without it, as before
+        return False
     return True
 
 

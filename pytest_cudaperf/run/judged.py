@@ -314,9 +314,15 @@ class JudgedMeasurement:
         return measurement
 
     def _measured(self, budget: Budget) -> Measurement:
-        """One measurement; a host-bound one with its kernels' time (timed apart once)."""
+        """One measurement, CUPTI attached first where a profile would leave it so
+        (:func:`~pytest_cudaperf.breakdown.capture.attach_kept_cupti`); a host-bound one with
+        its kernels' time (timed apart once)."""
+        from pytest_cudaperf.breakdown.capture import attach_kept_cupti
+
+        if profiled := (self.target.profiled and self.test.run.rank is None):
+            attach_kept_cupti(self.target.device)
         found = self.target.measure(budget)
-        if found.metric != "host" or not self.target.profiled or self.test.run.rank is not None:
+        if found.metric != "host" or not profiled:
             return found
         if not self._timed_apart:
             self._timed_apart = True

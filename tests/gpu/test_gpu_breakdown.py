@@ -163,3 +163,33 @@ def test_cupti_detached_after_a_profile_attaches_again_for_the_next_graphs_inclu
     show("profiles with CUPTI detached between them", [f"launches per call: {seen}"])
     assert seen[0] == seen[2] == 1.0
     assert seen[1] == seen[3]  # the graph's replay reads as it did before the detach
+
+
+def test_cupti_kept_attached_is_attached_before_the_first_measurement(torch) -> None:  # type: ignore[no-untyped-def]
+    """With TEARDOWN_CUPTI=0 (as on CUDA before 12.6) a profile leaves CUPTI attached, so the
+    plugin attaches it before a process's first measurement: in a process of its own, the
+    attaching profile runs once, and a breakdown after it still sees the op's kernel."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from pytest_cudaperf.breakdown import capture\n"
+        "print(capture.attach_kept_cupti('cuda'), capture.attach_kept_cupti('cuda'))\n"
+        "a = torch.randn(1 << 20, device='cuda')\n"
+        "b = capture.profile(lambda: a + a, 'cuda', calls=3)\n"
+        "print(sum(e.launches for e in b.entries) + b.other.launches)\n"
+    )
+    env = {**os.environ, "TEARDOWN_CUPTI": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    show("CUPTI attached before the first measurement", done.stdout.splitlines())
+    assert done.stdout.splitlines() == ["True False", "1.0"]

@@ -894,6 +894,59 @@ def test_a_cuda_profiler_is_built_with_cupti_detached_after_it_and_a_cpu_one_lea
     assert os.environ["TEARDOWN_CUPTI"] == "1"
 
 
+class Attaching:
+    """What :func:`capture.attach_kept_cupti` did: profiles entered and kernels queued."""
+
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, detached: bool, fails: bool = False
+    ) -> None:
+        import contextlib
+
+        torch = pytest.importorskip("torch")
+        self.profiles = 0
+        self.kernels: list[int] = []
+
+        @contextlib.contextmanager
+        def profiler(*_: Any, **__: Any) -> Any:
+            if fails:
+                raise RuntimeError("kineto is missing")
+            self.profiles += 1
+            yield None
+
+        monkeypatch.setattr(capture, "_KEPT_ATTACHED", set())
+        monkeypatch.setattr(capture, "detach_cupti_after_profiles", lambda _torch: detached)
+        monkeypatch.setattr(capture, "_profiler_active", lambda _torch: False)
+        monkeypatch.setattr(capture, "_profiler", profiler)
+        monkeypatch.setattr(capture, "cuda_sleep", self.kernels.append)
+        monkeypatch.setattr(torch.cuda, "device", lambda _device: contextlib.nullcontext())
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda *_: None)
+
+
+def test_cupti_kept_attached_is_attached_before_a_process_first_measures_on_a_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where a profile leaves CUPTI attached (CUDA before 12.6, TEARDOWN_CUPTI=0), every
+    measurement after a process's first kernel pass runs with it: one profile of a tiny kernel
+    before the first measurement on each GPU makes the first test run as the later ones."""
+    seen = Attaching(monkeypatch, detached=False)
+    assert capture.attach_kept_cupti("cuda") is True
+    assert (seen.profiles, seen.kernels) == (1, [1])
+    assert capture.attach_kept_cupti("cuda") is False  # once per process and device
+    assert capture.attach_kept_cupti("cuda:1") is True
+    assert capture.attach_kept_cupti("cpu") is False
+    assert seen.profiles == 2
+
+
+@pytest.mark.parametrize(("detached", "fails"), [(True, False), (False, True)])
+def test_cupti_detached_after_profiles_or_a_profiler_that_cannot_run_attaches_nothing(
+    monkeypatch: pytest.MonkeyPatch, detached: bool, fails: bool
+) -> None:
+    seen = Attaching(monkeypatch, detached=detached, fails=fails)
+    assert capture.attach_kept_cupti("cuda") is False
+    assert seen.profiles == 0
+    assert seen.kernels == []
+
+
 def span(name: str, start: float, end: float, **kw: Any) -> FakeEvent:
     """A device event (µs)."""
     return FakeEvent(name, start, end, **{"device_type": "DeviceType.CUDA", **kw})

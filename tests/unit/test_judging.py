@@ -467,6 +467,32 @@ def test_a_host_bound_time_is_judged_and_recorded_in_reference_loops(tmp_path: P
     assert "median 6 loops vs baseline 4 loops" in slower_code.verdict.message
 
 
+def test_cupti_a_profile_would_leave_attached_is_attached_before_a_profiled_target_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target whose kernels may be profiled asks for CUPTI attached (where profiles leave it
+    so) before its first measurement; one that is never profiled, and a rank, do not."""
+    from pytest_cudaperf.breakdown import capture
+
+    order: list[str] = []
+    monkeypatch.setattr(capture, "attach_kept_cupti", order.append)
+
+    def measure(_budget: Any) -> Measurement:
+        order.append("measured")
+        return measured(1.0)
+
+    run = run_context(tmp_path)
+    profiled = Scripted(lambda: None, "cuda:1", run_once=measure)
+    JudgedMeasurement(new_test(run), A, profiled, "GPU X").run()
+    assert order[:2] == ["cuda:1", "measured"]
+    order.clear()
+    JudgedMeasurement(
+        new_test(run), A, dataclasses.replace(profiled, profiled=False), "GPU X"
+    ).run()
+    assert "cuda:1" not in order
+    assert "measured" in order
+
+
 def test_a_host_bound_time_measured_as_at_recording_ends_the_runs_spell(tmp_path: Path) -> None:
     """A spell of the host's other state (a wait ran out) lasts until a measurement of any
     callable meets the host as at its recording: 4 loops at 2 ms a call (reference 0.5 ms, the
