@@ -8,11 +8,13 @@ kept, the rest summed as ``other``. torch is imported inside :func:`profile` onl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -379,14 +381,17 @@ def detach_cupti_after_profiles(torch: Any) -> bool:
 _KEPT_ATTACHED: set[str] = set()
 
 
-def attach_kept_cupti(device: str) -> bool:
+def attach_kept_cupti(
+    device: str, lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+) -> bool:
     """Where CUPTI stays attached after a profile (:func:`detach_cupti_after_profiles` says it
     is not detached: CUDA older than 12.6, or ``TEARDOWN_CUPTI=0``), attach it before the first
     measurement on ``device`` ("cuda", "cuda:1") with one profile of a tiny kernel (no memory
     allocated), so that every measurement of the process runs with it, as those after its first
     kernel pass would: the first host-bound test of a process then reads as the later ones.
-    Once per process and device; nothing where CUPTI is detached after each profile, off CUDA,
-    while another profiler runs, or where the profiler cannot. Returns whether it profiled."""
+    Once per process and device, the device held (``lock``); nothing where CUPTI is detached
+    after each profile, off CUDA, while another profiler runs, or where the profiler cannot.
+    Returns whether it profiled."""
     if device in _KEPT_ATTACHED or not device.startswith("cuda"):
         return False
     _KEPT_ATTACHED.add(device)
@@ -395,7 +400,11 @@ def attach_kept_cupti(device: str) -> bool:
     if detach_cupti_after_profiles(torch) or _profiler_active(torch):
         return False
     try:
-        with torch.cuda.device(device), _profiler(torch, True, cpu=False) or _profiler(torch, True):
+        with (
+            lock(),
+            torch.cuda.device(device),
+            _profiler(torch, True, False) or _profiler(torch, True),
+        ):
             cuda_sleep(1)
             torch.cuda.synchronize()
     except Exception:  # noqa: BLE001 - the profiler's own failure: measured without it, as before

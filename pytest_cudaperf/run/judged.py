@@ -320,7 +320,7 @@ class JudgedMeasurement:
         from pytest_cudaperf.breakdown.capture import attach_kept_cupti
 
         if profiled := (self.target.profiled and self.test.run.rank is None):
-            attach_kept_cupti(self.target.device)
+            attach_kept_cupti(self.target.device, self.target.lock)
         found = self.target.measure(budget)
         if found.metric != "host" or not profiled:
             return found

@@ -928,9 +928,20 @@ def test_cupti_kept_attached_is_attached_before_a_process_first_measures_on_a_gp
     """Where a profile leaves CUPTI attached (CUDA before 12.6, TEARDOWN_CUPTI=0), every
     measurement after a process's first kernel pass runs with it: one profile of a tiny kernel
     before the first measurement on each GPU makes the first test run as the later ones."""
+    import contextlib
+
     seen = Attaching(monkeypatch, detached=False)
-    assert capture.attach_kept_cupti("cuda") is True
+    held: list[int] = []
+
+    @contextlib.contextmanager
+    def lock() -> Any:  # the device held while it profiles
+        held.append(seen.profiles)
+        yield
+        held.append(seen.profiles)
+
+    assert capture.attach_kept_cupti("cuda", lock) is True
     assert (seen.profiles, seen.kernels) == (1, [1])
+    assert held == [0, 1]
     assert capture.attach_kept_cupti("cuda") is False  # once per process and device
     assert capture.attach_kept_cupti("cuda:1") is True
     assert capture.attach_kept_cupti("cpu") is False

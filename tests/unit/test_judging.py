@@ -475,7 +475,7 @@ def test_cupti_a_profile_would_leave_attached_is_attached_before_a_profiled_targ
     from pytest_cudaperf.breakdown import capture
 
     order: list[str] = []
-    monkeypatch.setattr(capture, "attach_kept_cupti", order.append)
+    monkeypatch.setattr(capture, "attach_kept_cupti", lambda device, _lock: order.append(device))
 
     def measure(_budget: Any) -> Measurement:
         order.append("measured")
