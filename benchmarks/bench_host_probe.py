@@ -114,9 +114,10 @@ def keep_busy(seconds: float, smoke: bool) -> None:
         return
     import torch
 
+    from pytest_cudaperf._torch_compat import cuda_sleeper
     from pytest_cudaperf.measure import cuda
 
-    sleep: Callable[[int], object] = torch.cuda._sleep
+    sleep = cuda_sleeper()
     cycles = int(cuda.sleep_cycles_per_ms(torch) * 10)  # 10 ms kernels
     ends = time.perf_counter() + seconds
     while time.perf_counter() < ends:
