@@ -473,6 +473,7 @@ def test_cupti_a_profile_would_leave_attached_is_attached_before_a_profiled_targ
     """A target whose kernels may be profiled asks for CUPTI attached (where profiles leave it
     so) before its first measurement; one that is never profiled, and a rank, do not."""
     from pytest_cudaperf.breakdown import capture
+    from pytest_cudaperf.rank_env import RankEnv
 
     order: list[str] = []
     monkeypatch.setattr(capture, "attach_kept_cupti", lambda device, _lock: order.append(device))
@@ -491,6 +492,10 @@ def test_cupti_a_profile_would_leave_attached_is_attached_before_a_profiled_targ
     ).run()
     assert "cuda:1" not in order
     assert "measured" in order
+    order.clear()
+    ranked = dataclasses.replace(run, rank=RankEnv(0, 2, 1, None, None, "nccl"))
+    JudgedMeasurement(new_test(ranked), A, profiled, "GPU X").run()
+    assert order == ["measured"]
 
 
 def test_a_host_bound_time_measured_as_at_recording_ends_the_runs_spell(tmp_path: Path) -> None:
