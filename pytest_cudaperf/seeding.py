@@ -45,17 +45,24 @@ def same_draws(device_index: int | None) -> Iterator[None]:
             numpy.random.set_state(numpy_state)
 
 
-def reseed(seed: int) -> None:
+def reseed(seed: int, *, accelerator: bool = True) -> None:
     """Python's ``random``, NumPy's global generator (where NumPy is loaded) and torch's CPU and
     accelerator generators (where torch is loaded: seeding initialises no device) seeded with
-    ``seed``, for good."""
+    ``seed``, for good.
+
+    ``accelerator=False`` leaves the accelerator's generators alone: after a sticky CUDA error,
+    seeding them would raise that error again, ahead of the message that names its test."""
     random.seed(seed)
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed(seed)
     torch = sys.modules.get("torch")
-    if torch is not None:
+    if torch is None:
+        return
+    if accelerator:
         torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
 
 
 def written(seed: int | None) -> str:

@@ -245,7 +245,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.skip(reason=skip))
     settings = ctx.settings
     if settings.seed is not None and not settings.disable and _seeded(item):
-        seeding.reseed(settings.seed)  # before pytest's own setup draws the fixtures
+        # before pytest's own setup draws the fixtures; a poisoned context's error is the
+        # cuda_device fixture's to report, with the test that raised it
+        seeding.reseed(settings.seed, accelerator=ctx.faults.message() is None)
 
 
 @pytest.hookimpl(tryfirst=True)

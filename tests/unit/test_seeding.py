@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from pytest_cudaperf.seeding import reseed, same_draws, written
@@ -54,6 +55,21 @@ def test_reseed_starts_torch_python_and_numpy_from_the_seed_for_good() -> None:
     assert draws() == first
     reseed(4)
     assert draws() != first
+
+
+def test_reseed_without_the_accelerator_seeds_the_cpu_and_leaves_cuda_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def poisoned(seed: int) -> None:
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", poisoned)
+    with pytest.raises(RuntimeError, match="device-side assert"):
+        reseed(3)
+    reseed(3, accelerator=False)
+    first = torch.rand(2).tolist()
+    reseed(3, accelerator=False)
+    assert torch.rand(2).tolist() == first
 
 
 def test_a_seed_is_written_as_its_number_or_off() -> None:
