@@ -150,9 +150,11 @@ class HostWait:
     host runs as at recording. The probe times the reference back to back, not after a call, so it
     need not read what the reference beside each call reads; its first reading, taken right
     after the measurement that met the other state, scales it to the reference beside that
-    measurement's last calls (:func:`latest_reference`). Where the host's other state outlasted
-    an earlier wait of this process (``spell``), the wait looks once: one poll. ``ticks`` is a
-    test seam."""
+    measurement's last calls (:func:`latest_reference`). A poll starts only where its sleep and a
+    probe as long as the longest yet (that first one included) fit before the deadline: a wait
+    ends past its limit only by a probe slower than every one before it. Where the host's other
+    state outlasted an earlier wait of this process (``spell``), the wait looks once: one poll.
+    ``ticks`` is a test seam."""
 
     def __init__(
         self,
@@ -179,15 +181,20 @@ class HostWait:
         once = self._spell.looks_once(began, self._limit_s)
         scale = 0.0  # read the first time round: right after the measurement, not past the deadline
         now = measured_ms
-        probe_s = 0.0  # the last probe's time (it may wait for the GPU): a poll must fit it
+        probe_s = 0.0  # the longest probe yet (it may wait for the GPU): a poll must fit it
         back = polled = False
         while self._clock() + POLL_S + probe_s <= self._deadline and not (once and polled):
             polled = True
-            scale = scale or measured_ms / self._probe()
+            if not scale:
+                started = self._clock()
+                scale = measured_ms / self._probe()
+                probe_s = self._clock() - started
+                if self._clock() + POLL_S + probe_s > self._deadline:
+                    break
             self._sleep(POLL_S)
             started = self._clock()
             now = self._probe() * scale
-            probe_s = self._clock() - started
+            probe_s = max(probe_s, self._clock() - started)
             back = instability.host_ratio(now, recorded_ms) is None
             if back:
                 break

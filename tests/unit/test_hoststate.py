@@ -91,6 +91,40 @@ def test_a_slow_probe_counts_against_the_deadline() -> None:
     assert fake.slept == [POLL_S]  # 0.6 + 0.5 + 0.6 s, then 0.5 + 0.6 s more would pass 2.0 s
 
 
+def test_a_first_probe_that_leaves_no_room_for_a_poll_ends_the_wait() -> None:
+    """The probe's first reading (the scale) took 1.6 s of a 2 s limit: a sleep and another
+    probe as long would end 1.7 s past it, so the wait ends there, not polled."""
+    fake = FakeTime()
+    readings = probe_of([0.065])
+
+    def slow_probe() -> float:
+        fake.now += 1.6
+        return readings()
+
+    waited = HostWait(slow_probe, 2.0, fake).until_back(0.130, 0.090)
+    assert not waited.back
+    assert waited.seconds == pytest.approx(1.6)
+    assert fake.slept == []
+
+
+def test_a_poll_fits_the_longest_probe_yet_not_the_last() -> None:
+    """Probes of 0.1, 0.5, then 0.1 s within a 3 s limit: after the third, a poll and a probe of
+    0.5 s would end at 3.3 s, so the wait ends at 2.3 s (fitting the last, 0.1 s, it would
+    have polled once more)."""
+    fake = FakeTime()
+    times = iter([0.1, 0.5])
+    readings = probe_of([0.065])
+
+    def probe() -> float:
+        fake.now += next(times, 0.1)
+        return readings()
+
+    waited = HostWait(probe, 3.0, fake).until_back(0.130, 0.090)
+    assert not waited.back
+    assert fake.slept == [POLL_S] * 3
+    assert waited.seconds == pytest.approx(2.3)
+
+
 def test_a_host_slower_or_faster_than_at_recording_is_not_back() -> None:
     """Measured 1.8x faster than at recording: a host still 1.4x faster is not back, one at
     1.1x is; a host that overshoots to 1.4x slower is not back either."""
