@@ -34,10 +34,11 @@ if TYPE_CHECKING:
 #: set in a fresh process to a private lock folder: it takes its device locks there (the parent
 #: holds the real ones while it waits), and confirms nothing in yet another process
 FRESH_ENV = "PYTEST_CUDAPERF_FRESH_PROCESS"
-#: at most this many tests re-measured in fresh processes per pytest process (an xdist worker
-#: counts as one), however many processes measured them; past it a regression stands on its
-#: confirmation in the same process, and says so (why: docs/decisions.md, "Why at most 20 fresh
-#: processes per pytest process?")
+#: at most this many tests re-measured in fresh processes of their own (one start-up each) per
+#: pytest process (an xdist worker counts as one); past it such a regression stands on its
+#: confirmation in the same process, and says so. The batch of a test loop's suspects is one
+#: process, whatever its number of tests, and measures them all (why: docs/decisions.md, "Why
+#: at most 20 processes of their own, and every suspect in the loop's batch?")
 FRESH_LIMIT = 20
 #: environment variables a fresh process does not inherit: the run's settings (it gets them
 #: resolved, from :func:`settings_env`), and the GitHub job's, so that it appends no job summary
@@ -195,7 +196,8 @@ class FreshProcess:
     back: one test in its own process (:meth:`measurements`: a suspect confirmed inside its
     call), or every suspect of this process's test loop together in one (:meth:`batch`). One run
     per test, whatever number of its measurements ask, unless asked ``again``; at most ``limit``
-    tests re-measured per process, however many processes measured them."""
+    tests re-measured in processes of their own per process; a batch, one start-up, runs every
+    test it is given."""
 
     root: Path
     inifile: Path | None
@@ -208,38 +210,34 @@ class FreshProcess:
     #: per test it runs
     timeout_s: float = FRESH_TIMEOUT_S
     _done: dict[str, Fresh] = field(default_factory=dict)
-    #: the tests re-measured in fresh processes so far
-    _seen: set[str] = field(default_factory=set)
+    #: the tests re-measured in fresh processes of their own so far
+    _own: set[str] = field(default_factory=set)
 
     def measurements(
         self, nodeid: str, env: Mapping[str, str] | None = None, again: bool = False
     ) -> Fresh:
         """The test's time measurements in a fresh process (``env`` added to its environment:
         the GPU it must measure on), or why there are none; ``again``: in another fresh process
-        than the one before."""
+        than the one before. Past the ``limit`` of tests in processes of their own, a new test
+        is not run."""
         if again:
             self._done.pop(nodeid, None)
         if nodeid not in self._done:
-            self._done[nodeid] = self.batch([nodeid], env or {})[nodeid]
+            if nodeid not in self._own and len(self._own) >= self.limit:
+                return (
+                    f"{self.limit} tests were already re-measured in fresh processes of their "
+                    "own in this one"
+                )
+            self._own.add(nodeid)
+            self._done[nodeid] = self._run([nodeid], env or {})[nodeid]
         return self._done[nodeid]
 
     def batch(self, nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
         """The time measurements of each test in ``nodeids`` (distinct) taken together in ONE
-        fresh process (``env`` added to its environment), or why there are none: past the
-        ``limit`` a test is not run."""
-        taken: list[str] = []
-        found: dict[str, Fresh] = {}
-        for nodeid in nodeids:
-            if nodeid in self._seen or len(self._seen) < self.limit:
-                self._seen.add(nodeid)
-                taken.append(nodeid)
-            else:
-                found[nodeid] = (
-                    f"{self.limit} tests were already re-measured in fresh processes in this one"
-                )
-        if taken:
-            found.update(self._run(taken, env))
-        return found
+        fresh process (``env`` added to its environment), or why there are none. Every test is
+        run: the process starts once, and each test costs about what measuring it cost the
+        run."""
+        return self._run(nodeids, env)
 
     def _run(self, nodeids: Sequence[str], extra: Mapping[str, str]) -> dict[str, Fresh]:
         with tempfile.TemporaryDirectory(prefix="cudaperf-fresh-") as tmp:

@@ -160,7 +160,7 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
     assert fresh.measurements("t.py::a") == {}  # a second measurement of the same test
     assert fresh.measurements("t.py::b") == {}
     assert fresh.measurements("t.py::c") == (
-        "2 tests were already re-measured in fresh processes in this one"
+        "2 tests were already re-measured in fresh processes of their own in this one"
     )
     assert ran == ["t.py::a", "t.py::b"]
     # another fresh process for the same test (the one before met the host in another state)
@@ -168,10 +168,13 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
     assert ran == ["t.py::a", "t.py::b", "t.py::a"]
 
 
-def test_a_batch_runs_its_tests_in_one_process_and_counts_each_against_the_limit(
+def test_a_batch_runs_every_test_in_one_process_whatever_the_limit(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    fresh = FreshProcess(tmp_path, None, {}, limit=3)
+    """A batch starts one process, so the limit of tests in processes of their own does not cut
+    it: its five tests all run past a limit of 2, and a test it ran still counts as new for a
+    process of its own."""
+    fresh = FreshProcess(tmp_path, None, {}, limit=2)
     runs: list[list[str]] = []
 
     def run(nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
@@ -179,13 +182,16 @@ def test_a_batch_runs_its_tests_in_one_process_and_counts_each_against_the_limit
         return {nodeid: {} for nodeid in nodeids}
 
     monkeypatch.setattr(fresh, "_run", run)
-    assert fresh.batch(["t.py::a", "t.py::b"], {"CUDA_VISIBLE_DEVICES": "1"}) == {
-        "t.py::a": {},
-        "t.py::b": {},
-    }
-    found = fresh.batch(["t.py::a", "t.py::c", "t.py::d"], {})  # a again: counted once
-    assert found["t.py::d"] == "3 tests were already re-measured in fresh processes in this one"
-    assert runs == [["t.py::a", "t.py::b", "1"], ["t.py::a", "t.py::c"]]
+    five = [f"t.py::{name}" for name in "abcde"]
+    assert fresh.batch(five, {"CUDA_VISIBLE_DEVICES": "1"}) == {nodeid: {} for nodeid in five}
+    assert fresh.batch(["t.py::a", "t.py::f"], {}) == {"t.py::a": {}, "t.py::f": {}}
+    assert runs == [[*five, "1"], ["t.py::a", "t.py::f"]]
+    assert fresh.measurements("t.py::a") == {}
+    assert fresh.measurements("t.py::b") == {}
+    assert fresh.measurements("t.py::c") == (
+        "2 tests were already re-measured in fresh processes of their own in this one"
+    )
+    assert runs[2:] == [["t.py::a"], ["t.py::b"]]
 
 
 def test_items_args_select_each_item_in_one_process(tmp_path: Path) -> None:
