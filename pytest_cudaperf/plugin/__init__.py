@@ -34,7 +34,7 @@ from pytest_cudaperf.plugin.state import (
     serves_benchmark,
 )
 from pytest_cudaperf.report.model import FailureKind
-from pytest_cudaperf.run import deselect
+from pytest_cudaperf.run import child, deselect
 from pytest_cudaperf.run.callreport import finish_call_report
 from pytest_cudaperf.run.context import Deferred, RunContext, other_outputs
 from pytest_cudaperf.run.held import HeldLoop, progress_writer
@@ -340,6 +340,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Each test run, its reports held back where its call left a suspect (run/held.py)."""
     loop = run_of(item.config).loop
     return loop.protocol(item, nextitem) if loop is not None else None
+
+
+def pytest_runtest_logfinish(nodeid: str) -> None:
+    """In a fresh process, each finished test noted for its parent's progress line."""
+    child.note_finished(nodeid)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -19,7 +19,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,30 @@ FRESH_LIMIT = 20
 CHILD_DROPS = ("PYTEST_CUDAPERF_", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")
 #: how long a fresh process may take (start, collection, the test) before it counts as failed
 FRESH_TIMEOUT_S = 300.0
+#: set in a fresh process to a file it appends each finished test's node id to
+#: (:func:`note_finished`), which its parent reads for its progress line
+PROGRESS_ENV = "PYTEST_CUDAPERF_FRESH_PROGRESS"
+#: at most one progress line per this many seconds while a fresh process runs, and only when
+#: more of its tests have finished
+PROGRESS_EVERY_S = 10.0
+
+
+def note_finished(nodeid: str, environ: Mapping[str, str] = os.environ) -> None:
+    """In a fresh process whose parent asked for progress (:data:`PROGRESS_ENV`): ``nodeid``
+    has finished. Elsewhere nothing."""
+    path = environ.get(PROGRESS_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(nodeid + "\n")
+
+
+def finished_count(path: Path) -> int:
+    """How many distinct tests a fresh process has noted finished in ``path`` (0 before the
+    first; a ``@distributed`` test's ranks may note it again)."""
+    try:
+        return len(set(path.read_text(encoding="utf-8").splitlines()))
+    except OSError:
+        return 0
 
 
 def settings_env(settings: Settings, baseline_dir: Path) -> dict[str, str]:
@@ -232,14 +257,25 @@ class FreshProcess:
             self._done[nodeid] = self._run([nodeid], env or {})[nodeid]
         return self._done[nodeid]
 
-    def batch(self, nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+    def batch(
+        self,
+        nodeids: Sequence[str],
+        env: Mapping[str, str],
+        progress: Callable[[str], None] | None = None,
+    ) -> dict[str, Fresh]:
         """The time measurements of each test in ``nodeids`` (distinct) taken together in ONE
         fresh process (``env`` added to its environment), or why there are none. Every test is
         run: the process starts once, and each test costs about what measuring it cost the
-        run."""
-        return self._run(nodeids, env)
+        run. ``progress`` is told how many have finished, at most every
+        :data:`PROGRESS_EVERY_S`."""
+        return self._run(nodeids, env, progress)
 
-    def _run(self, nodeids: Sequence[str], extra: Mapping[str, str]) -> dict[str, Fresh]:
+    def _run(
+        self,
+        nodeids: Sequence[str],
+        extra: Mapping[str, str],
+        progress: Callable[[str], None] | None = None,
+    ) -> dict[str, Fresh]:
         with tempfile.TemporaryDirectory(prefix="cudaperf-fresh-") as tmp:
             report = Path(tmp, "fresh.json")
             items = [(nodeid, self.root / nodeid.split("::", 1)[0]) for nodeid in nodeids]
@@ -250,17 +286,11 @@ class FreshProcess:
             env.update(self.env)
             env.update(extra)
             env[FRESH_ENV] = str(Path(tmp, "locks"))
+            env[PROGRESS_ENV] = str(Path(tmp, "finished.txt"))
             timeout_s = self.timeout_s * len(nodeids)
-            try:  # on Ctrl-C (or any error) run() kills the child before the folder goes
-                done = subprocess.run(
-                    args,
-                    cwd=self.cwd or self.root,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout_s,
-                    check=False,
-                )
+            told = _Told(Path(env[PROGRESS_ENV]), len(nodeids), progress)
+            try:  # on Ctrl-C (or any error) _completed kills the child before the folder goes
+                done = _completed(args, self.cwd or self.root, env, timeout_s, told)
             except subprocess.TimeoutExpired:
                 return dict.fromkeys(nodeids, f"it did not finish in {timeout_s:.0f} s")
             except OSError as exc:
@@ -277,3 +307,52 @@ class FreshProcess:
             times = read_times(read, nodeid) if read is not None else {}
             found[nodeid] = times or why
         return found
+
+
+@dataclass
+class _Told:
+    """A fresh process's progress: how many of its ``total`` tests have finished (read from
+    ``path``), told to ``progress`` when more have, at most every :data:`PROGRESS_EVERY_S`."""
+
+    path: Path
+    total: int
+    progress: Callable[[str], None] | None
+    last: float = field(default_factory=time.monotonic)
+    finished: int = 0
+
+    def poll(self, now: float) -> None:
+        if self.progress is None or now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        finished = min(finished_count(self.path), self.total)
+        if finished > self.finished:
+            self.finished = finished
+            self.progress(
+                f"cudaperf: the fresh process has measured {finished} of {self.total} tests"
+            )
+
+
+def _completed(
+    args: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float, told: _Told
+) -> subprocess.CompletedProcess[str]:
+    """``args`` run to the end, their output captured, ``told`` polled each second meanwhile;
+    killed past ``timeout_s`` (``subprocess.TimeoutExpired``) or on any error, Ctrl-C
+    included."""
+    started = time.monotonic()
+    with subprocess.Popen(
+        args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        try:
+            while True:
+                try:  # a retried communicate() loses no output
+                    out, err = child.communicate(timeout=1.0)
+                    return subprocess.CompletedProcess(args, child.returncode, out, err)
+                except subprocess.TimeoutExpired:
+                    now = time.monotonic()
+                    if now - started > timeout_s:
+                        raise subprocess.TimeoutExpired(args, timeout_s) from None
+                    told.poll(now)
+        except BaseException:
+            child.kill()
+            child.communicate()
+            raise

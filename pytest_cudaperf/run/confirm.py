@@ -287,7 +287,7 @@ def confirm_deferred(
                 beside = list(dict.fromkeys(c.test.nodeid for c in controls))
                 progress(progress_line(nodeids, group, len(beside)))
                 with group[0].lock():
-                    found = fresh.batch(nodeids + beside, group[0].env)
+                    found = fresh.batch(nodeids + beside, group[0].env, progress)
                 slower = slowdowns(controls, found)
                 for suspect in group:
                     pending.remove(suspect)

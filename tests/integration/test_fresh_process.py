@@ -400,3 +400,15 @@ def test_a_test_that_pytest_rerunfailures_reruns_is_confirmed_inside_its_call(
     result.stdout.fnmatch_lines(["*perf regression: *; confirmed in a fresh process"])
     result.stdout.no_fnmatch_line("cudaperf: confirming *")
     assert len(_fresh_pids(batch)) == 1  # inside the first call; the rerun reads its result
+
+
+def test_a_fresh_process_notes_each_finished_test_for_its_parents_progress(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent names a file in the fresh process's environment; each test that finishes
+    there, failed or passed, is appended to it, which the parent counts for its progress line."""
+    finished = pytester.path / "finished.txt"
+    monkeypatch.setenv("PYTEST_CUDAPERF_FRESH_PROGRESS", str(finished))
+    pytester.makepyfile(test_two="def test_a():\n    pass\n\ndef test_b():\n    assert False\n")
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1, failed=1)
+    assert finished.read_text().splitlines() == ["test_two.py::test_a", "test_two.py::test_b"]

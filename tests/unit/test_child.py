@@ -3,6 +3,8 @@ re-measurement's bookkeeping (its real runs are in tests/integration/test_fresh_
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -12,11 +14,15 @@ from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure.measurement import Measurement
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.model import JudgedRecord, TestOutcome
+from pytest_cudaperf.run import child
 from pytest_cudaperf.run.child import (
+    PROGRESS_ENV,
     Fresh,
     FreshProcess,
+    finished_count,
     item_args,
     items_args,
+    note_finished,
     passed_args,
     read_times,
     settings_env,
@@ -151,7 +157,9 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
     fresh = FreshProcess(tmp_path, None, {}, limit=2)
     ran: list[str] = []
 
-    def run(nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+    def run(
+        nodeids: Sequence[str], env: Mapping[str, str], progress: object = None
+    ) -> dict[str, Fresh]:
         ran.extend(nodeids)
         return {nodeid: {} for nodeid in nodeids}
 
@@ -177,7 +185,9 @@ def test_a_batch_runs_every_test_in_one_process_whatever_the_limit(
     fresh = FreshProcess(tmp_path, None, {}, limit=2)
     runs: list[list[str]] = []
 
-    def run(nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+    def run(
+        nodeids: Sequence[str], env: Mapping[str, str], progress: object = None
+    ) -> dict[str, Fresh]:
         runs.append([*nodeids, *env.values()])
         return {nodeid: {} for nodeid in nodeids}
 
@@ -232,3 +242,64 @@ def test_a_fresh_process_takes_its_locks_in_its_own_folder_and_confirms_nothing(
     assert child.fresh is None
     assert child.locks.folder == tmp_path / "locks"
     assert create({"PYTEST_CUDAPERF_CONFIRM_PROCESS": "off"}).fresh is None
+
+
+def test_a_fresh_process_notes_each_finished_test_where_its_parent_asked(tmp_path: Path) -> None:
+    path = tmp_path / "finished.txt"
+    assert finished_count(path) == 0  # nothing noted yet
+    note_finished("t.py::a", {})  # not a fresh process: nothing written
+    assert not path.exists()
+    env = {PROGRESS_ENV: str(path)}
+    for nodeid in ("t.py::a", "t.py::b", "t.py::b"):  # a rank may note its test again
+        note_finished(nodeid, env)
+    assert finished_count(path) == 2
+
+
+def test_progress_is_told_when_more_tests_finished_at_most_every_interval(tmp_path: Path) -> None:
+    path = tmp_path / "finished.txt"
+    lines: list[str] = []
+    told = child._Told(path, 3, lines.append, last=0.0)
+    path.write_text("t.py::a\n")
+    told.poll(child.PROGRESS_EVERY_S - 1)  # too soon
+    told.poll(child.PROGRESS_EVERY_S)
+    told.poll(2 * child.PROGRESS_EVERY_S)  # no more finished: nothing to say
+    path.write_text("t.py::a\nt.py::b\nt.py::b\nt.py::c\nt.py::d\n")
+    told.poll(3 * child.PROGRESS_EVERY_S)
+    assert lines == [
+        "cudaperf: the fresh process has measured 1 of 3 tests",
+        "cudaperf: the fresh process has measured 3 of 3 tests",
+    ]
+
+
+CHILD = """
+import os, sys, time
+with open(os.environ["PYTEST_CUDAPERF_FRESH_PROGRESS"], "a") as f:
+    f.write("t.py::a\\nt.py::b\\n")
+print("x" * 200_000)  # more than a pipe holds: read while it runs
+time.sleep(float(sys.argv[1]))
+print("done", file=sys.stderr)
+"""
+
+
+def test_a_fresh_process_runs_to_its_end_telling_its_progress(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(child, "PROGRESS_EVERY_S", 0.0)
+    path = tmp_path / "finished.txt"
+    lines: list[str] = []
+    told = child._Told(path, 3, lines.append)
+    args = [sys.executable, "-c", CHILD, "1.5"]
+    done = child._completed(args, tmp_path, {PROGRESS_ENV: str(path)}, 60.0, told)
+    assert done.returncode == 0
+    assert len(done.stdout) > 200_000
+    assert done.stderr.strip() == "done"
+    assert lines[0] == "cudaperf: the fresh process has measured 2 of 3 tests"
+    assert len(lines) == 1  # told again only when more finished
+
+
+def test_a_fresh_process_past_its_timeout_is_killed(tmp_path: Path) -> None:
+    told = child._Told(tmp_path / "finished.txt", 1, None)
+    args = [sys.executable, "-c", CHILD, "60"]
+    env = {PROGRESS_ENV: str(tmp_path / "finished.txt")}
+    with pytest.raises(subprocess.TimeoutExpired):
+        child._completed(args, tmp_path, env, 1.5, told)

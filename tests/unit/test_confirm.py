@@ -33,7 +33,9 @@ class BatchStub:
         self.why = why
         self.batches: list[tuple[list[str], dict[str, str]]] = []
 
-    def batch(self, nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+    def batch(
+        self, nodeids: Sequence[str], env: Mapping[str, str], progress: object = None
+    ) -> dict[str, Fresh]:
         self.batches.append((list(nodeids), dict(env)))
         found: dict[str, Fresh] = {}
         for nodeid in nodeids:
@@ -298,7 +300,9 @@ class BothSeries:
         self.found = {"time:host": host, "time:kernels": kernels}
         self.batches: list[list[str]] = []
 
-    def batch(self, nodeids: Sequence[str], env: Mapping[str, str]) -> dict[str, Fresh]:
+    def batch(
+        self, nodeids: Sequence[str], env: Mapping[str, str], progress: object = None
+    ) -> dict[str, Fresh]:
         self.batches.append(list(nodeids))
         return {n: {(n, series): m for series, m in self.found.items()} for n in nodeids}
 
