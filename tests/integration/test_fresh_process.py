@@ -337,12 +337,15 @@ def test_a_regression_that_the_fresh_process_runs_its_controls_as_slow_as_is_wit
 ) -> None:
     # [1] is 10x slower everywhere, and the fresh process runs every test 10x slower: the
     # tests that passed here, measured there beside it, read so too. Under -n2 the four tests go
-    # to one worker (--dist loadfile): its own passed tests are a worker's controls
+    # to one worker (--dist loadfile): its own passed tests are a worker's controls. A tolerance
+    # of 100% (a 10x slowdown still fails here): the controls' shift is taken at the low end of
+    # its CI, which a loaded 2-core runner widens: at 30%, one loaded CI run read it low enough
+    # that [1] stood confirmed
     for plant in ("slow-always-1", "slow-fresh"):
         (batch.path / plant).touch()
     xdist = [*mode, "--dist", "loadfile"] if mode == ["-n2"] else mode
     run = batch.runpytest_subprocess if mode == ["-n2"] else batch.runpytest
-    result = run(*xdist, *FAST, "--cudaperf-json=out.json")
+    result = run(*xdist, *FAST, "--cudaperf-tolerance=100%", "--cudaperf-json=out.json")
     result.assert_outcomes(passed=4)
     said = result.stderr.str() if mode == ["-n2"] else result.stdout.str()
     assert (

@@ -48,6 +48,8 @@ STREAMS = {
     "pytest_cudaperf/cli/__init__.py": 1,
     # the output of `cudaperf record`'s pytest processes, written as long as each one runs
     "pytest_cudaperf/cli/process.py": 1,
+    # a fresh process's finished tests, appended one by one for its parent's progress line
+    "pytest_cudaperf/run/child.py": 1,
 }
 
 
