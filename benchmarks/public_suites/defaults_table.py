@@ -20,7 +20,8 @@ across the threshold), where the unchanged runs' wall goes against pytest-benchm
 tests' times summed, the rest of the wall, the tests furthest over theirs, the waits for the
 host's state each run made: in vain, the state back, or a single look; the tests left
 INCONCLUSIVE by a speed-up whose CI rules out a regression, with their pytest time against
-pytest-benchmark's), and the planted run's wall over pytest-benchmark's.
+pytest-benchmark's), the planted run's wall over pytest-benchmark's, and each judged run's fresh
+processes (their suspects and controls, and the measurements they did not take, by why).
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
@@ -35,7 +36,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -119,6 +120,10 @@ class Step:
     #: the tests with an INCONCLUSIVE time read as a speed-up whose CI rules out a regression
     #: (``Verdict.speed_up_only``), by their JUnit names (:func:`junit_name`)
     speed_ups: list[str]
+    #: the fresh processes at the loops' ends (:func:`fresh_batches`): (suspects, controls) each
+    batches: list[tuple[int, int]] = field(default_factory=list)
+    #: why each measurement left out of them was (:func:`not_remeasured`)
+    unmeasured: list[str] = field(default_factory=list)
 
     @property
     def times(self) -> list[float]:
@@ -247,7 +252,36 @@ def read_step(path: Path, name: str) -> Step:
         parts,
         again,
         speed_ups,
+        fresh_batches(path),
+        [why for test in tests for why in not_remeasured(test.details)],
     )
+
+
+#: the line a test loop's fresh process starts with (``run.confirm.progress_line``)
+BATCH = re.compile(
+    r"confirming (\d+) suspected \w+ in a fresh process(?:, beside (\d+) tests? that passed)?"
+)
+#: a measurement the fresh process did not take, and why (``run.confirm.fresh_verdict``)
+UNMEASURED = re.compile(r"not re-measured in a fresh process: (.*)")
+
+
+def fresh_batches(step: Path) -> list[tuple[int, int]]:
+    """The fresh processes the step's pytest log names: (suspects, controls) each."""
+    found = []
+    for log in sorted(step.glob("*.log")):
+        for match in BATCH.finditer(log.read_text(encoding="utf-8", errors="replace")):
+            found.append((int(match[1]), int(match[2] or 0)))
+    return found
+
+
+def not_remeasured(details: tuple[str, ...] | list[str]) -> list[str]:
+    """Why each measurement of a test's ``details`` was not taken in a fresh process, its
+    numbers as N and the process's last line left out."""
+    return [
+        re.sub(r"\d+", "N", match[1].split(" (")[0])
+        for line in details
+        if (match := UNMEASURED.search(line))
+    ]
 
 
 def _parts(step: Step) -> str:
@@ -305,7 +339,21 @@ def rows(found: list[Step], reference: tuple[int, float] | None) -> list[str]:
     for s in found:
         if s.step == "planted" and s.wall:
             lines.append(f"- {s.name}: wall {s.wall[1]:.0f} s{_ratio(s.wall[1], reference)}")
-    return lines
+    judged = [s for s in found if s.step.startswith("unchanged") or s.step == "planted"]
+    return lines + fresh_line(judged)
+
+
+def fresh_line(runs: list[Step]) -> list[str]:
+    """The fresh processes at the loops' ends of each judged run: their suspects and controls,
+    and the measurements they did not take, by why (none: no line)."""
+
+    def told(s: Step) -> str:
+        said = [f"{n} suspects beside {c} controls" for n, c in s.batches]
+        left = Counter(s.unmeasured)
+        said += [f"{n} measurements not taken there: {why}" for why, n in left.items()]
+        return ", ".join(said)
+
+    return per_run("fresh processes at the loop's end", runs, told)
 
 
 #: the tests named as costing most over pytest-benchmark's time

@@ -129,3 +129,33 @@ def test_the_waits_that_met_the_host_back_are_counted_by_how_long_they_took(
     (tmp_path / "copy" / "a.json").write_text(baseline)
     said = tally.lines([tmp_path])
     assert said[0] == "reports: 0 (0 with a wait; 2 other or repeated JSON files passed over)"
+
+
+def test_the_fresh_processes_and_what_they_left_unmeasured_are_read_and_counted(
+    tmp_path: Path,
+) -> None:
+    table = benchmark_script("public_suites/defaults_table.py")
+    (tmp_path / "suite-cudaperf.log").write_text(
+        "[gw0] cudaperf: confirming 34 suspected regressions in a fresh process, beside 4 tests "
+        "that passed\n"
+        "cudaperf: confirming 1 suspected change in a fresh process\n"
+    )
+    assert table.fresh_batches(tmp_path) == [(34, 4), (1, 0)]
+    details = [
+        "kernels: 4.1 µs -> 4.2 µs per call",
+        "not re-measured in a fresh process: 20 tests were already re-measured in fresh "
+        "processes in this one",
+        "[inner] not re-measured in a fresh process: pytest exited 4 without measuring it (no "
+        "tests ran in 0.01s)",
+    ]
+    unmeasured = table.not_remeasured(details)
+    assert unmeasured == [
+        "N tests were already re-measured in fresh processes in this one",
+        "pytest exited N without measuring it",
+    ]
+    run = _unchanged_run(table, batches=[(34, 4)], unmeasured=unmeasured[:1] * 2)
+    assert table.fresh_line([run, _unchanged_run(table)]) == [
+        "- fresh processes at the loop's end: unchanged-1: 34 suspects beside 4 controls, 2 "
+        "measurements not taken there: N tests were already re-measured in fresh processes in "
+        "this one"
+    ]
