@@ -254,28 +254,20 @@ class FreshProcess:
                     "own in this one"
                 )
             self._own.add(nodeid)
-            self._done[nodeid] = self._run([nodeid], env or {})[nodeid]
+            self._done[nodeid] = self.batch([nodeid], env or {})[nodeid]
         return self._done[nodeid]
 
     def batch(
         self,
         nodeids: Sequence[str],
-        env: Mapping[str, str],
-        progress: Callable[[str], None] | None = None,
-    ) -> dict[str, Fresh]:
-        """The time measurements of each test in ``nodeids`` (distinct) taken together in ONE
-        fresh process (``env`` added to its environment), or why there are none. Every test is
-        run: the process starts once, and each test costs about what measuring it cost the
-        run. ``progress`` is told how many have finished, at most every
-        :data:`PROGRESS_EVERY_S`."""
-        return self._run(nodeids, env, progress)
-
-    def _run(
-        self,
-        nodeids: Sequence[str],
         extra: Mapping[str, str],
         progress: Callable[[str], None] | None = None,
     ) -> dict[str, Fresh]:
+        """The time measurements of each test in ``nodeids`` (distinct) taken together in ONE
+        fresh process (``extra`` added to its environment), or why there are none. Every test
+        is run: the process starts once, and each test costs about what measuring it cost the
+        run. ``progress`` is told how many have finished, at most every
+        :data:`PROGRESS_EVERY_S`."""
         with tempfile.TemporaryDirectory(prefix="cudaperf-fresh-") as tmp:
             report = Path(tmp, "fresh.json")
             items = [(nodeid, self.root / nodeid.split("::", 1)[0]) for nodeid in nodeids]

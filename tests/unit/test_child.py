@@ -163,7 +163,7 @@ def test_fresh_process_runs_once_per_test_and_stops_at_its_limit(
         ran.extend(nodeids)
         return {nodeid: {} for nodeid in nodeids}
 
-    monkeypatch.setattr(fresh, "_run", run)
+    monkeypatch.setattr(fresh, "batch", run)
     assert fresh.measurements("t.py::a") == {}
     assert fresh.measurements("t.py::a") == {}  # a second measurement of the same test
     assert fresh.measurements("t.py::b") == {}
@@ -180,28 +180,30 @@ def test_a_batch_runs_every_test_in_one_process_whatever_the_limit(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A batch starts one process, so the limit of tests in processes of their own does not cut
-    it: its five tests all run past a limit of 2, and a test it ran still counts as new for a
-    process of its own."""
+    it: its five tests all run in one child past a limit of 2 (here a child that measures
+    nothing), and a test it ran still counts as new for a process of its own."""
     fresh = FreshProcess(tmp_path, None, {}, limit=2)
-    runs: list[list[str]] = []
+    started: list[tuple[list[str], str | None]] = []
 
-    def run(
-        nodeids: Sequence[str], env: Mapping[str, str], progress: object = None
-    ) -> dict[str, Fresh]:
-        runs.append([*nodeids, *env.values()])
-        return {nodeid: {} for nodeid in nodeids}
+    def completed(
+        args: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float, told: object
+    ) -> subprocess.CompletedProcess[str]:
+        started.append((list(args), env.get("CUDA_VISIBLE_DEVICES")))
+        return subprocess.CompletedProcess(args, 5, "", "no tests ran")
 
-    monkeypatch.setattr(fresh, "_run", run)
+    monkeypatch.setattr(child, "_completed", completed)
     five = [f"t.py::{name}" for name in "abcde"]
-    assert fresh.batch(five, {"CUDA_VISIBLE_DEVICES": "1"}) == {nodeid: {} for nodeid in five}
-    assert fresh.batch(["t.py::a", "t.py::f"], {}) == {"t.py::a": {}, "t.py::f": {}}
-    assert runs == [[*five, "1"], ["t.py::a", "t.py::f"]]
-    assert fresh.measurements("t.py::a") == {}
-    assert fresh.measurements("t.py::b") == {}
+    found = fresh.batch(five, {"CUDA_VISIBLE_DEVICES": "1"})
+    assert found == dict.fromkeys(five, "pytest exited 5 without measuring it (no tests ran)")
+    ((args, visible),) = started
+    assert [f"{tmp_path}/{nodeid}" for nodeid in five] == [a for a in args if "::" in a]
+    assert visible == "1"
+    for nodeid in ("t.py::a", "t.py::b"):
+        assert str(fresh.measurements(nodeid)).startswith("pytest exited 5")
     assert fresh.measurements("t.py::c") == (
         "2 tests were already re-measured in fresh processes of their own in this one"
     )
-    assert runs[2:] == [["t.py::a"], ["t.py::b"]]
+    assert len(started) == 3
 
 
 def test_items_args_select_each_item_in_one_process(tmp_path: Path) -> None:
