@@ -179,18 +179,17 @@ class HostWait:
         if self._deadline is None:
             self._deadline = began + self._limit_s
         once = self._spell.looks_once(began, self._limit_s)
-        scale = 0.0  # read the first time round: right after the measurement, not past the deadline
+        scale: float | None = None  # read first: right after the measurement, not past the deadline
         now = measured_ms
         probe_s = 0.0  # the longest probe yet (it may wait for the GPU): a poll must fit it
         back = polled = False
         while self._clock() + POLL_S + probe_s <= self._deadline and not (once and polled):
-            polled = True
-            if not scale:
+            if scale is None:  # timed, and the deadline asked again with its time
                 started = self._clock()
                 scale = measured_ms / self._probe()
                 probe_s = self._clock() - started
-                if self._clock() + POLL_S + probe_s > self._deadline:
-                    break
+                continue
+            polled = True
             self._sleep(POLL_S)
             started = self._clock()
             now = self._probe() * scale
