@@ -12,8 +12,9 @@ stands INCONCLUSIVE where it no longer clears its threshold
 ran on both sides.
 
 Which tests serve (:func:`offer`, :func:`choose`): per series of the suspects' regressions,
-:data:`CONTROLS` times of that series that passed on the same GPU, those in a folder of a suspect
-first, then those whose calls the host's speed moves most (a host-bound call's share outside its
+:data:`CONTROLS` times of that series that passed on the same GPU with a reading that rules out a
+change beyond the tolerance (:func:`rules_out_a_change`), those in a folder of a suspect first,
+then those whose calls the host's speed moves most (a host-bound call's share outside its
 kernels), then those that read closest to their baseline.
 """
 
@@ -53,20 +54,32 @@ def host_share(measured: Measurement) -> float:
     return max(0.0, 1.0 - measured.fixed_ms / measured.median_ms)
 
 
+def rules_out_a_change(verdict: Verdict) -> bool:
+    """Whether a PASS's CI lies within the user's tolerance at its high end: a pass only under a
+    threshold that the series' noise raised may be a slowdown this process read low (a suite that
+    regresses everywhere has such passes), and one of them would withdraw every real regression
+    its fresh process confirms."""
+    ci, tolerance = verdict.ci, verdict.tolerance
+    return ci is not None and tolerance is not None and ci[1] <= 1 + tolerance
+
+
 def _rank(control: Control) -> tuple[float, float]:
     ratio = control.record.verdict.ratio
     return -host_share(control.measured), abs(math.log(ratio)) if ratio else math.inf
 
 
 def offer(test: TestContext, record: JudgedRecord, measured: Measurement) -> None:
-    """Keep ``record`` as a control where it PASSED, its test's reports are held by the loop (the
-    loop's fresh process can run it again) and its series is one a fresh process confirms
+    """Keep ``record`` as a control where it PASSED within the tolerance
+    (:func:`rules_out_a_change`), its test's reports are held by the loop (the loop's fresh
+    process can run it again) and its series is one a fresh process confirms
     (:func:`pytest_cudaperf.run.judging.process_dependent`): the best :data:`CONTROLS` per series,
     GPU and folder."""
     deferred, run = test.run.deferred, test.run
     if deferred is None or run.fresh is None or not deferred.defers(test.nodeid):
         return
     if record.verdict.kind is not Kind.PASS or record.verdict.ratio is None or test.settings.update:
+        return
+    if not rules_out_a_change(record.verdict):
         return
     if not process_dependent(test, record, measured):
         return
