@@ -340,7 +340,7 @@ def rows(found: list[Step], reference: tuple[int, float] | None) -> list[str]:
         if s.step == "planted" and s.wall:
             lines.append(f"- {s.name}: wall {s.wall[1]:.0f} s{_ratio(s.wall[1], reference)}")
     judged = [s for s in found if s.step.startswith("unchanged") or s.step == "planted"]
-    return lines + fresh_line(judged)
+    return lines + waits_line([s for s in judged if s.step == "planted"]) + fresh_line(judged)
 
 
 def fresh_line(runs: list[Step]) -> list[str]:
@@ -439,8 +439,8 @@ def again_line(runs: list[Step]) -> list[str]:
 
 
 def waits_line(runs: list[Step]) -> list[str]:
-    """The waits for the host's state in each unchanged run: how many ended each way, the
-    seconds they took and the longest (none: no line)."""
+    """The waits for the host's state in each of ``runs``: how many ended each way, the seconds
+    they took and the longest (none: no line)."""
 
     def told(s: Step) -> str:
         by: dict[str, list[float]] = {}
