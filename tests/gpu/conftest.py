@@ -1,14 +1,31 @@
-"""The GPU tests' inner runs each take a process of their own.
+"""The GPU tests' inner runs each take a process of their own, and a test that reads the GPU
+device-wide has it to itself.
 
 A CUDA context belongs to one process: an inner run that kills it (a device-side assert, an
 out-of-memory test) would fail every GPU test run after it in the same process. The CPU tests
 run their inner pytest in the test's process (tests/conftest.py says why); on the H100 on
 2026-11-28 that made one device-side assert fail 23 GPU tests after it.
+
+Memory outside torch's allocator is read device-wide (the device's used memory less torch's
+reserved), so any other process on the GPU moves it: under ``scripts/gpu-suite.sh -n 3`` the raw
+``cudaMalloc`` must-flag test read no growth in two of the whole suite's runs (H200, 2026-11-28
+and 2026-11-29). Every GPU test holds the suite's lock shared; a test marked ``gpu_alone`` holds
+it alone, after the tests of the other workers that hold it end and before any other starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from pytest_cudaperf.locks import DeviceLock
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "gpu_alone: a GPU test that reads the GPU device-wide: no other GPU test runs"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +35,24 @@ def _inner_runs_in_their_own_process(
     """``pytester.runpytest`` starts a pytest process (``--runpytest=subprocess``): set before
     the ``pytester`` fixture reads the option, which autouse fixtures are."""
     monkeypatch.setattr(request.config.option, "runpytest", "subprocess")
+
+
+@pytest.fixture(autouse=True)
+def _the_gpu_shared_or_alone(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Hold the GPU suite's lock while the test runs: shared, or alone for ``gpu_alone``. The
+    lock lies above the base temporary directory, which the xdist workers of one run share."""
+    lock = DeviceLock(tmp_path_factory.getbasetemp().parent, "gpu-suite")
+    try:
+        if request.node.get_closest_marker("gpu_alone"):
+            with lock.exclusive():
+                yield
+        else:
+            lock.acquire_shared()
+            try:
+                yield
+            finally:
+                lock.release_shared()
+    finally:
+        lock.close()

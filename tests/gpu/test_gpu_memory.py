@@ -205,6 +205,7 @@ def test_look_alikes_pass(pytester: pytest.Pytester) -> None:
     assert outcomes["passed"] == MUST_PASS.count("@pytest.mark.no_leak")
 
 
+@pytest.mark.gpu_alone  # memory outside torch is read device-wide (conftest.py)
 def test_true_leaks_are_flagged_with_their_site(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_must_flag=MUST_FLAG)
     result = pytester.runpytest("-p", "no:randomly")
