@@ -4,9 +4,9 @@
 # (out/public/ml4gw, one pytest-benchmark test of a CPU tensor): pytest-benchmark's own run,
 # `cudaperf record` (MODE=record, one run), a judged run (MODE=cudaperf, the fixture served by
 # pytest-cudaperf) that must write its JSON files, and one with plant.py loaded
-# (CUDAPERF_PLANT=3x); then the table of those runs (defaults_table.py) and the tally of their
-# waits (tally_waits.py). ground_truth.py (MODE=groundtruth) times with CUDA events and has no
-# CPU path: mypy checks it, a GPU runs it.
+# (CUDAPERF_PLANT=3x); then the table of those runs (defaults_table.py), the tally of their waits
+# (tally_waits.py) and their replay against a budget (wait_budget.py). ground_truth.py
+# (MODE=groundtruth) times with CUDA events and has no CPU path: mypy checks it, a GPU runs it.
 #
 #   bash benchmarks/public_suites/smoke.sh OUTDIR
 set -euo pipefail
@@ -59,3 +59,6 @@ for row in "reports: 3 (" "waits that met the host back: " "waits that ran out: 
     "single looks in a spell: "; do
   grep -qF -- "$row" "$OUT/waits.txt" || { cat "$OUT/waits.txt" >&2; exit 1; }
 done
+# those waits replayed against a budget for them: the three judged runs, each with its JUnit
+python "$HERE/wait_budget.py" "$OUT/defaults" > "$OUT/budget.txt"
+grep -q "^3 runs: .* waits (" "$OUT/budget.txt" || { cat "$OUT/budget.txt" >&2; exit 1; }

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from benchmark_scripts import benchmark_script
 
 from pytest_cudaperf.run.hoststate import CpuWaited, Waited
@@ -129,6 +130,26 @@ def test_the_waits_that_met_the_host_back_are_counted_by_how_long_they_took(
     (tmp_path / "copy" / "a.json").write_text(baseline)
     said = tally.lines([tmp_path])
     assert said[0] == "reports: 0 (0 with a wait; 2 other or repeated JSON files passed over)"
+
+
+def test_a_budget_for_the_waits_turns_the_waits_past_it_into_looks() -> None:
+    """A limit of 15 s and a tenth of the time: a wait of 14.5 s in vain at the start fits;
+    20 s in, 14.5 s waited is within 17 s, so the next (back after 6 s, a failing test) waits
+    too; 40 s in, 20.5 s is past 19 s: a wait back after 0.5 s is found by the look, one back
+    after 3 s is lost, and one in vain saves 14 s."""
+    budget = benchmark_script("public_suites/wait_budget.py")
+    tests = [
+        (20.0, [("in vain", 14.5)], False),
+        (20.0, [("back", 6.0)], True),
+        (1.0, [("back", 0.5), ("looked once", 0.5)], False),
+        (1.0, [("back", 3.0)], True),
+        (1.0, [("in vain", 14.5)], False),
+    ]
+    out = budget.replay(tests, 0.1, 15.0)
+    assert (out.waits, out.looked_back, out.catches, out.looked_in_vain) == (5, 1, 1, 1)
+    assert out.saved_s == pytest.approx(0.0 + 2.5 + 14.0)
+    assert out.wall_s == pytest.approx(43.0)
+    assert budget.replay(tests, 1.0, 15.0).saved_s == 0.0  # a budget this large cuts nothing
 
 
 def test_the_fresh_processes_and_what_they_left_unmeasured_are_read_and_counted(

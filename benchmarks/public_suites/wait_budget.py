@@ -1,0 +1,149 @@
+"""What a budget for the waits of a process would have changed in judged runs: the runs' waits
+for the host's state replayed in their tests' order, a wait that starts past the budget (the
+waits so far over one ``--cudaperf-state-wait`` limit and ``--share`` of the process's time so
+far) taken as a single look of half a second.
+
+    python benchmarks/public_suites/wait_budget.py RUN [RUN ...] [--share 0.1] [--limit 15]
+
+A RUN is a judged run's ``--cudaperf-json`` report beside its JUnit file
+(``judged-at-defaults.sh``'s step folder: ``report.json`` and ``*-junit.xml``;
+``bench_suite.py``'s ``NAME.json`` and
+``NAME.xml``), or a folder holding such runs. A report found twice (a kept copy of a folder)
+counts once. The clock is the tests' JUnit times added up, from the first test; the waits are
+read from the lines they leave in a test's details (:func:`defaults_table.waits`), each taken
+where its test started. A wait the budget would have turned into a look costs half a second;
+one that had met the host back later than that would have left its test INCONCLUSIVE, and where
+that test failed (a planted run's catch) it is counted as a catch at stake. Prints one line per
+run and the totals: the evidence for why the waits have no such budget (docs/decisions.md, "Why
+does a host-bound change read in the host's other state wait for it?").
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent.parent))
+
+from public_suites.defaults_table import junit_name, waits  # noqa: E402
+
+from pytest_cudaperf.run.hoststate import POLL_S  # noqa: E402
+
+
+@dataclass
+class Replayed:
+    """What the budget would have done to one run's waits, or to all of them."""
+
+    runs: int = 0
+    waits: int = 0
+    waited_s: float = 0.0
+    looked_back: int = 0
+    looked_in_vain: int = 0
+    saved_s: float = 0.0
+    catches: int = 0
+    wall_s: float = 0.0
+
+    def merge(self, other: Replayed) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def line(self) -> str:
+        return (
+            f"{self.waits} waits ({self.waited_s:.0f} s of {self.wall_s:.0f} s of tests); past the "
+            f"budget: {self.looked_in_vain} in vain, {self.looked_back} back "
+            f"({self.catches} of them a failing test's); {self.saved_s:.0f} s saved"
+        )
+
+
+def runs(paths: list[Path]) -> list[tuple[Path, Path]]:
+    """The (report, JUnit file) pairs the paths name, a folder's sorted."""
+    found = []
+    for path in paths:
+        reports = sorted(path.rglob("*.json")) if path.is_dir() else [path]
+        for report in reports:
+            junit = report.with_suffix(".xml")
+            if not junit.exists():
+                junit = next(iter(sorted(report.parent.glob("*-junit.xml"))), junit)
+            if junit.exists():
+                found.append((report, junit))
+    return found
+
+
+def tests_in_order(report: Path, junit: Path) -> list[tuple[float, list[tuple[str, float]], bool]]:
+    """Each test of the JUnit file in its order: its time, the waits its details name, whether
+    it failed a time series (REGRESSION); [] for a file that is not a cudaperf report."""
+    data = json.loads(report.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "tests" not in data or "entries" in data:
+        return []
+    by_name = {junit_name(t["nodeid"]): t for t in data["tests"]}
+    found = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        test = by_name.get(f"{case.get('classname')}::{case.get('name')}", {})
+        failed = any(
+            r["verdict"]["kind"] == "regression"
+            for r in test.get("records", [])
+            if r["series"].startswith("time:")
+        )
+        found.append((float(case.get("time") or 0.0), waits(test.get("details", [])), failed))
+    return found
+
+
+def replay(
+    tests: list[tuple[float, list[tuple[str, float]], bool]], share: float, limit_s: float
+) -> Replayed:
+    """The run's waits against the budget, each taken where its test started."""
+    clock = spent = 0.0
+    out = Replayed(runs=1)
+    for seconds, found, failed in tests:
+        for ended, waited in found:
+            if ended == "looked once":
+                continue
+            out.waits += 1
+            out.waited_s += waited
+            if spent <= limit_s + share * clock:
+                spent += waited
+                continue
+            spent += POLL_S
+            out.saved_s += max(0.0, waited - POLL_S)
+            if ended != "back":
+                out.looked_in_vain += 1
+            elif waited > POLL_S:  # a look of one poll finds a host back within it
+                out.looked_back += 1
+                out.catches += failed
+        clock += seconds
+    out.wall_s = clock
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", type=Path, nargs="+", help="runs, or folders holding them")
+    parser.add_argument("--share", type=float, default=0.1, help="the budget's share of the time")
+    parser.add_argument("--limit", type=float, default=15.0, help="the state wait's limit, s")
+    args = parser.parse_args(argv)
+    for path in args.paths:
+        if not path.exists():
+            parser.error(f"RUN: {path} does not exist")
+    total, seen = Replayed(), set()
+    for report, junit in runs(args.paths):
+        digest = hashlib.sha256(report.read_bytes()).hexdigest()
+        tests = [] if digest in seen else tests_in_order(report, junit)
+        seen.add(digest)
+        if not tests:
+            continue
+        one = replay(tests, args.share, args.limit)
+        total.merge(one)
+        print(f"- {report}: {one.line()}")
+    print(f"{total.runs} runs: {total.line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
