@@ -286,7 +286,7 @@ def test_nap(i):
         once.unlink(missing_ok=True)
         if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS") and (HERE / "slow-fresh").exists():
             _slow[i] = True
-    time.sleep(0.03 if _slow[i] else 0.001)
+    time.sleep(0.02 if _slow[i] else 0.001)
 """
 
 
@@ -310,7 +310,7 @@ def test_the_suspects_of_a_loop_are_confirmed_together_in_one_fresh_process(
         (batch.path / plant).touch()
     # under -n2 a process of its own: the workers say what they confirm on its stderr
     run = batch.runpytest_subprocess if mode == ["-n2"] else batch.runpytest
-    # a tolerance of 300%, which the 30x naps still clear: [0]'s pass rules out a change beyond
+    # a tolerance of 300%, which the 20x naps still clear: [0]'s pass rules out a change beyond
     # it (its CI, from a baseline of one process, reaches about +50%, and past +100% on a loaded
     # runner), so it serves as a control
     result = run(
@@ -344,10 +344,10 @@ def test_the_suspects_of_a_loop_are_confirmed_together_in_one_fresh_process(
 def test_a_regression_that_the_fresh_process_runs_its_controls_as_slow_as_is_withdrawn(
     batch: pytest.Pytester, mode: list[str]
 ) -> None:
-    # [1] is 30x slower everywhere, and the fresh process runs every test 30x slower: the
+    # [1] is 20x slower everywhere, and the fresh process runs every test 20x slower: the
     # tests that passed here, measured there beside it, read so too. Under -n2 the four tests go
     # to one worker (--dist loadfile): its own passed tests are a worker's controls. A tolerance
-    # of 300% (a 30x slowdown still fails here, by a CI that a loaded runner widens): a pass
+    # of 300% (a 20x slowdown still fails here, by a CI that a loaded runner widens): a pass
     # rules out a change beyond it, so it serves as a control (at 100%, a loaded 2-core runner
     # widened some passes' CIs past it); and the controls' shift is taken at the low end of its
     # CI, which the load widens too: at 30%, one loaded CI run read it low enough that [1]
