@@ -103,6 +103,9 @@ def test_a_slower_call_of_one_kernel_fails_where_it_was_measured(
     result.stdout.no_fnmatch_line("cudaperf: confirming *")
 
 
+# test_twice serves as a control only where its pass rules out a change beyond the 5% tolerance:
+# the other workers' kernels on the same GPU can widen its CI past that (conftest.py)
+@pytest.mark.gpu_alone
 def test_a_regression_the_fresh_process_shows_a_passed_test_too_is_withdrawn(
     recorded: pytest.Pytester,
 ) -> None:
