@@ -131,7 +131,7 @@ def test_a_pass_rules_out_a_change_only_with_its_ci_within_the_tolerance() -> No
 def test_a_pass_that_may_be_a_slowdown_read_low_is_kept_as_no_control(tmp_path: Path) -> None:
     """A host suite slowed everywhere by a quarter (H200, 2026-11-29) had one test pass at +8.2%
     (CI up to +18.2%, its threshold raised to 20.2% by its series' noise); as the only control, it
-    read +21.6% in the fresh process and withdrew 24 real regressions."""
+    read +21.6% in the fresh process and withdrew 25 real regressions."""
     nodeids = ["d/t.py::wide", "d/t.py::tight"]
     run = recorded(tmp_path, nodeids)
     with_fresh(run, {})
