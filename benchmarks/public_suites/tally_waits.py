@@ -29,6 +29,7 @@ from public_suites.defaults_table import summed, waits  # noqa: E402
 
 from pytest_cudaperf.report.document import Report  # noqa: E402
 from pytest_cudaperf.report.fields import ReportError  # noqa: E402
+from pytest_cudaperf.report.model import TestOutcome  # noqa: E402
 
 #: upper ends (seconds) of the bands the waits that met the host back are counted in
 BANDS = (5.0, 10.0, 15.0, 30.0)
@@ -65,9 +66,9 @@ def files(paths: list[Path]) -> list[Path]:
     return [f for p in paths for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
 
 
-def tally(text: str, where: str) -> Tally | None:
-    """The waits the tests of one JSON file's ``text`` name; None for a file that is not a
-    cudaperf report (no ``tests``: a baseline file, pytest-benchmark's JSON)."""
+def report_tests(text: str, where: str) -> tuple[TestOutcome, ...] | None:
+    """The tests of one JSON file's ``text``; None for a file that is not a cudaperf report (no
+    ``tests``: a baseline file, pytest-benchmark's JSON)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -75,8 +76,16 @@ def tally(text: str, where: str) -> Tally | None:
     if not isinstance(data, dict) or "tests" not in data or "entries" in data:
         return None
     try:
-        tests = Report.from_json(data, where).tests
+        return Report.from_json(data, where).tests
     except ReportError:
+        return None
+
+
+def tally(text: str, where: str) -> Tally | None:
+    """The waits the tests of one JSON file's ``text`` name; None for a file that is not a
+    cudaperf report (:func:`report_tests`)."""
+    tests = report_tests(text, where)
+    if tests is None:
         return None
     found = Tally()
     for test in tests:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -33,8 +32,10 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent))
 
 from public_suites.defaults_table import junit_name, waits  # noqa: E402
+from public_suites.tally_waits import files, report_tests  # noqa: E402
 
 from pytest_cudaperf.run.hoststate import POLL_S  # noqa: E402
+from pytest_cudaperf.verdict import Kind  # noqa: E402
 
 
 @dataclass
@@ -63,41 +64,43 @@ class Replayed:
 
 
 def runs(paths: list[Path]) -> list[tuple[Path, Path]]:
-    """The (report, JUnit file) pairs the paths name, a folder's sorted."""
+    """The (report, JUnit file) pairs the paths name (:func:`tally_waits.files`): the JUnit file
+    of the same name, else the folder's ``*-junit.xml``."""
     found = []
-    for path in paths:
-        reports = sorted(path.rglob("*.json")) if path.is_dir() else [path]
-        for report in reports:
-            junit = report.with_suffix(".xml")
-            if not junit.exists():
-                junit = next(iter(sorted(report.parent.glob("*-junit.xml"))), junit)
-            if junit.exists():
-                found.append((report, junit))
+    for report in files(paths):
+        junit = report.with_suffix(".xml")
+        if not junit.exists():
+            junit = next(iter(sorted(report.parent.glob("*-junit.xml"))), junit)
+        if junit.exists():
+            found.append((report, junit))
     return found
 
 
-def tests_in_order(report: Path, junit: Path) -> list[tuple[float, list[tuple[str, float]], bool]]:
+#: one test of a run: its JUnit time, the waits its details name, whether it failed a time series
+Played = tuple[float, list[tuple[str, float]], bool]
+
+
+def tests_in_order(text: str, report: Path, junit: Path) -> list[Played]:
     """Each test of the JUnit file in its order: its time, the waits its details name, whether
-    it failed a time series (REGRESSION); [] for a file that is not a cudaperf report."""
-    data = json.loads(report.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or "tests" not in data or "entries" in data:
+    it failed a time series (REGRESSION); [] where ``text`` (``report``'s) is not a cudaperf
+    report (:func:`tally_waits.report_tests`)."""
+    by_name = {junit_name(t.nodeid): t for t in report_tests(text, str(report)) or ()}
+    if not by_name:
         return []
-    by_name = {junit_name(t["nodeid"]): t for t in data["tests"]}
-    found = []
+    found: list[Played] = []
     for case in ET.parse(junit).getroot().iter("testcase"):
-        test = by_name.get(f"{case.get('classname')}::{case.get('name')}", {})
+        test = by_name.get(f"{case.get('classname')}::{case.get('name')}")
+        if test is None:
+            found.append((float(case.get("time") or 0.0), [], False))
+            continue
         failed = any(
-            r["verdict"]["kind"] == "regression"
-            for r in test.get("records", [])
-            if r["series"].startswith("time:")
+            r.verdict.kind is Kind.REGRESSION for r in test.records if r.series.startswith("time:")
         )
-        found.append((float(case.get("time") or 0.0), waits(test.get("details", [])), failed))
+        found.append((float(case.get("time") or 0.0), waits(test.details), failed))
     return found
 
 
-def replay(
-    tests: list[tuple[float, list[tuple[str, float]], bool]], share: float, limit_s: float
-) -> Replayed:
+def replay(tests: list[Played], share: float, limit_s: float) -> Replayed:
     """The run's waits against the budget, each taken where its test started."""
     clock = spent = 0.0
     out = Replayed(runs=1)
@@ -133,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"RUN: {path} does not exist")
     total, seen = Replayed(), set()
     for report, junit in runs(args.paths):
-        digest = hashlib.sha256(report.read_bytes()).hexdigest()
-        tests = [] if digest in seen else tests_in_order(report, junit)
+        text = report.read_text(encoding="utf-8", errors="replace")
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        tests = [] if digest in seen else tests_in_order(text, report, junit)
         seen.add(digest)
         if not tests:
             continue
