@@ -20,8 +20,9 @@ across the threshold), where the unchanged runs' wall goes against pytest-benchm
 tests' times summed, the rest of the wall, the tests furthest over theirs, the waits for the
 host's state each run made: in vain, the state back, or a single look; the tests left
 INCONCLUSIVE by a speed-up whose CI rules out a regression, with their pytest time against
-pytest-benchmark's), the planted run's wall over pytest-benchmark's, and each judged run's fresh
-processes (their suspects and controls, and the measurements they did not take, by why).
+pytest-benchmark's), the planted run's wall over pytest-benchmark's and its waits, and each
+judged run's fresh processes (their suspects and controls, and the measurements they did not
+take, by why).
 Several OUTDIRs (one selection run over several device calls into separate folders) make one
 table, the steps named by folder. Writes ``defaults.md`` into the first OUTDIR and prints it.
 """
