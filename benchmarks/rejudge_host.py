@@ -18,8 +18,9 @@ reference ran more than ``HOST_MIN`` slower or faster than at recording, this si
 rise by up to ``factor ** 0.4`` with the reference; the rule is patched in for this run only).
 
 ``--baseline FILE`` re-judges instead the final ``time:host`` measurement of each test in each
-run JSON given as ``folder`` (``--cudaperf-json``) against that baseline file, with this
-checkout's rules: what the plugin would say of that run now, before any re-measurement.
+run JSON given as ``folder`` (``--cudaperf-json``) against that baseline file's recordings, with
+this checkout's rules (the series rebuilt from them, as ``cudaperf record`` would write it now):
+what the plugin would say of that run now, before any re-measurement.
 
 ``--slopes`` prints instead, per test, the least-squares slope of log(loops) on log(launch
 reference) over its unchanged runs: 0 where the reference follows the call, above 0 where the
@@ -163,14 +164,17 @@ def slopes(tests: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
 
 
 def against(baseline: Path, run: Path, tolerance: float) -> Counter[str]:
-    """Verdict kinds of the run's final ``time:host`` measurements against ``baseline``
-    ("other state" also counts those the host's state held back)."""
+    """Verdict kinds of the run's final ``time:host`` measurements against ``baseline``, each
+    series rebuilt from its recordings by this checkout's rules (its value and noise as
+    ``cudaperf record`` would write them now); "other state" also counts those the host's
+    state held back."""
     entries = read_file(baseline)[1]
     kinds: Counter[str] = Counter()
     for nodeid, figures in host_figures(run).items():
-        entry = entries.get(SeriesKey(nodeid), {}).get("time:host")
-        if entry is None:
+        stored = entries.get(SeriesKey(nodeid), {}).get("time:host")
+        if stored is None:
             continue
+        entry = entry_of(stored.recordings, stored.unit, stored.env, stored.metric, stored.since)
         found = verdict.judge(observation(figures), entry, tolerance, "GPU")
         kinds[found.kind.value] += 1
         kinds["other state"] += found.other_state

@@ -317,6 +317,23 @@ def spread(medians: Sequence[float]) -> float:
     return SPREAD_FACTOR * (max(values) - min(values)) / 2 / center
 
 
+def in_usual_state(recordings: Sequence[Recording], values: Sequence[float]) -> list[float]:
+    """The ``values`` (one per recording) of the recordings taken with the host in its usual
+    state: their launch reference within ``instability.HOST_MIN`` of the recordings' median, or
+    none to tell. All of them where fewer than :data:`MIN_PROCESSES` are: a spread of two
+    draws says too little. A host-bound verdict is taken only with the host in that state (it
+    waits for it, ``Verdict.awaits_host``), so a recording from the other state is the second
+    value the state makes, not noise around this one (why: docs/decisions.md, "Why is a
+    host-bound series' spread taken in the host's usual state?")."""
+    usual = usual_reference(recordings)
+    kept = [
+        v
+        for r, v in zip(recordings, values, strict=True)
+        if instability.host_ratio(r.reference_ms, usual) is None
+    ]
+    return kept if len(kept) >= MIN_PROCESSES else list(values)
+
+
 def reach(recordings: Sequence[Recording], metric: str = "device") -> float:
     """How far the furthest recording lies from the series' value (the median of the
     recordings' medians, :func:`medians_of`), relative; 0 for fewer than two recordings.
@@ -367,7 +384,8 @@ class NoiseParts:
 def noise_parts(recordings: Sequence[Recording], metric: str) -> NoiseParts:
     """The parts of a series' noise: with fewer than ``MIN_PROCESSES`` recordings the largest
     recording noise and ``SINGLE_PROCESS_FLOOR[metric]``, from ``MIN_PROCESSES`` on the median
-    recording noise; the between-process spread or the furthest recording's distance
+    recording noise; the between-process spread (a host-bound series' over its recordings in
+    the host's usual state, :func:`in_usual_state`) or the furthest recording's distance
     (:func:`reach`: what an unchanged process was seen to read); ``WALL_FLOOR`` for CPU wall
     time. Peak memory (``metric == "bytes"``) is exact: no noise."""
     if metric == "bytes" or not recordings:
@@ -378,7 +396,10 @@ def noise_parts(recordings: Sequence[Recording], metric: str) -> NoiseParts:
     few = len(recordings) < MIN_PROCESSES
     source = by_noise[-1] if few else by_noise[(len(by_noise) - 1) // 2]
     seen = source.noise if few else float(statistics.median(r.noise for r in recordings))
-    moves = max(spread(medians_of(recordings, metric)), reach(recordings, metric))
+    medians = medians_of(recordings, metric)
+    if metric == "host":
+        medians = in_usual_state(recordings, medians)
+    moves = max(spread(medians), reach(recordings, metric))
     floor = SINGLE_PROCESS_FLOOR.get(metric, SINGLE_PROCESS_FLOOR["device"]) if few else 0.0
     if metric == "wall":
         floor = max(floor, WALL_FLOOR)

@@ -183,6 +183,29 @@ def test_a_host_bound_series_reaches_into_the_hosts_state_as_far_as_its_recordin
     assert series.state_reach(plain, "host") == series.STATE_REACH
 
 
+def test_a_host_bound_series_spread_is_taken_in_the_hosts_usual_state() -> None:
+    """RandomMixUpV2's five recordings (2026-11-29, H200): 7.87 loops with the launch reference
+    at 94 µs, 6.3–7.1 at 63–68 µs. The verdict judges it only at 63–68 µs; there its spread is
+    ±9%, not the ±18% of all five."""
+    recordings = states(
+        (6.478, 0.064), (7.866, 0.094), (6.278, 0.063), (7.053, 0.065), (6.705, 0.068)
+    )
+    usual = [6.478, 6.278, 7.053, 6.705]
+    assert series.in_usual_state(recordings, [r.median for r in recordings]) == usual
+    noise = series.summarize_recordings(recordings, "host")[1]
+    assert noise == pytest.approx(series.spread(usual))
+    assert noise < 0.09 < series.spread([r.median for r in recordings])
+    # other metrics keep every recording's spread
+    assert series.summarize_recordings(recordings, "device")[1] == pytest.approx(
+        series.spread([r.median for r in recordings])
+    )
+    # fewer than three in the usual state, or no reference: every recording counts
+    two = states((6.478, 0.064), (7.866, 0.094), (7.9, 0.100), (6.278, 0.063))
+    assert series.in_usual_state(two, [1.0, 2.0, 3.0, 4.0]) == [1.0, 2.0, 3.0, 4.0]
+    plain = [replace(r, reference_ms=None) for r in recordings]
+    assert series.in_usual_state(plain, [1.0] * 5) == [1.0] * 5
+
+
 def test_noise_is_at_least_the_recordings_noise() -> None:
     # below three processes the largest recording noise counts ...
     _, two = evidence.summarize_recordings([rec(1.0, 0.2), rec(1.0, 0.1)], "device")
