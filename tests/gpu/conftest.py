@@ -9,19 +9,23 @@ run their inner pytest in the test's process (tests/conftest.py says why); on th
 Memory outside torch's allocator is read device-wide (the device's used memory less torch's
 reserved), so any other process on the GPU moves it: under ``scripts/gpu-suite.sh -n 3`` the raw
 ``cudaMalloc`` must-flag test read no growth in two of the whole suite's runs (H200, 2026-11-28
-and 2026-11-29); and a test that compares two processes' readings within a tolerance of a few
-percent can read the other workers' kernels. Every GPU test holds the suite's lock shared; a
+and 2026-11-29). Every GPU test holds the suite's lock shared; a
 test marked ``gpu_alone`` holds it alone, after the tests of the other workers that hold it end
 and before any other starts.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from pytest_cudaperf.locks import DeviceLock
+
+#: seconds after which a test of an inner run writes its stacks (every GPU test took under 75 s
+#: on the H200, 2026-11-28 and 2026-11-29)
+INNER_STACK_AFTER_S = 150
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,8 +39,14 @@ def _inner_runs_in_their_own_process(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``pytester.runpytest`` starts a pytest process (``--runpytest=subprocess``): set before
-    the ``pytester`` fixture reads the option, which autouse fixtures are."""
+    the ``pytester`` fixture reads the option, which autouse fixtures are. A test of that
+    process still running after :data:`INNER_STACK_AFTER_S` writes every thread's stack to the
+    process's ``stderr`` file in the test's directory: where an inner run hangs, not only that
+    it does."""
     monkeypatch.setattr(request.config.option, "runpytest", "subprocess")
+    given = os.environ.get("PYTEST_ADDOPTS", "")
+    dump = f"-o faulthandler_timeout={INNER_STACK_AFTER_S}"
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{given} {dump}".strip())
 
 
 @pytest.fixture(autouse=True)

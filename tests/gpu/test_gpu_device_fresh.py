@@ -103,9 +103,8 @@ def test_a_slower_call_of_one_kernel_fails_where_it_was_measured(
     result.stdout.no_fnmatch_line("cudaperf: confirming *")
 
 
-# test_twice serves as a control only where its pass rules out a change beyond the 5% tolerance:
-# the other workers' kernels on the same GPU can widen its CI past that (conftest.py)
-@pytest.mark.gpu_alone
+# test_twice serves as a control only where its pass rules out a change beyond the tolerance:
+# at 5% a 7 µs call's CI reached +8% between two processes of an idle H200 (2026-11-29), so 20%
 def test_a_regression_the_fresh_process_shows_a_passed_test_too_is_withdrawn(
     recorded: pytest.Pytester,
 ) -> None:
@@ -113,7 +112,9 @@ def test_a_regression_the_fresh_process_shows_a_passed_test_too_is_withdrawn(
     # by more than that (two sleeps), and test_pad no slower than here
     for plant in ("slower", "slow-fresh"):
         (recorded.path / plant).touch()
-    result = recorded.runpytest(*FAST, "--cudaperf-json=out.json", "-k", "pad or twice")
+    result = recorded.runpytest(
+        *FAST, "--cudaperf-tolerance=20%", "--cudaperf-json=out.json", "-k", "pad or twice"
+    )
     outcomes = result.parseoutcomes()
     counted = {k: outcomes.get(k, 0) for k in ("passed", "failed", "deselected")}
     assert counted == {"passed": 2, "failed": 0, "deselected": 1}, result.stdout.str()[-6000:]
