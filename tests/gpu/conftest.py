@@ -9,9 +9,8 @@ run their inner pytest in the test's process (tests/conftest.py says why); on th
 Memory outside torch's allocator is read device-wide (the device's used memory less torch's
 reserved), so any other process on the GPU moves it: under ``scripts/gpu-suite.sh -n 3`` the raw
 ``cudaMalloc`` must-flag test read no growth in two of the whole suite's runs (H200, 2026-11-28
-and 2026-11-29). Every GPU test holds the suite's lock shared; a
-test marked ``gpu_alone`` holds it alone, after the tests of the other workers that hold it end
-and before any other starts.
+and 2026-11-29). Every GPU test holds the suite's lock shared; a test marked ``gpu_alone`` holds
+it alone, after the tests of the other workers that hold it end and before any other starts.
 """
 
 from __future__ import annotations
