@@ -16,8 +16,8 @@ fi
   python3 -c "import torch, pytest, xdist; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'pytest', pytest.__version__, 'xdist', xdist.__version__)"
   python3 -c "import triton; print('triton', triton.__version__)" 2>/dev/null || echo "triton: not installed"
 } | tee "$OUT/gpu-env.txt"
-# A test still running after 300 s writes every thread's stack (an inner run's own tests write
-# theirs after 150 s, into the stderr file in their directory under the base temp).
+# A test still running after 300 s writes every thread's stack; an inner run's tests write theirs
+# after 150 s, and an inner run still going after 240 s is killed, its test failing with them.
 python3 -m pytest tests -m gpu --cudaperf-require-gpu -p no:cacheprovider -rA -v -o faulthandler_timeout=300 \
   --junitxml="$OUT/gpu-junit.xml" "$@" 2>&1 | tee "$OUT/gpu-suite.log" | tail -120
 exit "${PIPESTATUS[0]}"

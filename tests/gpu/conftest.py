@@ -25,6 +25,9 @@ from pytest_cudaperf.locks import DeviceLock
 #: seconds after which a test of an inner run writes its stacks (every GPU test took under 75 s
 #: on the H200, 2026-11-28 and 2026-11-29)
 INNER_STACK_AFTER_S = 150
+#: seconds after which an inner run is killed and its test fails with the stacks it wrote: one
+#: hung inner run fails its own test, and the suite's lock goes to the next
+INNER_RUN_LIMIT_S = 240
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,14 +41,32 @@ def _inner_runs_in_their_own_process(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``pytester.runpytest`` starts a pytest process (``--runpytest=subprocess``): set before
-    the ``pytester`` fixture reads the option, which autouse fixtures are. A test of that
-    process still running after :data:`INNER_STACK_AFTER_S` writes every thread's stack to the
-    process's ``stderr`` file in the test's directory: where an inner run hangs, not only that
-    it does."""
+    the ``pytester`` fixture reads the option, which autouse fixtures are."""
     monkeypatch.setattr(request.config.option, "runpytest", "subprocess")
-    given = os.environ.get("PYTEST_ADDOPTS", "")
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's ``pytester``, where a hung inner run says where it hangs and fails only its own
+    test: a test of an inner run still running after :data:`INNER_STACK_AFTER_S` writes every
+    thread's stack to the run's ``stderr`` file, and a run still going after
+    :data:`INNER_RUN_LIMIT_S` is killed, its test failing with the end of that file. A hung
+    inner run would otherwise hold the suite until the whole job's limit (a GPU test ran past
+    five minutes on the H200, 2026-11-29). ``PYTEST_ADDOPTS`` is set here, after ``pytester``
+    has cleared it for its runs."""
     dump = f"-o faulthandler_timeout={INNER_STACK_AFTER_S}"
-    monkeypatch.setenv("PYTEST_ADDOPTS", f"{given} {dump}".strip())
+    monkeypatch.setenv("PYTEST_ADDOPTS", dump)
+    run = pytester.runpytest_subprocess
+
+    def limited(*args: str | os.PathLike[str], timeout: float | None = None) -> pytest.RunResult:
+        try:
+            return run(*args, timeout=INNER_RUN_LIMIT_S if timeout is None else timeout)
+        except pytester.TimeoutExpired as exc:
+            stderr = (pytester.path / "stderr").read_text(encoding="utf-8", errors="replace")
+            raise pytester.TimeoutExpired(f"{exc}\n{stderr[-8000:]}") from None
+
+    pytester.runpytest_subprocess = limited  # type: ignore[method-assign]
+    return pytester
 
 
 @pytest.fixture(autouse=True)
