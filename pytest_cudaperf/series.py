@@ -325,13 +325,15 @@ def in_usual_state(recordings: Sequence[Recording], values: Sequence[float]) -> 
     waits for it, ``Verdict.awaits_host``), so a recording from the other state is the second
     value the state makes, not noise around this one (why: docs/decisions.md, "Why is a
     host-bound series' spread taken in the host's usual state?")."""
-    usual = usual_reference(recordings)
-    kept = [
-        v
-        for r, v in zip(recordings, values, strict=True)
-        if instability.host_ratio(r.reference_ms, usual) is None
-    ]
+    kept = [v for v, usual in zip(values, at_usual_speed(recordings), strict=True) if usual]
     return kept if len(kept) >= MIN_PROCESSES else list(values)
+
+
+def at_usual_speed(recordings: Sequence[Recording]) -> list[bool]:
+    """Per recording, whether the host ran as it usually did for them: its launch reference
+    within ``instability.HOST_MIN`` of the recordings' median, or none to tell."""
+    usual = usual_reference(recordings)
+    return [instability.host_ratio(r.reference_ms, usual) is None for r in recordings]
 
 
 def reach(recordings: Sequence[Recording], metric: str = "device") -> float:
@@ -345,21 +347,14 @@ def reach(recordings: Sequence[Recording], metric: str = "device") -> float:
     host's speed now on its own (why: docs/decisions.md, "Why is a series' noise at least its
     reach?")."""
     pairs = [
-        (r, m) for r, m in zip(recordings, medians_of(recordings, metric), strict=True)
+        (usual, m)
+        for usual, m in zip(at_usual_speed(recordings), medians_of(recordings, metric), strict=True)
         if _finite_positive(m)
-    ]  # fmt: skip
+    ]
     if len(pairs) < 2:
         return 0.0
     value = statistics.median(m for _, m in pairs)
-    usual = usual_reference(recordings)
-    return max(
-        (
-            abs(m / value - 1)
-            for r, m in pairs
-            if instability.host_ratio(r.reference_ms, usual) is None
-        ),
-        default=0.0,
-    )
+    return max((abs(m / value - 1) for usual, m in pairs if usual), default=0.0)
 
 
 @dataclass(frozen=True)
