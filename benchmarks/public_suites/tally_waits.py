@@ -66,6 +66,17 @@ def files(paths: list[Path]) -> list[Path]:
     return [f for p in paths for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
 
 
+def read_once(path: Path, seen: set[str]) -> str | None:
+    """``path``'s text, or None where a file of the same content was read before (a kept copy
+    of a folder): its digest joins ``seen``."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if digest in seen:
+        return None
+    seen.add(digest)
+    return text
+
+
 def report_tests(text: str, where: str) -> tuple[TestOutcome, ...] | None:
     """The tests of one JSON file's ``text``; None for a file that is not a cudaperf report (no
     ``tests``: a baseline file, pytest-benchmark's JSON)."""
@@ -112,13 +123,11 @@ def seconds(values: list[float]) -> str:
 def lines(paths: list[Path]) -> list[str]:
     """The totals, then a line per report with a wait; each file read once, a content seen
     before (a kept copy of a folder) passed over."""
-    total, each, skipped, seen = Tally(), [], 0, set()
+    total, each, skipped, seen = Tally(), [], 0, set[str]()
     found = files(paths)
     for report in found:
-        text = report.read_text(encoding="utf-8", errors="replace")
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        one = None if digest in seen else tally(text, str(report))
-        seen.add(digest)
+        text = read_once(report, seen)
+        one = None if text is None else tally(text, str(report))
         if one is None:
             skipped += 1
             continue

@@ -21,7 +21,6 @@ does a host-bound change read in the host's other state wait for it?").
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent))
 
 from public_suites.defaults_table import junit_name, waits  # noqa: E402
-from public_suites.tally_waits import files, report_tests  # noqa: E402
+from public_suites.tally_waits import files, read_once, report_tests  # noqa: E402
 
 from pytest_cudaperf.run.hoststate import POLL_S  # noqa: E402
 from pytest_cudaperf.verdict import Kind  # noqa: E402
@@ -134,12 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.paths:
         if not path.exists():
             parser.error(f"RUN: {path} does not exist")
-    total, seen = Replayed(), set()
+    total, seen = Replayed(), set[str]()
     for report, junit in runs(args.paths):
-        text = report.read_text(encoding="utf-8", errors="replace")
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        tests = [] if digest in seen else tests_in_order(text, report, junit)
-        seen.add(digest)
+        text = read_once(report, seen)
+        tests = [] if text is None else tests_in_order(text, report, junit)
         if not tests:
             continue
         one = replay(tests, args.share, args.limit)
