@@ -22,8 +22,8 @@ import pytest
 
 from pytest_cudaperf.locks import DeviceLock
 
-#: seconds after which a test of an inner run writes its stacks (every GPU test took under 75 s
-#: on the H200, 2026-11-28 and 2026-11-29)
+#: seconds after which a test of an inner run writes its stacks (the 18 GPU tests whose times
+#: were kept from H200 runs on 2026-11-28 and 2026-11-29 took at most 72 s each)
 INNER_STACK_AFTER_S = 150
 #: seconds after which an inner run is killed and its test fails with the stacks it wrote: one
 #: hung inner run fails its own test, and the suite's lock goes to the next
