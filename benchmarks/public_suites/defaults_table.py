@@ -260,18 +260,24 @@ def read_step(path: Path, name: str) -> Step:
 
 #: the line a test loop's fresh process starts with (``run.confirm.progress_line``)
 BATCH = re.compile(
-    r"confirming (\d+) suspected \w+ in a fresh process(?:, beside (\d+) tests? that passed)?"
+    r"cudaperf: ((?:confirming|measuring) .*?) in a fresh process"
+    r"(?:, beside (\d+) tests? that passed)?"
 )
+#: the tests a fresh process's line names: suspected changes, and tests whose change the host's
+#: state left undecided (``run.confirm.progress_line``)
+BATCH_TESTS = re.compile(r"(?:confirming|measuring) (\d+)")
 #: a measurement the fresh process did not take, and why (``run.confirm.fresh_verdict``)
 UNMEASURED = re.compile(r"not re-measured in a fresh process: (.*)")
 
 
 def fresh_batches(step: Path) -> list[tuple[int, int]]:
-    """The fresh processes the step's pytest log names: (suspects, controls) each."""
+    """The fresh processes the step's pytest log names: (suspects, controls) each, a test whose
+    change the host's state left undecided counted as a suspect."""
     found = []
     for log in sorted(step.glob("*.log")):
         for match in BATCH.finditer(log.read_text(encoding="utf-8", errors="replace")):
-            found.append((int(match[1]), int(match[2] or 0)))
+            tests = sum(int(n) for n in BATCH_TESTS.findall(match[1]))
+            found.append((tests, int(match[2] or 0)))
     return found
 
 

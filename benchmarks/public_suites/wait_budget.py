@@ -4,6 +4,13 @@ waits so far over one ``--cudaperf-state-wait`` limit and ``--share`` of the pro
 far) taken as a single look of half a second.
 
     python benchmarks/public_suites/wait_budget.py RUN [RUN ...] [--share 0.1] [--limit 15]
+    python benchmarks/public_suites/wait_budget.py RUN [RUN ...] --defer-after 5
+
+``--defer-after S`` replays instead the waits cut at S seconds, each longer one leaving its test
+to the loop's fresh process (``hoststate.DEFER_AFTER_S``): the waits it cuts, in vain or back
+later (where that test failed, a catch the next fresh process must confirm), the seconds of
+waiting saved, and the runs that had no fresh process before (each would start one). What the
+fresh process then spends measuring those tests is not counted.
 
 A RUN is a judged run's ``--cudaperf-json`` report beside its JUnit file
 (``judged-at-defaults.sh``'s step folder: ``report.json`` and ``*-junit.xml``;
@@ -33,6 +40,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 from public_suites.defaults_table import junit_name, waits  # noqa: E402
 from public_suites.tally_waits import files, read_once, report_tests  # noqa: E402
 
+from pytest_cudaperf.run.confirm import WHERE  # noqa: E402
 from pytest_cudaperf.run.hoststate import POLL_S  # noqa: E402
 from pytest_cudaperf.verdict import Kind  # noqa: E402
 
@@ -124,25 +132,69 @@ def replay(tests: list[Played], share: float, limit_s: float) -> Replayed:
     return out
 
 
+def deferred(tests: list[Played], after_s: float) -> Replayed:
+    """The run's waits cut at ``after_s``: ``looked_back`` and ``looked_in_vain`` count the waits
+    it cuts (that met the host back later, that ran out), ``catches`` those of a failing test."""
+    out = Replayed(runs=1)
+    for seconds, found, failed in tests:
+        for ended, waited in found:
+            if ended == "looked once":
+                continue
+            out.waits += 1
+            out.waited_s += waited
+            if waited <= after_s:
+                continue
+            out.saved_s += waited - after_s
+            if ended == "back":
+                out.looked_back += 1
+                out.catches += failed
+            else:
+                out.looked_in_vain += 1
+        out.wall_s += seconds
+    return out
+
+
+def deferred_line(replayed: Replayed, started: int) -> str:
+    """One line for ``--defer-after``: ``started`` runs would start a fresh process."""
+    cut = replayed.looked_back + replayed.looked_in_vain
+    return (
+        f"{replayed.waits} waits ({replayed.waited_s:.0f} s of {replayed.wall_s:.0f} s of tests); "
+        f"cut: {cut} ({replayed.looked_in_vain} in vain, {replayed.looked_back} back later, "
+        f"{replayed.catches} of them a failing test's); {replayed.saved_s:.0f} s saved; "
+        f"{started} runs without a fresh process would start one"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", type=Path, nargs="+", help="runs, or folders holding them")
     parser.add_argument("--share", type=float, default=0.1, help="the budget's share of the time")
     parser.add_argument("--limit", type=float, default=15.0, help="the state wait's limit, s")
+    parser.add_argument(
+        "--defer-after", type=float, default=None, metavar="S", help="replay waits cut at S s"
+    )
     args = parser.parse_args(argv)
     for path in args.paths:
         if not path.exists():
             parser.error(f"RUN: {path} does not exist")
-    total, seen = Replayed(), set[str]()
+    total, seen, started = Replayed(), set[str](), 0
     for report, junit in runs(args.paths):
         text = read_once(report, seen)
         tests = [] if text is None else tests_in_order(text, report, junit)
         if not tests:
             continue
-        one = replay(tests, args.share, args.limit)
+        if args.defer_after is None:
+            one = replay(tests, args.share, args.limit)
+            said = one.line()
+        else:
+            one = deferred(tests, args.defer_after)
+            starts = int(bool(one.looked_back + one.looked_in_vain) and WHERE not in (text or ""))
+            started += starts
+            said = deferred_line(one, starts)
         total.merge(one)
-        print(f"- {report}: {one.line()}")
-    print(f"{total.runs} runs: {total.line()}")
+        print(f"- {report}: {said}")
+    said = total.line() if args.defer_after is None else deferred_line(total, started)
+    print(f"{total.runs} runs: {said}")
     return 0
 
 

@@ -209,3 +209,18 @@ class Measurement:
 
 #: the figures a Measurement derives from its fields when it is built (not in its JSON)
 _DERIVED = frozenset(f.name for f in dataclasses.fields(Measurement) if not f.init)
+
+
+def kernels_measured(times: list[float], device: str) -> Measurement | None:
+    """The kernels' measurement of one pass of profiled calls (``times``, ms); None without
+    calls."""
+    return Measurement.from_samples(times, metric="kernels", device=device) if times else None
+
+
+def kernels_of_passes(first: list[float], second: list[float], device: str) -> Measurement:
+    """The kernels' measurement of two passes over the same seeded calls, whose CI is how the
+    passes agree (:func:`stats.repeated_median`): calls that draw their work at random differ
+    from each other by far more than they differ from themselves."""
+    median, ci = stats.repeated_median(first, second)
+    pooled = Measurement.from_samples([*first, *second], metric="kernels", device=device)
+    return dataclasses.replace(pooled, median_ms=median, ci_ms=ci, seeded_passes=2)

@@ -16,7 +16,9 @@ during) the batch logs them as they were, each suspect saying it was not re-meas
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +26,8 @@ from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.context import Deferred, Suspect, TestContext, env_key
 from pytest_cudaperf.run.controls import Slowdown, choose, slowdowns
 from pytest_cudaperf.run.hoststate import HostWait, latest_reference
-from pytest_cudaperf.run.judging import confirm_time
+from pytest_cudaperf.run.judging import confirm_time, judge_time, visible_device
+from pytest_cudaperf.units import format_pct
 from pytest_cudaperf.verdict import Kind, host_moved, kernels_clause, left_unconfirmed
 
 if TYPE_CHECKING:
@@ -47,12 +50,29 @@ def _why_not(suspect: Suspect, fails_anyway: bool) -> str | None:
     """Why ``suspect`` starts no fresh process of its own (None: it starts one). A speed-up
     fails nothing; a regression of a test that fails whatever a fresh process finds
     (``fails_anyway``: :func:`_failing`) would not change its outcome.
-    ``--cudaperf-confirm-process=all`` starts one for each."""
-    if suspect.test.settings.confirm_process == "all":
+    ``--cudaperf-confirm-process=all`` starts one for each, and so does a suspect that awaits
+    the host (:attr:`Suspect.awaits_host`): it is measured there to be judged at all."""
+    if suspect.test.settings.confirm_process == "all" or suspect.awaits_host:
         return None
     if suspect.first.verdict.kind is not Kind.REGRESSION:
         return ALONE
     return FAILS_ANYWAY if fails_anyway else None
+
+
+def fresh_measurement(
+    test: TestContext, first: JudgedRecord, measured: Measurement, found: Fresh
+) -> Measurement | None:
+    """What a fresh process ``found`` of ``first``'s series (its kernels' time this process's,
+    where it timed none: they do not move between processes); None where it took no such
+    measurement, and a line in the test's details says why."""
+    again = None if isinstance(found, str) else found.get((str(first.key), first.series))
+    if again is None:
+        why = found if isinstance(found, str) else "it took no such measurement"
+        test.state.details.append(f"{first.key.label()}not re-measured{WHERE}: {why}")
+        return None
+    if again.fixed_ms is None and measured.fixed_ms is not None:
+        again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
+    return again
 
 
 def fresh_verdict(
@@ -60,33 +80,70 @@ def fresh_verdict(
 ) -> tuple[JudgedRecord, Measurement] | None:
     """``first`` (confirmed in this process, re-measured as ``measured``) confirmed by what a
     fresh process ``found`` (:func:`pytest_cudaperf.run.judging.confirm_time`); None where it
-    took no such measurement: the verdict stands, and a line in the test's details says why."""
-    again = None if isinstance(found, str) else found.get((str(first.key), first.series))
-    if again is None:
-        why = found if isinstance(found, str) else "it took no such measurement"
-        test.state.details.append(f"{first.key.label()}not re-measured{WHERE}: {why}")
-        return None
-    if again.fixed_ms is None and measured.fixed_ms is not None:
-        # the kernels' time does not move between processes: this process's timing
-        again = dataclasses.replace(again, fixed_ms=measured.fixed_ms)
-    return confirm_time(test, first, again, WHERE)
+    took no such measurement (:func:`fresh_measurement`): the verdict stands."""
+    again = fresh_measurement(test, first, measured, found)
+    return None if again is None else confirm_time(test, first, again, WHERE)
 
 
 def host_back(
-    details: list[str], wait: HostWait | None, record: JudgedRecord, measured: Measurement
+    details: list[str],
+    wait: HostWait | None,
+    record: JudgedRecord,
+    measured: Measurement,
+    within_s: float | None = None,
 ) -> bool:
     """Whether to measure ``record`` again: at once, unless it awaits the host
     (:attr:`Verdict.awaits_host`: a host-bound slowdown left undecided with the host in another
-    state than at recording) and the wait can wait; then once the wait saw the host back in the
-    recordings' state (a line in ``details`` says how long it waited, or that the host did not
-    come back: then not at all)."""
+    state than at recording) and the wait can wait; then once the wait (at most ``within_s``,
+    where given) saw the host back in the recordings' state (a line in ``details`` says how long
+    it waited, or that the host did not come back: then not at all)."""
     verdict, now = record.verdict, measured.reference_ms
     if wait is None or not verdict.awaits_host or verdict.host_state is None or now is None:
         return True
     recorded = now / verdict.host_state  # the recordings' reference, as the verdict found it
-    waited = wait.until_back(latest_reference(measured.references_ms, now), recorded)
+    waited = wait.until_back(latest_reference(measured.references_ms, now), recorded, within_s)
     details.append(record.key.label() + waited.describe(recorded))
     return waited.back
+
+
+#: the line a test's details get where its host-bound time goes to the loop's fresh process
+DEFERRED = "host-bound: left to the fresh process at the end of the test loop, which measures it"
+
+
+def defers_host(test: TestContext) -> bool:
+    """Whether a host-bound time of ``test`` that the host's state left undecided may go to the
+    test loop's fresh process instead of waiting out the state here: the loop holds the test
+    (:class:`pytest_cudaperf.run.context.Deferred`) and has a fresh process, the run does not
+    update the baselines, and the state is not in a spell
+    (:class:`pytest_cudaperf.run.hoststate.Spell`): a state that outlasted a wait lasts
+    minutes, the fresh process would likely meet it too, and a look costs less than measuring
+    there (why: docs/decisions.md, "Why does a change read in the host's other state go to the
+    fresh process after a few seconds?")."""
+    deferred = test.run.deferred
+    return (
+        test.run.fresh is not None
+        and deferred is not None
+        and deferred.defers(test.nodeid)
+        and not test.settings.update
+        and not test.run.host_spell.looks_once(time.monotonic(), test.settings.state_wait)
+    )
+
+
+def defer_host(
+    test: TestContext,
+    first: JudgedRecord,
+    measured: Measurement,
+    lock: Callable[[], AbstractContextManager[object]],
+    probe: Callable[[], float] | None,
+) -> None:
+    """``first`` (of ``measured``), left undecided by the host's state, joins the loop's batch
+    as a suspect that awaits the host (:attr:`Suspect.awaits_host`): the loop holds its test,
+    and :func:`confirm_deferred` judges what the fresh process measures of it."""
+    deferred = test.run.deferred
+    assert deferred is not None, "defers_host said the loop holds the test"
+    env = visible_device(measured.device)
+    deferred.suspects.append(Suspect(test, first, measured, env, lock, probe, awaits_host=True))
+    test.state.details.append(f"{first.key.label()}{DEFERRED}")
 
 
 def _locked(probe: Callable[[], float], suspect: Suspect) -> float:
@@ -224,11 +281,22 @@ def _groups(suspects: Sequence[Suspect]) -> list[list[Suspect]]:
 
 
 def progress_line(nodeids: Sequence[str], suspects: Sequence[Suspect], controls: int = 0) -> str:
-    """The line that says a batch starts (with ``controls`` tests that passed beside them)."""
-    regressions = all(s.first.verdict.kind is Kind.REGRESSION for s in suspects)
-    what = "regression" if regressions else "change"
-    tests = len(nodeids)
-    line = f"cudaperf: confirming {tests} suspected {what}{'s' * (tests != 1)}{WHERE}"
+    """The line that says a batch starts: the suspected changes it confirms, the tests whose
+    change the host's state left undecided that it measures (:attr:`Suspect.awaits_host`), and
+    ``controls`` tests that passed beside them."""
+    changes = [s for s in suspects if not s.awaits_host]
+    suspected = {s.test.nodeid for s in changes}
+    undecided = len({s.test.nodeid for s in suspects if s.awaits_host} - suspected)
+    parts = []
+    if tests := len(nodeids) - undecided:
+        regressions = all(s.first.verdict.kind is Kind.REGRESSION for s in changes)
+        what = "regression" if regressions else "change"
+        parts.append(f"confirming {tests} suspected {what}{'s' * (tests != 1)}")
+    if undecided:
+        parts.append(
+            f"measuring {undecided} test{'s' * (undecided != 1)} the host's state left undecided"
+        )
+    line = f"cudaperf: {' and '.join(parts)}{WHERE}"
     if controls:
         line += f", beside {controls} test{'s' * (controls != 1)} that passed"
     return line
@@ -264,23 +332,26 @@ def confirm_deferred(
     stands INCONCLUSIVE (:func:`left_alone`); along with one that does, they are measured. A
     suspect whose fresh process met the host in another state than at recording is measured
     again in a later one, with the others of its kind, once the host is back (at most
-    :data:`FRESH_STATE_TRIES` processes in all). On an interruption the suspects not yet
-    settled stand unconfirmed (:func:`unconfirmed`)."""
+    :data:`FRESH_STATE_TRIES` processes in all). A suspect that awaits the host
+    (:attr:`Suspect.awaits_host`) is judged by what its fresh process reads
+    (:func:`_judged_fresh`); a change read there is confirmed in the next one. On an
+    interruption the suspects not yet settled stand unconfirmed (:func:`unconfirmed`)."""
     pending, deferred.suspects = list(deferred.suspects), []
     shown = {id(s): _shown(s) for s in pending}
     waits = {id(s): _wait(s) for s in pending}
     pending = [s for s in pending if shown[id(s)] is not None]
     failing = _failing(pending, shown)
+    tries = dict.fromkeys(map(id, pending), 0)
+    alive = list(pending)  # the suspects the dicts name, kept so that no id is used twice
     try:
-        for tries in range(FRESH_STATE_TRIES):
+        while pending:
             again: list[Suspect] = []
             for group in _groups(pending):
                 why = {id(s): _why_not(s, id(s) in failing) for s in group}
                 if all(why.values()):  # none starts a process: none is measured in one
                     for suspect in group:
                         pending.remove(suspect)
-                    if tries == 0:
-                        _leave(group, shown, why)
+                    _leave([s for s in group if not tries[id(s)]], shown, why)
                     continue
                 nodeids = list(dict.fromkeys(s.test.nodeid for s in group))
                 controls = choose(deferred, [s for s in group if why[id(s)] is None])
@@ -291,28 +362,96 @@ def confirm_deferred(
                 slower = slowdowns(controls, found)
                 for suspect in group:
                     pending.remove(suspect)
-                    confirmed = fresh_verdict(
-                        suspect.test, suspect.first, suspect.measured, found[suspect.test.nodeid]
-                    )
-                    if confirmed is None:
+                    tries[id(suspect)] += 1
+                    judge = _judged_fresh if suspect.awaits_host else _confirmed_fresh
+                    follow = judge(suspect, found[suspect.test.nodeid], slower, shown, waits)
+                    if follow is None:
                         continue
-                    confirmed = controlled(confirmed, slower)
-                    place = shown[id(suspect)]
-                    assert place is not None
-                    record = settle(suspect, place, confirmed)
-                    _retell(suspect, place.record, record, shown)
-                    last = tries == FRESH_STATE_TRIES - 1
-                    if not record.verdict.other_state or last:
+                    if follow is not suspect:  # a change the next process confirms
+                        alive.append(follow)
+                        shown[id(follow)] = shown[id(suspect)]
+                        waits[id(follow)] = waits[id(suspect)]
+                        tries[id(follow)] = tries[id(suspect)]
+                    elif tries[id(suspect)] >= FRESH_STATE_TRIES:
                         continue
-                    details = suspect.test.state.details
-                    if host_back(details, waits[id(suspect)], record, confirmed[1]):
-                        again.append(suspect)
+                    again.append(follow)
             pending = again
-            if not pending:
-                break
     except BaseException:
         unconfirmed(pending, "the run was interrupted")
         raise
+
+
+def _confirmed_fresh(
+    suspect: Suspect,
+    found: Fresh,
+    slower: dict[str, Slowdown],
+    shown: dict[int, _Shown | None],
+    waits: dict[int, HostWait | None],
+) -> Suspect | None:
+    """``suspect``'s change confirmed by what its fresh process ``found`` (:func:`fresh_verdict`,
+    :func:`controlled`) and settled in its test's record; the suspect again where that process
+    met the host in another state and the wait saw it come back (the next process measures it),
+    else None."""
+    confirmed = fresh_verdict(suspect.test, suspect.first, suspect.measured, found)
+    if confirmed is None:
+        return None
+    confirmed = controlled(confirmed, slower)
+    place = shown[id(suspect)]
+    assert place is not None
+    record = settle(suspect, place, confirmed)
+    _retell(suspect, place.record, record, shown)
+    return _back(suspect, record, confirmed[1], waits)
+
+
+def _judged_fresh(
+    suspect: Suspect,
+    found: Fresh,
+    slower: dict[str, Slowdown],
+    shown: dict[int, _Shown | None],
+    waits: dict[int, HostWait | None],
+) -> Suspect | None:
+    """A suspect that awaits the host judged by what its fresh process ``found``, measured
+    there as any test's first measurement is (``slower`` plays no part: nothing is confirmed
+    yet). A change read with the host as at recording is one process's word: a new suspect
+    with that reading as its ``first`` is returned for the next process to confirm, the test's
+    record left as it is meanwhile (a speed-up stands INCONCLUSIVE, as :func:`_why_not` leaves
+    one). Any other reading is settled in the test's record; the suspect is returned again
+    where it met the other state and the wait saw the host come back (:func:`_back`)."""
+    del slower
+    test, first = suspect.test, suspect.first
+    measured = fresh_measurement(test, first, suspect.measured, found)
+    if measured is None:
+        return None
+    record = judge_time(test, first.key, measured, first.device_class)
+    verdict = record.verdict
+    read = format_pct(verdict.ratio - 1) if verdict.ratio is not None else "no ratio"
+    said = f"host-bound: measured{WHERE}: {read} ({verdict.kind.value})"
+    test.state.details.append(f"{first.key.label()}{said}")
+    reading = record, measured
+    if verdict.kind in (Kind.REGRESSION, Kind.IMPROVED) and not verdict.other_state:
+        follow = dataclasses.replace(suspect, first=record, measured=measured, awaits_host=False)
+        why = _why_not(follow, fails_anyway=False)
+        if why is None:
+            return follow
+        reading = left_alone(record, measured, why)  # a speed-up: as a suspect of one would be
+    place = shown[id(suspect)]
+    assert place is not None
+    settled = settle(suspect, place, reading)
+    return _back(suspect, settled, measured, waits)
+
+
+def _back(
+    suspect: Suspect,
+    record: JudgedRecord,
+    measured: Measurement,
+    waits: dict[int, HostWait | None],
+) -> Suspect | None:
+    """``suspect`` again where its fresh process met the host in another state than at
+    recording (``record``, of ``measured``) and the wait saw the host come back; else None."""
+    if not record.verdict.other_state:
+        return None
+    details = suspect.test.state.details
+    return suspect if host_back(details, waits[id(suspect)], record, measured) else None
 
 
 def _leave(

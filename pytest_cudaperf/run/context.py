@@ -304,7 +304,10 @@ class Suspect:
     ``first`` the verdict confirmed here, ``measured`` its re-measurement, ``env`` what the fresh
     process adds to its environment (the GPU it must measure on), ``lock`` the device to itself
     while it measures, ``probe`` the host's state now (host-bound GPU time; None: the CPU),
-    ``refine`` what the caller does to a confirmed record (exact rounds: too few samples)."""
+    ``refine`` what the caller does to a confirmed record (exact rounds: too few samples).
+    ``awaits_host``: no change yet but a host-bound one that the host's other state left
+    undecided here, its wait cut short (``first`` INCONCLUSIVE, :attr:`Verdict.awaits_host`):
+    the fresh process measures it to judge, not to confirm."""
 
     test: TestContext
     first: JudgedRecord
@@ -313,6 +316,7 @@ class Suspect:
     lock: Callable[[], AbstractContextManager[object]]
     probe: Callable[[], float] | None = None
     refine: Callable[[JudgedRecord, Measurement], JudgedRecord] | None = None
+    awaits_host: bool = False
 
 
 def env_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Protocol
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
-from pytest_cudaperf.run.confirm import EXPLAINED, confirm_now, host_back
+from pytest_cudaperf.run.confirm import EXPLAINED, confirm_now, defer_host, defers_host, host_back
 from pytest_cudaperf.run.context import Suspect, TestContext
 from pytest_cudaperf.run.controls import offer
-from pytest_cudaperf.run.hoststate import HostWait
+from pytest_cudaperf.run.hoststate import DEFER_AFTER_S, HostWait
 from pytest_cudaperf.run.judging import (
     add_comparison,
     confirm_time,
@@ -359,7 +359,11 @@ class JudgedMeasurement:
         (:func:`~pytest_cudaperf.run.judging.remeasures`): None not to; else how many it will
         have spent. One that awaits the host (:attr:`Verdict.awaits_host`, with a wait) is
         measured again once the host is back (:meth:`host_back`) and spends none: the wait's
-        deadline bounds those; any other is measured again at once and spends one. None with
+        deadline bounds those; where the test loop's fresh process can measure it instead
+        (:func:`~pytest_cudaperf.run.confirm.defers_host`), the wait lasts at most
+        ``DEFER_AFTER_S`` and, in vain, leaves it to that process
+        (:func:`~pytest_cudaperf.run.confirm.defer_host`). Any other is measured again at once
+        and spends one. None with
         ``--cudaperf-remeasure=off``, and for a host clock's time (``metric == "wall"``: the
         CPU's) whose verdict only the series' own noise holds (:attr:`Verdict.series_bound`): a
         more precise measurement of the same median cannot decide it, another draw of it would
@@ -372,14 +376,19 @@ class JudgedMeasurement:
         awaits = self.wait is not None and record.verdict.awaits_host
         if not awaits and spent >= remeasures(record.verdict):
             return None
-        if not self.host_back(record, measurement):
+        defer = awaits and defers_host(self.test)
+        if not self.host_back(record, measurement, DEFER_AFTER_S if defer else None):
+            if defer:  # its test's fresh process measures it instead
+                defer_host(self.test, record, measurement, self.target.lock, self.target.probe)
             return None
         return spent if awaits else spent + 1
 
-    def host_back(self, record: JudgedRecord, measured: Measurement) -> bool:
+    def host_back(
+        self, record: JudgedRecord, measured: Measurement, within_s: float | None = None
+    ) -> bool:
         """Whether to measure ``record`` again (:func:`pytest_cudaperf.run.confirm.host_back`:
         at once, unless it awaits the host and the wait can wait)."""
-        return host_back(self.test.state.details, self.wait, record, measured)
+        return host_back(self.test.state.details, self.wait, record, measured, within_s)
 
     def confirm_fresh(
         self,
@@ -423,8 +432,9 @@ class JudgedMeasurement:
         """The kernels of GPU code that synchronizes inside, judged as a series of their own
         (``time:kernels``): the device time each profiled call ran, precise where the host time
         around it is not (two passes where the calls differ from each other:
-        :func:`kernels_of_passes`); a regression confirmed by profiling again and in a fresh
-        process (:attr:`Measurement.process_dependent`). None (and a line
+        :func:`~pytest_cudaperf.measure.measurement.kernels_of_passes`); a regression confirmed
+        by profiling again and in a fresh process (:attr:`Measurement.process_dependent`). None
+        (and a line
         saying why) where the profiler cannot run. ``each_ms``: one call's time, where measured
         (it sizes the profiled pass; else a call is timed for it)."""
         found = self._kernel_pass(each_ms)
@@ -445,6 +455,7 @@ class JudgedMeasurement:
         why there is none."""
         from pytest_cudaperf.breakdown.model import BreakdownUnavailable
         from pytest_cudaperf.breakdown.percall import kernel_times
+        from pytest_cudaperf.measure.measurement import kernels_measured, kernels_of_passes
 
         fn, device = self.target.fn, self.target.device
         try:
@@ -487,26 +498,6 @@ class JudgedMeasurement:
         with self.target.lock():
             found = explain.explain(stored, fn, device)
         return dataclasses.replace(record, explanation=found.lines, compared=found.compared)
-
-
-def kernels_measured(times: list[float], device: str) -> Measurement | None:
-    """The kernels' measurement of one pass of profiled calls (``times``, ms); None without
-    calls."""
-    from pytest_cudaperf.measure.measurement import Measurement
-
-    return Measurement.from_samples(times, metric="kernels", device=device) if times else None
-
-
-def kernels_of_passes(first: list[float], second: list[float], device: str) -> Measurement:
-    """The kernels' measurement of two passes over the same seeded calls, whose CI is how the
-    passes agree (:func:`stats.repeated_median`): calls that draw their work at random differ
-    from each other by far more than they differ from themselves."""
-    from pytest_cudaperf.measure import stats
-    from pytest_cudaperf.measure.measurement import Measurement
-
-    median, ci = stats.repeated_median(first, second)
-    pooled = Measurement.from_samples([*first, *second], metric="kernels", device=device)
-    return dataclasses.replace(pooled, median_ms=median, ci_ms=ci, seeded_passes=2)
 
 
 def _with_kernels(record: JudgedRecord, kernels: JudgedRecord) -> JudgedRecord:

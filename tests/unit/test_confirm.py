@@ -292,6 +292,91 @@ def test_a_host_bound_suspect_in_another_host_state_goes_to_a_second_batch(
     assert "in a fresh process" in settled.verdict.message
 
 
+@pytest.mark.parametrize(
+    ("fresh_loops", "kind", "batches", "said"),
+    [
+        # read as at recording there: a pass, settled at once
+        ((4.0,), Kind.PASS, 1, "host-bound: measured in a fresh process: +0.0% (pass)"),
+        # slow there, and in the next process too: confirmed
+        ((6.0, 6.0), Kind.REGRESSION, 2, "confirmed in a fresh process"),
+        # slow there, not in the next one: one process's word
+        ((6.0, 4.0), Kind.INCONCLUSIVE, 2, "not confirmed in a fresh process"),
+        # faster there: a speed-up starts no process of its own
+        ((3.0,), Kind.INCONCLUSIVE, 1, "a speed-up starts none"),
+    ],
+)
+def test_a_change_the_hosts_state_left_undecided_is_judged_by_the_fresh_process(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_loops: tuple[float, ...],
+    kind: Kind,
+    batches: int,
+    said: str,
+) -> None:
+    """6 loops against 4 read with the launch reference 2x slower than at recording: held back
+    for the host's state, which outlasts the wait, so the test goes to the loop's fresh process
+    (no wait of its whole limit here). What that process reads with the host as at recording
+    (0.5 ms a reference) judges it; a change read there is confirmed in the next one."""
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import hoststate
+    from pytest_cudaperf.run.confirm import DEFERRED
+
+    monkeypatch.setattr(hoststate, "POLL_S", 0.001)
+    run = recorded_at_four_loops(tmp_path, state_wait=0.05)
+    run.deferred = Deferred(running="t.py::a")
+    readings = iter(fresh_loops)
+    fresh = BatchStub(lambda nodeid: host_bound(next(readings), ms=2.0))
+    run.fresh = fresh  # type: ignore[assignment]
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    taken: list[float] = []
+
+    def run_once(budget: Budget) -> Measurement:
+        taken.append(6.0)
+        return host_bound(6.0, ms=6.0)  # 1 ms a reference: the host 2x slower
+
+    path(test, run_once, lambda: 0.2).run(Budget())
+    assert taken == [6.0]  # not measured again here
+    (held,) = run.deferred.suspects
+    assert held.awaits_host
+    assert held.first.verdict.kind is Kind.INCONCLUSIVE
+    assert f"{DEFERRED}" in test.state.details[-1]
+    lines: list[str] = []
+    confirm_deferred(run.deferred, fresh, lines.append)  # type: ignore[arg-type]
+    assert len(fresh.batches) == batches
+    assert lines[0] == (
+        "cudaperf: measuring 1 test the host's state left undecided in a fresh process"
+    )
+    (settled,) = test.state.records
+    assert settled.verdict.kind is kind
+    assert any(said in line for line in [settled.verdict.message, *test.state.details])
+    failed = [f.kind for f in test.state.failures]
+    assert failed == ([FailureKind.REGRESSION] if kind is Kind.REGRESSION else [])
+
+
+def test_in_a_spell_of_the_hosts_state_a_change_is_not_left_to_the_fresh_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state that outlasted a wait lasts minutes: the test looks once and stays INCONCLUSIVE
+    here, as before, rather than costing a measurement in a fresh process that would likely
+    meet the same state."""
+    import time
+
+    from pytest_cudaperf.measure.timing import Budget
+    from pytest_cudaperf.run import hoststate
+
+    monkeypatch.setattr(hoststate, "POLL_S", 0.001)
+    run = recorded_at_four_loops(tmp_path, state_wait=0.05)
+    run.deferred = Deferred(running="t.py::a")
+    run.fresh = BatchStub(lambda nodeid: host_bound(4.0))  # type: ignore[assignment]
+    run.host_spell.since = run.host_spell.seen = time.monotonic()
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    path(test, lambda budget: host_bound(6.0, ms=6.0), lambda: 0.2).run(Budget())
+    assert run.deferred.suspects == []
+    (record,) = test.state.records
+    assert record.verdict.kind is Kind.INCONCLUSIVE
+    assert any("a look of " in line for line in test.state.details)
+
+
 class BothSeries:
     """Stands in for :class:`FreshProcess`: each batch measures a host-bound test's host time
     and its kernels as ``host`` and ``kernels`` make them."""
@@ -309,7 +394,7 @@ class BothSeries:
 
 def kernels(ms: float) -> Measurement:
     """A host-bound call's kernels profiled at ``ms`` a call."""
-    from pytest_cudaperf.run.judged import kernels_measured
+    from pytest_cudaperf.measure.measurement import kernels_measured
 
     return kernels_measured([ms * (1 + 0.001 * i) for i in range(10)], "cuda:1")
 
@@ -399,6 +484,15 @@ def test_the_progress_line_counts_tests_and_names_what_they_are(tmp_path: Path) 
     )
     assert progress_line(["t.py::a", "t.py::b"], [dataclasses.replace(suspect, first=better)]) == (
         "cudaperf: confirming 2 suspected changes in a fresh process"
+    )
+    undecided = dataclasses.replace(suspect, awaits_host=True)
+    assert progress_line(["t.py::b"], [undecided]) == (
+        "cudaperf: measuring 1 test the host's state left undecided in a fresh process"
+    )
+    other = dataclasses.replace(undecided, test=TestContext(run, ItemState("t.py::b"), Marks()))
+    assert progress_line(["t.py::a", "t.py::b"], [suspect, other], controls=1) == (
+        "cudaperf: confirming 1 suspected regression and measuring 1 test the host's state left "
+        "undecided in a fresh process, beside 1 test that passed"
     )
     assert test.nodeid == "t.py::a"
 

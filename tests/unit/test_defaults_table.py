@@ -152,6 +152,23 @@ def test_a_budget_for_the_waits_turns_the_waits_past_it_into_looks() -> None:
     assert budget.replay(tests, 1.0, 15.0).saved_s == 0.0  # a budget this large cuts nothing
 
 
+def test_waits_cut_at_a_few_seconds_leave_their_tests_to_the_fresh_process() -> None:
+    """Cut at 5 s: a wait of 14.5 s in vain saves 9.5 s, one back after 6 s (a failing test's)
+    1 s and a catch the next process must confirm; waits within 5 s and looks stay."""
+    budget = benchmark_script("public_suites/wait_budget.py")
+    tests = [
+        (20.0, [("in vain", 14.5)], False),
+        (20.0, [("back", 6.0)], True),
+        (1.0, [("back", 0.5), ("looked once", 0.5)], False),
+        (1.0, [("back", 5.0)], True),
+    ]
+    out = budget.deferred(tests, 5.0)
+    assert (out.waits, out.looked_in_vain, out.looked_back, out.catches) == (4, 1, 1, 1)
+    assert out.saved_s == pytest.approx(9.5 + 1.0)
+    assert out.wall_s == pytest.approx(42.0)
+    assert budget.deferred_line(out, 1).endswith("1 runs without a fresh process would start one")
+
+
 def test_the_fresh_processes_and_what_they_left_unmeasured_are_read_and_counted(
     tmp_path: Path,
 ) -> None:
@@ -160,8 +177,11 @@ def test_the_fresh_processes_and_what_they_left_unmeasured_are_read_and_counted(
         "[gw0] cudaperf: confirming 34 suspected regressions in a fresh process, beside 4 tests "
         "that passed\n"
         "cudaperf: confirming 1 suspected change in a fresh process\n"
+        "cudaperf: confirming 2 suspected regressions and measuring 3 tests the host's state "
+        "left undecided in a fresh process, beside 1 test that passed\n"
+        "cudaperf: measuring 1 test the host's state left undecided in a fresh process\n"
     )
-    assert table.fresh_batches(tmp_path) == [(34, 4), (1, 0)]
+    assert table.fresh_batches(tmp_path) == [(34, 4), (1, 0), (5, 1), (1, 0)]
     details = [
         "kernels: 4.1 µs -> 4.2 µs per call",
         "not re-measured in a fresh process: 20 tests were already re-measured in fresh "

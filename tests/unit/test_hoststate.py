@@ -60,6 +60,25 @@ def test_within_the_band_counts_as_back() -> None:
     assert fake.slept == [POLL_S]
 
 
+def test_a_wait_within_a_few_seconds_ends_there_and_starts_a_spell() -> None:
+    """A wait whose test can be measured elsewhere (its loop's fresh process) waits at most
+    ``within_s`` of its limit; in vain, it starts a spell as a whole wait of that length would,
+    and the deadline it leaves is the callable's own."""
+    fake, spell = FakeTime(), Spell()
+    wait = HostWait(probe_of([0.065]), 15.0, fake, spell)
+    waited = wait.until_back(0.130, 0.090, within_s=5.0)
+    assert not waited.back
+    assert fake.now - 100.0 == pytest.approx(5.0)
+    assert spell.since is not None  # later waits look once
+    # a look of one poll, then the rest of the callable's deadline is still there
+    assert wait.until_back(0.130, 0.090, within_s=5.0).seconds == pytest.approx(POLL_S)
+    # a host back within it ends it at once
+    fake = FakeTime()
+    back = HostWait(probe_of([0.065, 0.045]), 15.0, fake).until_back(0.130, 0.090, within_s=5.0)
+    assert back.back
+    assert fake.now - 100.0 == pytest.approx(POLL_S)
+
+
 def test_a_host_that_stays_slow_ends_the_wait_at_the_deadline() -> None:
     fake = FakeTime()
     wait = HostWait(probe_of([0.065]), 2.0, fake)

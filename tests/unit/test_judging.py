@@ -11,7 +11,7 @@ import pytest
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
 from pytest_cudaperf.markers import Marks, PerfOptions
-from pytest_cudaperf.measure.measurement import Measurement
+from pytest_cudaperf.measure.measurement import Measurement, kernels_measured, kernels_of_passes
 from pytest_cudaperf.report.document import Report
 from pytest_cudaperf.report.github import github_annotations, github_summary
 from pytest_cudaperf.report.html import render_html
@@ -1016,7 +1016,6 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
 ) -> None:
     """An auto-augment policy: each call draws other ops (0.05-0.35 ms of kernels), the same
     ones in every pass; a second pass makes the median as precise as the passes agree."""
-    from pytest_cudaperf.run import judged as judged_path
 
     drawn = [0.05, 0.35, 0.12, 0.30, 0.08, 0.20, 0.25, 0.10, 0.15, 0.33]
     slower = {"by": 1.0}
@@ -1039,7 +1038,7 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     assert found is not None
     assert found[0].verdict.kind is Kind.REGRESSION  # at +10%, within a 5% tolerance's reach
     # such calls are confirmed in a fresh process too: there they drew their usual work
-    unchanged = judged_path.kernels_of_passes(drawn, list(drawn), "cuda:0")
+    unchanged = kernels_of_passes(drawn, list(drawn), "cuda:0")
     fresh = FreshStub(lambda: unchanged)
     run.fresh = fresh  # type: ignore[assignment]
     found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
@@ -1082,11 +1081,10 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     run.store.update("GPU X", stored(first))
     # a slower kernel is confirmed by profiling again and in a fresh process: small kernels
     # between the host's work can run slower for a whole process
-    from pytest_cudaperf.run import judged as judged_path
 
     slower["by"] = 1.2
     again = [0.1 * 1.2 * (1 + 0.001 * i) for i in range(10)]
-    fresh = FreshStub(lambda: judged_path.kernels_measured(again, "cuda:0"))
+    fresh = FreshStub(lambda: kernels_measured(again, "cuda:0"))
     run.fresh = fresh  # type: ignore[assignment]
     found = JudgedMeasurement(new_test(run), A, profiled, "GPU X").kernels()
     assert found is not None
