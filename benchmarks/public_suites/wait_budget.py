@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,28 +108,36 @@ def tests_in_order(text: str, report: Path, junit: Path) -> list[Played]:
     return found
 
 
-def replay(tests: list[Played], share: float, limit_s: float) -> Replayed:
-    """The run's waits against the budget, each taken where its test started."""
-    clock = spent = 0.0
-    out = Replayed(runs=1)
+def waits_of(tests: list[Played], out: Replayed) -> Iterator[tuple[float, str, float, bool]]:
+    """Each wait of the run's tests (its looks passed over) with the time of the tests before
+    it, each counted in ``out``, whose ``wall_s`` ends as the tests' time."""
+    clock = 0.0
     for seconds, found, failed in tests:
         for ended, waited in found:
             if ended == "looked once":
                 continue
             out.waits += 1
             out.waited_s += waited
-            if spent <= limit_s + share * clock:
-                spent += waited
-                continue
-            spent += POLL_S
-            out.saved_s += max(0.0, waited - POLL_S)
-            if ended != "back":
-                out.looked_in_vain += 1
-            elif waited > POLL_S:  # a look of one poll finds a host back within it
-                out.looked_back += 1
-                out.catches += failed
+            yield clock, ended, waited, failed
         clock += seconds
     out.wall_s = clock
+
+
+def replay(tests: list[Played], share: float, limit_s: float) -> Replayed:
+    """The run's waits against the budget, each taken where its test started."""
+    spent = 0.0
+    out = Replayed(runs=1)
+    for clock, ended, waited, failed in waits_of(tests, out):
+        if spent <= limit_s + share * clock:
+            spent += waited
+            continue
+        spent += POLL_S
+        out.saved_s += max(0.0, waited - POLL_S)
+        if ended != "back":
+            out.looked_in_vain += 1
+        elif waited > POLL_S:  # a look of one poll finds a host back within it
+            out.looked_back += 1
+            out.catches += failed
     return out
 
 
@@ -136,21 +145,15 @@ def deferred(tests: list[Played], after_s: float) -> Replayed:
     """The run's waits cut at ``after_s``: ``looked_back`` and ``looked_in_vain`` count the waits
     it cuts (that met the host back later, that ran out), ``catches`` those of a failing test."""
     out = Replayed(runs=1)
-    for seconds, found, failed in tests:
-        for ended, waited in found:
-            if ended == "looked once":
-                continue
-            out.waits += 1
-            out.waited_s += waited
-            if waited <= after_s:
-                continue
-            out.saved_s += waited - after_s
-            if ended == "back":
-                out.looked_back += 1
-                out.catches += failed
-            else:
-                out.looked_in_vain += 1
-        out.wall_s += seconds
+    for _, ended, waited, failed in waits_of(tests, out):
+        if waited <= after_s:
+            continue
+        out.saved_s += waited - after_s
+        if ended == "back":
+            out.looked_back += 1
+            out.catches += failed
+        else:
+            out.looked_in_vain += 1
     return out
 
 
