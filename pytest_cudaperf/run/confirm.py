@@ -363,8 +363,11 @@ def confirm_deferred(
                 for suspect in group:
                     pending.remove(suspect)
                     tries[id(suspect)] += 1
-                    judge = _judged_fresh if suspect.awaits_host else _confirmed_fresh
-                    follow = judge(suspect, found[suspect.test.nodeid], slower, shown, waits)
+                    there = found[suspect.test.nodeid]
+                    if suspect.awaits_host:
+                        follow = _judged_fresh(suspect, there, shown, waits)
+                    else:
+                        follow = _confirmed_fresh(suspect, there, slower, shown, waits)
                     if follow is None:
                         continue
                     if follow is not suspect:  # a change the next process confirms
@@ -406,18 +409,16 @@ def _confirmed_fresh(
 def _judged_fresh(
     suspect: Suspect,
     found: Fresh,
-    slower: dict[str, Slowdown],
     shown: dict[int, _Shown | None],
     waits: dict[int, HostWait | None],
 ) -> Suspect | None:
     """A suspect that awaits the host judged by what its fresh process ``found``, measured
-    there as any test's first measurement is (``slower`` plays no part: nothing is confirmed
+    there as any test's first measurement is (no control plays a part: nothing is confirmed
     yet). A change read with the host as at recording is one process's word: a new suspect
     with that reading as its ``first`` is returned for the next process to confirm, the test's
     record left as it is meanwhile (a speed-up stands INCONCLUSIVE, as :func:`_why_not` leaves
     one). Any other reading is settled in the test's record; the suspect is returned again
     where it met the other state and the wait saw the host come back (:func:`_back`)."""
-    del slower
     test, first = suspect.test, suspect.first
     measured = fresh_measurement(test, first, suspect.measured, found)
     if measured is None:
