@@ -219,11 +219,34 @@ def settle(
         del state.failures[was[0]]
     if kind is Kind.REGRESSION and not suspect.test.settings.update:
         state.fail(FailureKind.REGRESSION, f"{label}{verdict.message}")
-    if current.explanation and not explained:
+    if current.explanation and not explained and not _handed_on(state.records, settled, current):
         for line in current.explanation:
             if f"{label}{line}" in state.details:
                 state.details.remove(f"{label}{line}")
     return settled
+
+
+#: a host-bound call's two time series, which share one breakdown's explanation
+_PAIRED = {"time:host": "time:kernels", "time:kernels": "time:host"}
+
+
+def _handed_on(records: list[JudgedRecord], settled: JudgedRecord, was: JudgedRecord) -> bool:
+    """Where ``settled`` (a host-bound call's host time or kernels) no longer calls for the
+    breakdown's explanation ``was`` carried, the call's other time series takes it over where
+    its verdict still calls for one and it has none: the explanation is said once, under one
+    of the two (:meth:`pytest_cudaperf.run.judged.JudgedMeasurement._with_breakdown`). Returns
+    whether one took it (its lines then stay in the test's details)."""
+    other = _PAIRED.get(settled.series)
+    for index, record in enumerate(records):
+        if record.key != settled.key or record.series != other:
+            continue
+        if record.verdict.kind not in EXPLAINED or record.explanation:
+            return False
+        records[index] = dataclasses.replace(
+            record, explanation=was.explanation, compared=was.compared
+        )
+        return True
+    return False
 
 
 def _retell(

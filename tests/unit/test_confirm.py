@@ -443,6 +443,39 @@ def test_a_host_time_says_what_its_kernels_settled_as(tmp_path: Path) -> None:
     assert "kernels regression" not in failure.message
 
 
+def test_the_breakdown_a_host_time_carried_goes_to_its_kernels_where_only_they_regressed(
+    tmp_path: Path,
+) -> None:
+    """The host time left undecided by the host's state (6 loops, the reference 2x slower) and
+    its kernels +20%, the breakdown's lines said once, under the host time; the fresh process
+    reads the host time as recorded: the kernels' verdict takes the lines over."""
+    import contextlib
+
+    from pytest_cudaperf.run.confirm import _shown, settle
+    from pytest_cudaperf.run.context import Suspect
+
+    run = recorded_host_bound(tmp_path)
+    key = SeriesKey("t.py::a")
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    undecided = judging.judge_time(test, key, host_bound(6.0, ms=6.0), "GPU X")
+    assert undecided.verdict.kind is Kind.INCONCLUSIVE
+    theirs = judging.judge_time(test, key, kernels(0.12), "GPU X")
+    assert theirs.verdict.kind is Kind.REGRESSION
+    lines = ("kernels: 0.1 ms -> 0.12 ms per call", "  +0.02 ms  new: spin_kernel (1x per call)")
+    add_time(test, dataclasses.replace(undecided, explanation=lines), host_bound(6.0, ms=6.0))
+    add_time(test, theirs, kernels(0.12))
+    suspect = Suspect(test, undecided, host_bound(6.0, ms=6.0), {}, contextlib.nullcontext)
+    shown = _shown(suspect)
+    assert shown is not None
+    passed = judging.judge_time(test, key, host_bound(4.0), "GPU X")
+    assert passed.verdict.kind is Kind.PASS
+    settle(suspect, shown, (passed, host_bound(4.0)))
+    host_record, kernels_record = test.state.records
+    assert (host_record.verdict.kind, host_record.explanation) == (Kind.PASS, ())
+    assert (kernels_record.verdict.kind, kernels_record.explanation) == (Kind.REGRESSION, lines)
+    assert [line in test.state.details for line in lines] == [True, True]
+
+
 def test_a_host_time_says_its_kernels_speed_up_was_left_alone(tmp_path: Path) -> None:
     """4.5 loops against 4 (within the series' noise: INCONCLUSIVE) and its kernels -20%: a
     speed-up alone starts no process, so the host time's line says the kernels are
