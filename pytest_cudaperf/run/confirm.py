@@ -191,8 +191,9 @@ def settle(
 ) -> JudgedRecord:
     """Put the fresh process's verdict (``confirmed``) in the test's record of ``suspect`` where
     ``shown`` recorded the verdict of this process: its failure replaced (or withdrawn), the
-    breakdown's explanation kept where the verdict still calls for one (dropped with its lines
-    otherwise), and the kernels' line kept (:func:`_retell` brings it up to date where the
+    breakdown's explanation kept where the verdict still calls for one (otherwise handed to the
+    call's other time series where that one calls for it, :func:`_handed_on`, else dropped with
+    its lines), and the kernels' line kept (:func:`_retell` brings it up to date where the
     kernels settled otherwise). Returns the record now in the test's records."""
     state, label = suspect.test.state, suspect.first.key.label()
     record, measurement = confirmed
