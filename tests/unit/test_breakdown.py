@@ -649,6 +649,38 @@ def test_profile_of_a_slow_callable_profiles_fewer_calls() -> None:
         capture.profile(slow, "cpu", calls=0)
 
 
+@pytest.mark.parametrize(
+    ("sessions", "names"),
+    [
+        # the first saw nothing (a detach of CUPTI inside it): the second is the breakdown
+        ([[], [RawEvent("gemm", 5.0, "kernel")]], ["gemm"]),
+        ([[RawEvent("gemm", 5.0, "kernel")]], ["gemm"]),
+        ([[RawEvent("cudaGraphLaunch", 2.0, "graph_launch")]], []),  # a replay: work seen
+        ([[], []], []),  # it launches nothing: two sessions, no more
+    ],
+)
+def test_a_cuda_profile_that_saw_no_device_work_is_taken_once_more(
+    monkeypatch: pytest.MonkeyPatch, sessions: list[list[RawEvent]], names: list[str]
+) -> None:
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda index=None: None)
+    monkeypatch.setattr(capture, "EMPTY_SETTLE_S", 0.0)
+    left, taken = list(sessions), []
+
+    def session(torch: Any, fn: object, calls: int, is_cuda: bool, index: int | None) -> Any:
+        taken.append((is_cuda, index))
+        return left.pop(0)
+
+    monkeypatch.setattr(capture, "_session", session)
+    b = capture.profile(lambda: None, "cuda:0", warmup=1)
+    assert taken == [(True, 0)] * len(sessions)
+    assert [k.name for k in b.entries] == names
+    taken.clear()
+    left = [[]]
+    assert capture.profile(lambda: None, "cpu", warmup=1).entries == ()  # the CPU's: once
+    assert taken == [(False, None)]
+
+
 def test_explain_stored_for_the_cli() -> None:
     cur = make(("flash_fwd_kernel", 2, 96.2), ("gemm_a", 1, 100.0), ("ew", 2, 10.0))
     ex = explaining.explain_stored(BASE.to_json(), cur.to_json())
