@@ -121,8 +121,9 @@ class Step:
     #: the tests with an INCONCLUSIVE time read as a speed-up whose CI rules out a regression
     #: (``Verdict.speed_up_only``), by their JUnit names (:func:`junit_name`)
     speed_ups: list[str]
-    #: the fresh processes at the loops' ends (:func:`fresh_batches`): (suspects, controls) each
-    batches: list[tuple[int, int]] = field(default_factory=list)
+    #: the fresh processes at the loops' ends (:func:`fresh_batches`): (suspects, controls,
+    #: seconds or None) each
+    batches: list[tuple[int, int, float | None]] = field(default_factory=list)
     #: why each measurement left out of them was (:func:`not_remeasured`)
     unmeasured: list[str] = field(default_factory=list)
 
@@ -266,18 +267,24 @@ BATCH = re.compile(
 #: the tests a fresh process's line names: suspected changes, and tests whose change the host's
 #: state left undecided (``run.confirm.progress_line``)
 BATCH_TESTS = re.compile(r"(?:confirming|measuring) (\d+)")
+#: the line a fresh process ends with: how long it took (``run.child._Told.close``)
+BATCH_END = re.compile(r"cudaperf: the fresh process measured \d+ of \d+ tests in (\d+) s")
 #: a measurement the fresh process did not take, and why (``run.confirm.fresh_verdict``)
 UNMEASURED = re.compile(r"not re-measured in a fresh process: (.*)")
 
 
-def fresh_batches(step: Path) -> list[tuple[int, int]]:
-    """The fresh processes the step's pytest log names: (suspects, controls) each, a test whose
-    change the host's state left undecided counted as a suspect."""
-    found = []
+def fresh_batches(step: Path) -> list[tuple[int, int, float | None]]:
+    """The fresh processes the step's pytest log names: (suspects, controls, seconds) each, a
+    test whose change the host's state left undecided counted as a suspect; seconds None where
+    the log does not say (a process that measured nothing, or a plugin before it said)."""
+    found: list[tuple[int, int, float | None]] = []
     for log in sorted(step.glob("*.log")):
-        for match in BATCH.finditer(log.read_text(encoding="utf-8", errors="replace")):
-            tests = sum(int(n) for n in BATCH_TESTS.findall(match[1]))
-            found.append((tests, int(match[2] or 0)))
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if match := BATCH.search(line):
+                tests = sum(int(n) for n in BATCH_TESTS.findall(match[1]))
+                found.append((tests, int(match[2] or 0), None))
+            elif (end := BATCH_END.search(line)) and found and found[-1][2] is None:
+                found[-1] = (*found[-1][:2], float(end[1]))
     return found
 
 
@@ -355,7 +362,10 @@ def fresh_line(runs: list[Step]) -> list[str]:
     and the measurements they did not take, by why (none: no line)."""
 
     def told(s: Step) -> str:
-        said = [f"{n} suspects beside {c} controls" for n, c in s.batches]
+        said = [
+            f"{n} suspects beside {c} controls" + (f" ({sec:.0f} s)" if sec is not None else "")
+            for n, c, sec in s.batches
+        ]
         left = Counter(s.unmeasured)
         said += [f"{n} measurements not taken there: {why}" for why, n in left.items()]
         return ", ".join(said)

@@ -304,16 +304,25 @@ class FreshProcess:
 @dataclass
 class _Told:
     """A fresh process's progress: how many of its ``total`` tests have finished (read from
-    ``path``), told to ``progress`` when more have, at most every :data:`PROGRESS_EVERY_S`."""
+    ``path``), told to ``progress`` when more have, at most every :data:`PROGRESS_EVERY_S`, and
+    once it has ended (:meth:`close`): how many it measured in how long, and when its first
+    finished (the process's start-up and collection, and that test)."""
 
     path: Path
     total: int
     progress: Callable[[str], None] | None
     last: float = field(default_factory=time.monotonic)
     finished: int = 0
+    started: float = field(default_factory=time.monotonic)
+    #: when a poll first found a finished test (to a poll's second)
+    first_at: float | None = None
 
     def poll(self, now: float) -> None:
-        if self.progress is None or now - self.last < PROGRESS_EVERY_S:
+        if self.progress is None:
+            return
+        if self.first_at is None and finished_count(self.path):
+            self.first_at = now
+        if now - self.last < PROGRESS_EVERY_S:
             return
         self.last = now
         finished = min(finished_count(self.path), self.total)
@@ -322,6 +331,18 @@ class _Told:
             self.progress(
                 f"cudaperf: the fresh process has measured {finished} of {self.total} tests"
             )
+
+    def close(self, now: float) -> None:
+        """The process has ended: how many of its tests it measured in how long (none
+        measured: nothing to say, its tests say why)."""
+        finished = min(finished_count(self.path), self.total)
+        if self.progress is None or not finished:
+            return
+        line = f"cudaperf: the fresh process measured {finished} of {self.total} tests"
+        line += f" in {now - self.started:.0f} s"
+        if self.first_at is not None and self.total > 1:
+            line += f" (the first after {self.first_at - self.started:.0f} s)"
+        self.progress(line)
 
 
 def _completed(
@@ -338,6 +359,7 @@ def _completed(
             while True:
                 try:  # a retried communicate() loses no output
                     out, err = child.communicate(timeout=1.0)
+                    told.close(time.monotonic())
                     return subprocess.CompletedProcess(args, child.returncode, out, err)
                 except subprocess.TimeoutExpired:
                     now = time.monotonic()

@@ -3,6 +3,7 @@ re-measurement's bookkeeping (its real runs are in tests/integration/test_fresh_
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -296,7 +297,22 @@ def test_a_fresh_process_runs_to_its_end_telling_its_progress(
     assert len(done.stdout) > 200_000
     assert done.stderr.strip() == "done"
     assert lines[0] == "cudaperf: the fresh process has measured 2 of 3 tests"
-    assert len(lines) == 1  # told again only when more finished
+    # told again only when more finished, and once it has ended: in how long, the first when
+    assert len(lines) == 2
+    assert re.fullmatch(
+        r"cudaperf: the fresh process measured 2 of 3 tests in [12] s \(the first after [01] s\)",
+        lines[1],
+    )
+
+
+def test_a_fresh_process_that_measured_nothing_ends_without_a_line(tmp_path: Path) -> None:
+    lines: list[str] = []
+    told = child._Told(tmp_path / "finished.txt", 2, lines.append, started=0.0)
+    told.close(5.0)
+    assert lines == []
+    (tmp_path / "finished.txt").write_text("t.py::a\n")
+    told.close(5.0)  # never polled: when the first finished is not known
+    assert lines == ["cudaperf: the fresh process measured 1 of 2 tests in 5 s"]
 
 
 def test_a_fresh_process_past_its_timeout_is_killed(tmp_path: Path) -> None:

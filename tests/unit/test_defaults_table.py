@@ -179,9 +179,17 @@ def test_the_fresh_processes_and_what_they_left_unmeasured_are_read_and_counted(
         "cudaperf: confirming 1 suspected change in a fresh process\n"
         "cudaperf: confirming 2 suspected regressions and measuring 3 tests the host's state "
         "left undecided in a fresh process, beside 1 test that passed\n"
+        "cudaperf: the fresh process has measured 20 of 38 tests\n"
+        "cudaperf: the fresh process measured 38 of 38 tests in 95 s (the first after 24 s)\n"
         "cudaperf: measuring 1 test the host's state left undecided in a fresh process\n"
+        "cudaperf: the fresh process measured 1 of 1 tests in 21 s\n"
     )
-    assert table.fresh_batches(tmp_path) == [(34, 4), (1, 0), (5, 1), (1, 0)]
+    assert table.fresh_batches(tmp_path) == [
+        (34, 4, None),
+        (1, 0, None),
+        (5, 1, 95.0),
+        (1, 0, 21.0),
+    ]
     details = [
         "kernels: 4.1 µs -> 4.2 µs per call",
         "not re-measured in a fresh process: 20 tests were already re-measured in fresh "
@@ -194,9 +202,9 @@ def test_the_fresh_processes_and_what_they_left_unmeasured_are_read_and_counted(
         "N tests were already re-measured in fresh processes in this one",
         "pytest exited N without measuring it",
     ]
-    run = _unchanged_run(table, batches=[(34, 4)], unmeasured=unmeasured[:1] * 2)
+    run = _unchanged_run(table, batches=[(34, 4, 95.0)], unmeasured=unmeasured[:1] * 2)
     assert table.fresh_line([run, _unchanged_run(table)]) == [
-        "- fresh processes at the loop's end: unchanged-1: 34 suspects beside 4 controls, 2 "
+        "- fresh processes at the loop's end: unchanged-1: 34 suspects beside 4 controls (95 s), 2 "
         "measurements not taken there: N tests were already re-measured in fresh processes in "
         "this one"
     ]
