@@ -339,7 +339,7 @@ def test_a_change_the_hosts_state_left_undecided_is_judged_by_the_fresh_process(
     (held,) = run.deferred.suspects
     assert held.awaits_host
     assert held.first.verdict.kind is Kind.INCONCLUSIVE
-    assert f"{DEFERRED}" in test.state.details[-1]
+    assert DEFERRED in test.state.details[-1]
     lines: list[str] = []
     confirm_deferred(run.deferred, fresh, lines.append)  # type: ignore[arg-type]
     assert len(fresh.batches) == batches

@@ -1016,7 +1016,6 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
 ) -> None:
     """An auto-augment policy: each call draws other ops (0.05-0.35 ms of kernels), the same
     ones in every pass; a second pass makes the median as precise as the passes agree."""
-
     drawn = [0.05, 0.35, 0.12, 0.30, 0.08, 0.20, 0.25, 0.10, 0.15, 0.33]
     slower = {"by": 1.0}
     passes, profiled = profiled_kernels(
@@ -1081,7 +1080,6 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     run.store.update("GPU X", stored(first))
     # a slower kernel is confirmed by profiling again and in a fresh process: small kernels
     # between the host's work can run slower for a whole process
-
     slower["by"] = 1.2
     again = [0.1 * 1.2 * (1 + 0.001 * i) for i in range(10)]
     fresh = FreshStub(lambda: kernels_measured(again, "cuda:0"))
