@@ -132,7 +132,7 @@ def row(name: str, fn: Callable[[], object], device: torch.device, calls: int) -
         found = percall.device_only_pass(torch, fn, index, calls)
         alone_s = time.perf_counter() - began
         if found is not None:
-            totals, outside, seen = found
+            totals, outside, seen = found.totals_us, found.outside, found.events
             median = statistics.median(totals) / 1e3
             alone = f"| {seen} | {median:.3f} | {outside} | {alone_s:.3f} |"
     return (

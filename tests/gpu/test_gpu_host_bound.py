@@ -4,7 +4,8 @@ and a fresh process does not is not failed; one that a fresh process shows too f
 it was confirmed and that the kernels did not change; a slower kernel fails as the kernels', once
 a fresh process profiles it slower too; a test that fails on its budget starts no fresh process;
 a change read in another state of the host waits for it, and once a wait has run out in vain a
-later test looks once instead."""
+later test looks once instead; copies through pageable host memory count in the host time, not
+the kernels'."""
 
 from __future__ import annotations
 
@@ -284,3 +285,51 @@ def test_a_callable_found_to_synchronize_late_is_measured_host_bound_throughout(
     (host,) = [r for r in test["records"] if r["series"] == "time:host"]
     warnings = host["measurement"]["warnings"]
     assert any("measured host-bound from the first round" in w for w in warnings), warnings
+
+
+# 8 MiB copied from pageable host memory each call: with a small kernel after it, and alone
+PAGEABLE = """
+import pytest
+import torch
+
+@pytest.mark.perf
+def test_copy_then_add(cuda_timer, cuda_device):
+    staged = torch.rand(1 << 21)
+    on_device = torch.empty(1 << 21, device=cuda_device)
+
+    def copy_then_add():
+        on_device.copy_(staged)
+        on_device.add_(1.0)
+        torch.cuda.synchronize()
+
+    cuda_timer(copy_then_add)
+
+@pytest.mark.perf
+def test_copy_alone(cuda_timer, cuda_device):
+    staged = torch.rand(1 << 21)
+    on_device = torch.empty(1 << 21, device=cuda_device)
+
+    def copy():
+        on_device.copy_(staged)
+        torch.cuda.synchronize()
+
+    cuda_timer(copy)
+"""
+
+
+def test_copies_through_pageable_memory_count_in_the_host_time_not_the_kernels(
+    pytester: pytest.Pytester,
+) -> None:
+    needs_cuda()
+    pytester.makepyfile(test_staged=PAGEABLE)
+    result = pytester.runpytest(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=2)
+    found = json.loads((pytester.path / "out.json").read_text())["tests"]
+    tests = {t["nodeid"].rsplit("::", 1)[1]: t for t in found}
+    both = {r["series"]: r["measurement"] for r in tests["test_copy_then_add"]["records"]}
+    assert both["time:kernels"]["median_ms"] < 0.1 * both["time:host"]["median_ms"], both
+    alone = tests["test_copy_alone"]
+    series = {r["series"] for r in alone["records"]}
+    assert "time:host" in series, series
+    assert "time:kernels" not in series, series
+    assert any("pageable host memory alone" in d for d in alone["details"]), alone["details"]

@@ -732,6 +732,7 @@ def test_per_call_device_time_counts_each_kernel_in_the_call_it_started_in() -> 
         FakeEvent(CALL_RANGE, 10, 90, device_type=cuda, is_user_annotation=True),  # its mirror
         FakeEvent("k1", 10, 30, device_type=cuda),
         FakeEvent("k2", 40, 45, device_type=cuda),
+        FakeEvent("Memcpy HtoD (Pageable -> Device)", 50, 80, device_type=cuda),  # host-paced
         FakeEvent("k1", 110, 132, device_type=cuda),
         FakeEvent("on another GPU", 110, 190, device_type=cuda, device_index=1),
         FakeEvent("Context Sync", 50, 99, device_type=cuda, activity_type="cuda_sync"),
@@ -999,7 +1000,8 @@ def test_device_work_is_given_to_the_host_window_its_start_falls_in() -> None:
     """Windows are the calls' host spans (µs), 1 ms apart: a kernel belongs to the window that
     holds its start, widened by a quarter of the gap (the profiler's clock and the host's agree
     to µs, not exactly); one in the middle of a gap, before the first window or after the last
-    is no call's and counted apart; one on another GPU, or a sync, is no work."""
+    is no call's and counted apart; one on another GPU, or a sync, is no work; a copy through
+    pageable host memory is counted apart, in no call's time."""
     windows = [(1000.0, 1100.0), (2100.0, 2200.0)]
     spans = [
         span("k", 1010, 1030),
@@ -1010,12 +1012,55 @@ def test_device_work_is_given_to_the_host_window_its_start_falls_in() -> None:
         span("Context Sync", 2100, 2200, activity_type="cuda_sync"),
         FakeEvent("aten::add", 1000, 1100),  # the CPU's
     ]
-    assert percall.per_window_device_us(spans, windows, 0) == ([35.0, 25.0], 0)
+    assert percall.per_window_device_us(spans, windows, 0) == percall.DevicePass([35.0, 25.0], 0, 0)
     for stray in (1600.0, 700.0, 2500.0):  # mid-gap, before the first, after the last
         found = percall.per_window_device_us([*spans, span("k", stray, stray + 5)], windows, 0)
-        assert found == ([35.0, 25.0], 1), stray
+        assert found == percall.DevicePass([35.0, 25.0], 1, 0), stray
     edges = [span("k", 1340, 1345), span("k", 1860, 1865)]  # within a quarter gap of a call
-    assert percall.per_window_device_us(edges, windows, 0) == ([5.0, 5.0], 0)
+    assert percall.per_window_device_us(edges, windows, 0).totals_us == [5.0, 5.0]
+    staged = [
+        span("Memcpy HtoD (Pageable -> Device)", 1040, 1080, activity_type="gpu_memcpy"),
+        span("Memcpy DtoH (Device -> Pageable)", 2180, 2185, activity_type="gpu_memcpy"),
+        span("Memcpy HtoD (Pinned -> Device)", 2120, 2130, activity_type="gpu_memcpy"),
+    ]
+    found = percall.per_window_device_us([*spans, *staged], windows, 0)
+    assert found == percall.DevicePass([35.0, 35.0], 0, 2)
+
+
+def test_a_copy_through_pageable_memory_is_told_from_other_copies_by_its_name() -> None:
+    """kineto names a copy by its direction and both ends' memory kinds."""
+    paced = ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"]
+    device = ["Memcpy HtoD (Pinned -> Device)", "Memcpy DtoD (Device -> Device)", "Memset (Device)"]
+    kernels = ["void at::native::copy_kernel<Pageable>(float*)"]  # a kernel named so: not a copy
+    assert [percall.host_paced(span(name, 0, 1)) for name in paced] == [True, True]
+    assert [percall.host_paced(span(name, 0, 1)) for name in device + kernels] == [False] * 4
+
+
+@pytest.mark.parametrize("device_only", [True, False])
+def test_calls_whose_device_work_is_pageable_copies_alone_have_no_kernels_time(
+    monkeypatch: pytest.MonkeyPatch, device_only: bool
+) -> None:
+    """Read by a device-only pass or by ranges, calls that ran only copies through pageable
+    host memory have no kernels' time (it would be the host's pace); one kernel beside the
+    copies is a kernels' time, the copies left out."""
+    torch = pytest.importorskip("torch")
+    from contextlib import nullcontext
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(percall, "_profiler_active", lambda torch: False)
+    monkeypatch.setattr(percall, "_profiler", lambda *args, **kw: nullcontext())
+    monkeypatch.setattr(percall, "same_draws", lambda index: nullcontext())
+    cuda = "DeviceType.CUDA"
+    copy = FakeEvent("Memcpy HtoD (Pageable -> Device)", 10, 50, device_type=cuda)
+    events = [FakeEvent(capture.CALL_RANGE, 0, 100, is_user_annotation=True), copy]
+    monkeypatch.setattr(percall, "profiled_events", lambda prof, ops: events)
+    alone = [0.0] if device_only else None
+    monkeypatch.setattr(percall, "device_only_times", lambda *args: alone)
+    with pytest.raises(model.BreakdownUnavailable, match="pageable host memory alone"):
+        percall.kernel_times(lambda: None, "cuda:0", calls=1, exact=True)
+    events.append(FakeEvent("k", 60, 64, device_type=cuda))
+    alone = [0.004] if device_only else None
+    assert percall.kernel_times(lambda: None, "cuda:0", calls=1, exact=True) == [0.004]
 
 
 def test_device_only_passes_stop_for_the_process_once_one_reads_a_kernel_outside(
@@ -1025,7 +1070,7 @@ def test_device_only_passes_stop_for_the_process_once_one_reads_a_kernel_outside
     work outside every window or no work at all, the ranged profile takes over for the
     process."""
     monkeypatch.setattr(percall, "_DEVICE_ONLY", {})
-    passes: list[tuple[list[float], int, int] | None] = [([1000.0, 2000.0], 0, 9)]
+    passes: list[percall.DevicePass | None] = [percall.DevicePass([1000.0, 2000.0], 0, 0, 9)]
     asked: list[int] = []
 
     def device_only_pass(torch: object, fn: object, index: int, calls: int) -> Any:
@@ -1037,12 +1082,14 @@ def test_device_only_passes_stop_for_the_process_once_one_reads_a_kernel_outside
 
     monkeypatch.setattr(percall, "device_only_pass", device_only_pass)
     assert percall.device_only_times(None, lambda: None, 0, 2) == [1.0, 2.0]
-    passes.append(([1000.0, 0.0], 1, 9))  # a kernel outside: the ranges take over
+    passes.append(percall.DevicePass([1000.0, 0.0], 1, 0, 9))  # a kernel outside: ranges take over
     assert percall.device_only_times(None, lambda: None, 0, 2) is None
     assert percall.device_only_times(None, lambda: None, 0, 2) is None
     assert asked == [0, 0]  # not tried again on that GPU
     passes.append(None)  # another GPU, whose pass cannot run
     assert percall.device_only_times(None, lambda: None, 1, 2) is None
-    passes.append(([0.0, 0.0], 0, 9))  # a third that saw no kernel at all: not zeros, ranges
+    passes.append(percall.DevicePass([0.0, 0.0], 0, 0, 9))  # no work at all: not zeros, ranges
     assert percall.device_only_times(None, lambda: None, 2, 2) is None
-    assert percall._DEVICE_ONLY == {0: False, 1: False, 2: False}
+    passes.append(percall.DevicePass([0.0, 0.0], 0, 2, 9))  # pageable copies alone: zeros
+    assert percall.device_only_times(None, lambda: None, 3, 2) == [0.0, 0.0]
+    assert percall._DEVICE_ONLY == {0: False, 1: False, 2: False, 3: True}
