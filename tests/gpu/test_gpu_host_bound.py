@@ -5,7 +5,8 @@ it was confirmed and that the kernels did not change; a slower kernel fails as t
 a fresh process profiles it slower too; a test that fails on its budget starts no fresh process;
 a change read in another state of the host waits for it, and once a wait has run out in vain a
 later test looks once instead; copies through pageable host memory count in the host time, not
-the kernels'."""
+the kernels'; a regression the fresh process confirms is withdrawn where that process ran a test
+that passed here slower still."""
 
 from __future__ import annotations
 
@@ -333,3 +334,72 @@ def test_copies_through_pageable_memory_count_in_the_host_time_not_the_kernels(
     assert "time:host" in series, series
     assert "time:kernels" not in series, series
     assert any("pageable host memory alone" in d for d in alone["details"]), alone["details"]
+
+
+# crop: twice its Python work in every process (slower); flip: passes in its own process and
+# runs five times its Python work in the fresh process (slow-fresh): a host that runs all
+# Python code slower there than the launch reference shows
+CONTROLLED = """
+import os, pathlib, random
+import torch
+
+HERE = pathlib.Path(__file__).parent
+FRESH = bool(os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS")) and (HERE / "slow-fresh").exists()
+SLOWER = (HERE / "slower").exists()
+
+def python_work(n):
+    total = 0
+    for i in range(n):
+        total += i % 7
+    return total
+
+def test_crop(cuda_timer, cuda_device):
+    images = torch.rand(5, 3, 128, 128, device=cuda_device)
+
+    def crop():
+        top = random.randint(0, 32)
+        out = images[:, :, top:top + 96, :].flip(-1) * 0.5
+        python_work(6_000 if SLOWER else 2_000)
+        return out.mean().item()
+
+    cuda_timer(crop)
+
+def test_flip(cuda_timer, cuda_device):
+    images = torch.rand(5, 3, 128, 128, device=cuda_device)
+
+    def flip():
+        left = random.randint(0, 32)
+        out = images[:, :, :, left:left + 96].flip(-2) * 0.5
+        python_work(16_000 if FRESH else 2_000)
+        return out.mean().item()
+
+    cuda_timer(flip)
+"""
+
+
+def test_a_host_bound_regression_the_fresh_process_shows_a_passed_test_too_is_withdrawn(
+    pytester: pytest.Pytester,
+) -> None:
+    """The crop regresses in both processes, but the fresh process ran the flip, which passed
+    here, slower by more: the host ran Python slower there, so the crop's confirmation is
+    withdrawn and it stands INCONCLUSIVE, naming the flip. A host tolerance of 30% lets a
+    single recording's ±15% floor leave the flip's pass within it (a control must rule out a
+    change beyond the tolerance), and the crop's 3x Python work clear it."""
+    needs_cuda()
+    pytester.makepyfile(test_controlled=CONTROLLED)
+    args = [*FAST, "--cudaperf-host-tolerance=30%"]
+    pytester.runpytest(*args, "--cudaperf-update").assert_outcomes(passed=2)
+    for plant in ("slower", "slow-fresh"):
+        (pytester.path / plant).touch()
+    result = pytester.runpytest(*args, "--cudaperf-json=out.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: confirming 1 suspected regression in a fresh process, beside 1 test that passed"
+        ]
+    )
+    tests = json.loads((pytester.path / "out.json").read_text())["tests"]
+    (crop,) = [t for t in tests if t["nodeid"].endswith("::test_crop")]
+    (host,) = [r for r in crop["records"] if r["series"] == "time:host"]
+    assert host["verdict"]["kind"] == "inconclusive", host["verdict"]["message"]
+    assert "flip, which passed in this run, read at least +" in host["verdict"]["message"]
