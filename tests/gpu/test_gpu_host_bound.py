@@ -382,12 +382,12 @@ def test_a_host_bound_regression_the_fresh_process_shows_a_passed_test_too_is_wi
 ) -> None:
     """The crop regresses in both processes, but the fresh process ran the flip, which passed
     here, slower by more: the host ran Python slower there, so the crop's confirmation is
-    withdrawn and it stands INCONCLUSIVE, naming the flip. A host tolerance of 30% lets a
-    single recording's ±15% floor leave the flip's pass within it (a control must rule out a
-    change beyond the tolerance), and the crop's 3x Python work clear it."""
+    withdrawn and it stands INCONCLUSIVE, naming the flip. A control's CI must lie within the
+    host tolerance, and a single recording counts as ±15% in that CI: at 40%, a flip that reads
+    up to +20% here still serves, and the crop's 3x Python work (about +130%) clears it."""
     needs_cuda()
     pytester.makepyfile(test_controlled=CONTROLLED)
-    args = [*FAST, "--cudaperf-host-tolerance=30%"]
+    args = [*FAST, "--cudaperf-host-tolerance=40%"]
     pytester.runpytest(*args, "--cudaperf-update").assert_outcomes(passed=2)
     for plant in ("slower", "slow-fresh"):
         (pytester.path / plant).touch()
