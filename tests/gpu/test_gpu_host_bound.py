@@ -336,8 +336,8 @@ def test_copies_through_pageable_memory_count_in_the_host_time_not_the_kernels(
     assert any("pageable host memory alone" in d for d in alone["details"]), alone["details"]
 
 
-# crop: twice its Python work in every process (slower); flip: passes in its own process and
-# runs five times its Python work in the fresh process (slow-fresh): a host that runs all
+# crop: three times its Python work in every process (slower); flip: passes in its own process
+# and runs eight times its Python work in the fresh process (slow-fresh): a host that runs all
 # Python code slower there than the launch reference shows
 CONTROLLED = """
 import os, pathlib, random
