@@ -157,9 +157,10 @@ class HostWait:
     after the measurement that met the other state, scales it to the reference beside that
     measurement's last calls (:func:`latest_reference`). A poll starts only where its sleep and a
     probe as long as the longest yet (that first one included) fit before the deadline: a wait
-    ends past its limit only by a probe slower than every one before it. Where the host's other
-    state outlasted an earlier wait of this process (``spell``), the wait looks once: one poll.
-    ``ticks`` is a test seam."""
+    ends past its limit only by a probe slower than every one before it (a probe holds the
+    device's lock, so it also waits while another process measures there). Where the host's
+    other state outlasted an earlier wait of this process (``spell``), the wait looks once: one
+    poll. ``ticks`` is a test seam."""
 
     def __init__(
         self,

@@ -9,8 +9,9 @@ run their inner pytest in the test's process (tests/conftest.py says why); on th
 Memory outside torch's allocator is read device-wide (the device's used memory less torch's
 reserved), so any other process on the GPU moves it: under ``scripts/gpu-suite.sh -n 3`` the raw
 ``cudaMalloc`` must-flag test read no growth in two of the whole suite's runs (H200, 2026-11-28
-and 2026-11-29). Every GPU test holds the suite's lock shared; a test marked ``gpu_alone`` holds
-it alone, after the tests of the other workers that hold it end and before any other starts.
+and 2026-11-29). A test that asserts how long its run waits must not wait for another's
+measurement either. Every GPU test holds the suite's lock shared; a test marked ``gpu_alone``
+holds it alone, after the tests of the other workers that hold it end and before any other starts.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ INNER_RUN_LIMIT_S = 240
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "gpu_alone: a GPU test that reads the GPU device-wide: no other GPU test runs"
+        "markers",
+        "gpu_alone: a GPU test that reads the GPU device-wide, or asserts how long its run waits"
+        " (for the device's lock too): no other GPU test runs",
     )
 
 
