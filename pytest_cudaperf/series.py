@@ -426,6 +426,20 @@ def blindness(entry: Entry) -> str | None:
     return f"±{entry.noise:.0%} ({origin}): no slowdown under {1 + entry.noise:.1f}x can fail it"
 
 
+def beyond_tolerance(entry: Entry, tolerance: float) -> bool:
+    """Whether ``entry``, recorded in :data:`MIN_PROCESSES` processes or more, moves between or
+    within them by more than ``tolerance`` (the one its test was judged at) and than its
+    metric's floor (:data:`WALL_FLOOR`): its verdicts' threshold is raised to that noise, so a
+    change within it reads INCONCLUSIVE, not a regression. Peak memory has no noise; a series of
+    fewer processes carries the documented floor; a blind one (:func:`blindness`) is named on
+    its own (why: docs/decisions.md, "Why does `cudaperf record` name the series that move more
+    than their tolerance?")."""
+    if entry.metric == "bytes" or entry.processes < MIN_PROCESSES or entry.noise >= BLIND_NOISE:
+        return False
+    parts = noise_parts(entry.recordings, entry.metric)
+    return max(parts.seen, parts.moves) > max(tolerance, parts.floor)
+
+
 def summarize_recordings(recordings: Sequence[Recording], metric: str) -> tuple[float, float]:
     """``(value, noise)`` of a series: the median of the recordings' medians, and the relative
     half-width a verdict uses (the largest of :func:`noise_parts`). Peak memory

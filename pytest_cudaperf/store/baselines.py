@@ -13,10 +13,13 @@ from pathlib import Path
 
 from pytest_cudaperf import atomic
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.series import Entry, Record, absorb, blindness
+from pytest_cudaperf.series import Entry, Record, absorb, beyond_tolerance, blindness
 from pytest_cudaperf.store.files import locked, remove_stale_tmp, write_error
 from pytest_cudaperf.store.format import BaselineError, Entries, dumps_baseline, to_document
 from pytest_cudaperf.store.schema import parse_document, read_file
+
+#: the series moving beyond their tolerance that ``cudaperf record`` names, widest first
+LOOSE_NAMED = 3
 
 
 def slug(device_class: str) -> str:
@@ -35,6 +38,11 @@ class UpdateSummary:
     pruned: list[str] = field(default_factory=list)
     #: series written too noisy to fail a slowdown under 2x: ``label: why``
     blind: list[str] = field(default_factory=list)
+    #: time series written whose noise lies above their tolerance (:func:`beyond_tolerance`):
+    #: ``(label, noise, tolerance)``
+    loose: list[tuple[str, float, float]] = field(default_factory=list)
+    #: how many time series (not peak memory) were written
+    timed: int = 0
 
     def line(self) -> str:
         updated = f"{len(self.changed)} updated"
@@ -51,6 +59,24 @@ class UpdateSummary:
             f"BLIND {line}; record it again on a quiet machine (cudaperf record)"
             for line in self.blind
         ]
+
+    def loose_lines(self, named: int = LOOSE_NAMED) -> list[str]:
+        """Where time series were written moving more than their tolerance: a line that counts
+        them, then the ``named`` widest, one a line, and how many more; none where none did."""
+        if not self.loose:
+            return []
+        widest = sorted(self.loose, key=lambda x: -x[1])
+        lines = [
+            f"cudaperf record: {len(widest)} of {self.timed} time series move between processes "
+            "by more than their tolerance, so a change within that movement reads INCONCLUSIVE; "
+            "record them again on a quiet machine (cudaperf show lists each series' noise):"
+        ]
+        lines += [
+            f"  ±{noise:.0%} (tolerance {t:.0%}) {label}" for label, noise, t in widest[:named]
+        ]
+        if len(widest) > named:
+            lines.append(f"  and {len(widest) - named} more")
+        return lines
 
 
 def _label(key: SeriesKey, series: str) -> str:
@@ -173,6 +199,12 @@ class BaselineStore:
                 why = blindness(entry)
                 if why:
                     summary.blind.append(f"{label}: {why}")
+                summary.timed += entry.metric != "bytes"
+                judged_at = max(
+                    (r.tolerance for r in group if r.tolerance is not None), default=None
+                )
+                if judged_at is not None and beyond_tolerance(entry, judged_at):
+                    summary.loose.append((label, entry.noise, judged_at))
             for key in prune:
                 if entries.pop(key, None) is not None:
                     summary.pruned.append(str(key))

@@ -174,11 +174,13 @@ class FakePytest:
         failing: set[str] = frozenset(),  # type: ignore[assignment]
         rc: int = 0,
         failed_bodies: int = 0,
+        tolerance: float | None = None,
     ):
         self.values = values
         self.failing = failing
         self.rc = rc
         self.failed_bodies = failed_bodies
+        self.tolerance = tolerance
         self.calls: list[list[str]] = []
 
     def __call__(self, args: Sequence[str]) -> int:
@@ -186,7 +188,10 @@ class FakePytest:
         run = len(self.calls) - 1
         out = Path(next(a for a in args if a.startswith("--cudaperf-json=")).split("=", 1)[1])
         items = [
-            (_record(nodeid, values[run]), nodeid not in self.failing)
+            (
+                dataclasses.replace(_record(nodeid, values[run]), tolerance=self.tolerance),
+                nodeid not in self.failing,
+            )
             for nodeid, values in self.values.items()
             if run < len(values)
         ]
@@ -732,8 +737,7 @@ def test_record_and_show_name_a_series_too_noisy_to_fail(
 ) -> None:
     folder = tmp_path / ".cudaperf"
     fake = FakePytest({"t.py::wild": [1.0, 4.0, 1.0], "t.py::calm": [1.0, 1.01, 0.99]})
-    assert main(["record", "--runs", "3", "--baseline-dir", str(folder)], one_by_one(fake)) == 0
-    out = capsys.readouterr().out
+    out = _recorded_thrice(folder, fake, capsys)
     assert (
         "BLIND t.py::wild {time:device/cold}: ±300% (series moves ±300% between processes (3 "
         "recordings)): no slowdown under 4.0x can fail it; record it again on a quiet machine "
@@ -744,6 +748,29 @@ def test_record_and_show_name_a_series_too_noisy_to_fail(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert "±300.00% BLIND" in rows["t.py::wild"]
     assert "BLIND" not in rows["t.py::calm"]
+
+
+def test_record_names_the_series_that_move_more_than_their_tolerance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / ".cudaperf"
+    values = {"t.py::wide": [1.0, 1.2, 0.9], "t.py::calm": [1.0, 1.01, 0.99]}
+    out = _recorded_thrice(folder, FakePytest(values, tolerance=0.05), capsys)
+    assert (
+        "cudaperf record: 1 of 2 time series move between processes by more than their "
+        "tolerance, so a change within that movement reads INCONCLUSIVE; record them again on a "
+        "quiet machine (cudaperf show lists each series' noise):\n"
+        "  ±22% (tolerance 5%) t.py::wide {time:device/cold}\n"
+    ) in out
+    assert "t.py::calm" not in out
+    quiet = _recorded_thrice(folder, FakePytest(values, tolerance=0.25), capsys)
+    assert "time series move between processes" not in quiet
+
+
+def _recorded_thrice(folder: Path, fake: FakePytest, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``cudaperf record --runs 3`` into ``folder`` printed, ``fake`` running its pytest."""
+    assert main(["record", "--runs", "3", "--baseline-dir", str(folder)], one_by_one(fake)) == 0
+    return capsys.readouterr().out
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:

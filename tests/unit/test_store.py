@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -612,3 +613,50 @@ def test_a_series_written_too_noisy_to_fail_is_named(tmp_path: Path) -> None:
     assert summary.notes() == [
         f"BLIND {summary.blind[0]}; record it again on a quiet machine (cudaperf record)"
     ]
+
+
+def test_a_series_recorded_moving_more_than_its_tolerance_is_counted_and_the_widest_named(
+    tmp_path: Path,
+) -> None:
+    def runs(key: str, series: str, *values: float, tolerance: float | None = 0.10) -> list[Record]:
+        return [dataclasses.replace(record(key, v, series), tolerance=tolerance) for v in values]
+
+    summary = BaselineStore.load(tmp_path).replace(
+        "CPU X",
+        [
+            *runs("t.py::wide", "time:device/cold", 1.0, 1.2, 0.9),  # ±22.5% between processes
+            *runs("t.py::wider", "time:device/cold", 1.0, 1.3, 0.9),  # ±30%
+            *runs("t.py::calm", "time:device/cold", 1.0, 1.01, 0.99),
+            *runs("t.py::own", "time:device/cold", 1.0, 1.2, 0.9, tolerance=0.25),
+            *runs("t.py::unknown", "time:device/cold", 1.0, 1.2, 0.9, tolerance=None),
+            *runs("t.py::two", "time:device/cold", 1.0, 1.5),  # two processes: the floor
+            *runs("t.py::blind", "time:device/cold", 1.0, 4.0, 1.0),  # named as BLIND instead
+            *runs("t.py::wall", "time:wall", 1.0, 1.2, 0.9),  # within the wall-time floor
+            *runs("t.py::wall_wide", "time:wall", 1.0, 1.5, 0.8),  # ±52.5%, beyond it
+            peak("t.py::wide", 100),
+            peak("t.py::wide", 300),
+            peak("t.py::wide", 100),
+        ],
+    )
+    assert summary.timed == 9
+    assert sorted(label for label, _, _ in summary.loose) == [
+        "t.py::wall_wide {time:wall}",
+        "t.py::wide {time:device/cold}",
+        "t.py::wider {time:device/cold}",
+    ]
+    assert summary.loose_lines() == [
+        "cudaperf record: 3 of 9 time series move between processes by more than their "
+        "tolerance, so a change within that movement reads INCONCLUSIVE; record them again on a "
+        "quiet machine (cudaperf show lists each series' noise):",
+        "  ±52% (tolerance 10%) t.py::wall_wide {time:wall}",
+        "  ±30% (tolerance 10%) t.py::wider {time:device/cold}",
+        "  ±22% (tolerance 10%) t.py::wide {time:device/cold}",
+    ]
+    assert summary.loose_lines(named=1)[1:] == [
+        "  ±52% (tolerance 10%) t.py::wall_wide {time:wall}",
+        "  and 2 more",
+    ]
+    calm = BaselineStore.load(tmp_path / "calm").replace(
+        "CPU X", runs("t.py::c", "time:wall", 1, 1)
+    )
+    assert calm.loose_lines() == []
