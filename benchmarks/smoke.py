@@ -112,6 +112,7 @@ def uncovered() -> list[str]:
         "public_suites/defaults_table.py",
         "public_suites/tally_waits.py",
         "public_suites/wait_budget.py",
+        "public_suites/second_reading.py",
     }
     runners = {"public_suites/run-on-device.sh", "public_suites/judged-at-defaults.sh"}
     named |= runners if "public_suites" in SMOKES else set()

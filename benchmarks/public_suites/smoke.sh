@@ -5,7 +5,8 @@
 # `cudaperf record` (MODE=record, one run), a judged run (MODE=cudaperf, the fixture served by
 # pytest-cudaperf) that must write its JSON files, and one with plant.py loaded
 # (CUDAPERF_PLANT=3x); then the table of those runs (defaults_table.py), the tally of their waits
-# (tally_waits.py) and their replay against a budget (wait_budget.py). ground_truth.py
+# (tally_waits.py), their replay against a budget (wait_budget.py) and against a second
+# process's reading (second_reading.py). ground_truth.py
 # (MODE=groundtruth) times with CUDA events and has no CPU path: mypy checks it, a GPU runs it.
 #
 #   bash benchmarks/public_suites/smoke.sh OUTDIR
@@ -65,3 +66,8 @@ grep -q "^3 runs: .* waits (" "$OUT/budget.txt" || { cat "$OUT/budget.txt" >&2; 
 # and cut at a few seconds, each longer one leaving its test to the fresh process
 python "$HERE/wait_budget.py" "$OUT/defaults" --defer-after 5 > "$OUT/deferred.txt"
 grep -q "^3 runs: .* waits (.*s saved; " "$OUT/deferred.txt" || { cat "$OUT/deferred.txt" >&2; exit 1; }
+# a rule the plugin does not have, replayed over the same reports: a row for each kind of run
+python "$HERE/second_reading.py" "$OUT/defaults" > "$OUT/second.txt"
+for row in "| defaults, unchanged | 2 | " "| defaults, planted | 1 | "; do
+  grep -qF -- "$row" "$OUT/second.txt" || { cat "$OUT/second.txt" >&2; exit 1; }
+done

@@ -4,6 +4,7 @@ lines the waits themselves leave in a test's details (each way a wait can end, a
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from benchmark_scripts import benchmark_script
 
+from pytest_cudaperf import verdict
 from pytest_cudaperf.run.hoststate import CpuWaited, Waited
 
 
@@ -208,3 +210,81 @@ def test_the_fresh_processes_and_what_they_left_unmeasured_are_read_and_counted(
         "measurements not taken there: N tests were already re-measured in fresh processes in "
         "this one"
     ]
+
+
+def _host_report(path: Path, *tests: tuple[str, str, float, float, str]) -> None:
+    """A JSON report of host-bound verdicts: (test, kind, ratio, CI's low end, message)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    verdict = {"threshold": 0.2, "tolerance": 0.1}
+    path.write_text(
+        json.dumps(
+            {
+                "tests": [
+                    {
+                        "nodeid": nodeid,
+                        "details": [],
+                        "records": [
+                            {
+                                "series": "time:host",
+                                "verdict": {
+                                    **verdict,
+                                    "kind": kind,
+                                    "ratio": ratio,
+                                    "ci": [low, ratio + 0.1],
+                                    "message": message,
+                                },
+                            }
+                        ],
+                    }
+                    for nodeid, kind, ratio, low, message in tests
+                ]
+            }
+        )
+    )
+
+
+def test_an_undecided_slowdown_beyond_its_threshold_is_counted_where_another_run_reads_it_so(
+    tmp_path: Path,
+) -> None:
+    """Against a threshold of 20% and a tolerance of 10%: `a` reads +30% (CI from +15%) in one
+    run and +25% in the other, a candidate seconded; `c` a candidate whose other run read +5%;
+    `b` beyond too but held for the host's state; `d` a regression."""
+    reading = benchmark_script("public_suites/second_reading.py")
+    held = f"inconclusive: … a host-bound slowdown is {reading.HELD[0]} (…)"
+    host = tmp_path / "hs"
+    runs = [
+        [
+            ("a", "inconclusive", 1.30, 1.15),
+            ("c", "inconclusive", 1.30, 1.15),
+            ("d", "pass", 1.0, 0.95),
+        ],
+        [
+            ("a", "inconclusive", 1.25, 1.05),
+            ("c", "pass", 1.05, 0.98),
+            ("d", "regression", 1.5, 1.4),
+        ],
+    ]
+    for i, run in enumerate(runs):
+        _host_report(
+            host / f"serial-unchanged-0-{i}.json",
+            *[(f"t::{name}", kind, ratio, low, "") for name, kind, ratio, low in run],
+            ("t::b", "inconclusive", 1.40, 1.20, held),
+        )
+    _host_report(host / "serial-planted-host:0.25-0.json", ("t::a", "regression", 1.3, 1.25, ""))
+    judged = tmp_path / "kw"
+    _host_report(judged / "unchanged-1" / "report.json", ("t::a", "pass", 1.0, 0.9, ""))
+    _host_report(judged / "planted" / "report.json", ("t::a", "inconclusive", 1.3, 1.15, ""))
+    assert reading.rows([host, judged])[2:] == [
+        "| hs, planted host:0.25 | 1 | 1 | 1 | 0 | 0 (one run: no other) |",
+        "| hs, unchanged | 2 | 8 | 1 | 2 | 1 |",
+        "| kw, unchanged | 1 | 1 | 0 | 0 | 0 (one run: no other) |",
+        "| kw, planted | 1 | 1 | 0 | 1 | 0 (one run: no other) |",
+    ]
+
+
+def test_the_words_of_a_verdict_held_for_the_hosts_state_are_the_plugins() -> None:
+    reading = benchmark_script("public_suites/second_reading.py")
+    source = Path(verdict.__file__).read_text("utf-8").replace("{speed}", "fast")
+    assert reading.HELD[0] in source
+    assert reading.HELD[1] in Waited(False, 29.6, 0.068).describe(0.116)
+    assert reading.HELD[2] in source
