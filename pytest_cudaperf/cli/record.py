@@ -345,7 +345,7 @@ def _write(store: BaselineStore, complete: dict[Where, list[Record]]) -> None:
         for device_class, records in sorted(by_class.items()):
             summary = store.replace(device_class, records)
             print(summary.line())
-            for note in [*summary.notes(), *summary.loose_lines()]:
+            for note in [*summary.notes(), *summary.beyond_tolerance_lines()]:
                 print(note)
     except BaselineError as exc:
         raise CliError(str(exc)) from None

@@ -19,7 +19,7 @@ from pytest_cudaperf.store.format import BaselineError, Entries, dumps_baseline,
 from pytest_cudaperf.store.schema import parse_document, read_file
 
 #: the series moving beyond their tolerance that ``cudaperf record`` names, widest first
-LOOSE_NAMED = 3
+BEYOND_NAMED = 3
 
 
 def slug(device_class: str) -> str:
@@ -40,7 +40,7 @@ class UpdateSummary:
     blind: list[str] = field(default_factory=list)
     #: time series written whose noise lies above their tolerance (:func:`beyond_tolerance`):
     #: ``(label, noise, tolerance)``
-    loose: list[tuple[str, float, float]] = field(default_factory=list)
+    beyond_tolerance: list[tuple[str, float, float]] = field(default_factory=list)
     #: how many time series (not peak memory) were written
     timed: int = 0
 
@@ -60,12 +60,12 @@ class UpdateSummary:
             for line in self.blind
         ]
 
-    def loose_lines(self, named: int = LOOSE_NAMED) -> list[str]:
+    def beyond_tolerance_lines(self, named: int = BEYOND_NAMED) -> list[str]:
         """Where time series were written moving more than their tolerance: a line that counts
         them, then the ``named`` widest, one a line, and how many more; none where none did."""
-        if not self.loose:
+        if not self.beyond_tolerance:
             return []
-        widest = sorted(self.loose, key=lambda x: -x[1])
+        widest = sorted(self.beyond_tolerance, key=lambda x: -x[1])
         lines = [
             f"cudaperf record: {len(widest)} of {self.timed} time series move between processes "
             "by more than their tolerance, so a change within that movement reads INCONCLUSIVE; "
@@ -204,7 +204,7 @@ class BaselineStore:
                     (r.tolerance for r in group if r.tolerance is not None), default=None
                 )
                 if judged_at is not None and beyond_tolerance(entry, judged_at):
-                    summary.loose.append((label, entry.noise, judged_at))
+                    summary.beyond_tolerance.append((label, entry.noise, judged_at))
             for key in prune:
                 if entries.pop(key, None) is not None:
                     summary.pruned.append(str(key))

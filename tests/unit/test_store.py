@@ -639,12 +639,12 @@ def test_a_series_recorded_moving_more_than_its_tolerance_is_counted_and_the_wid
         ],
     )
     assert summary.timed == 9
-    assert sorted(label for label, _, _ in summary.loose) == [
+    assert sorted(label for label, _, _ in summary.beyond_tolerance) == [
         "t.py::wall_wide {time:wall}",
         "t.py::wide {time:device/cold}",
         "t.py::wider {time:device/cold}",
     ]
-    assert summary.loose_lines() == [
+    assert summary.beyond_tolerance_lines() == [
         "cudaperf record: 3 of 9 time series move between processes by more than their "
         "tolerance, so a change within that movement reads INCONCLUSIVE; record them again on a "
         "quiet machine (cudaperf show lists each series' noise):",
@@ -652,11 +652,11 @@ def test_a_series_recorded_moving_more_than_its_tolerance_is_counted_and_the_wid
         "  ±30% (tolerance 10%) t.py::wider {time:device/cold}",
         "  ±22% (tolerance 10%) t.py::wide {time:device/cold}",
     ]
-    assert summary.loose_lines(named=1)[1:] == [
+    assert summary.beyond_tolerance_lines(named=1)[1:] == [
         "  ±52% (tolerance 10%) t.py::wall_wide {time:wall}",
         "  and 2 more",
     ]
     calm = BaselineStore.load(tmp_path / "calm").replace(
         "CPU X", runs("t.py::c", "time:wall", 1, 1)
     )
-    assert calm.loose_lines() == []
+    assert calm.beyond_tolerance_lines() == []
