@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_cudaperf.locks import Hold
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.context import Deferred, Suspect, TestContext, env_key
 from pytest_cudaperf.run.controls import Slowdown, choose, slowdowns
@@ -133,7 +133,7 @@ def defer_host(
     test: TestContext,
     first: JudgedRecord,
     measured: Measurement,
-    lock: Callable[[], AbstractContextManager[object]],
+    lock: Hold,
     probe: Callable[[], float] | None,
 ) -> None:
     """``first`` (of ``measured``), left undecided by the host's state, joins the loop's batch
@@ -146,18 +146,13 @@ def defer_host(
     test.state.details.append(f"{first.key.label()}{DEFERRED}")
 
 
-def _locked(probe: Callable[[], float], suspect: Suspect) -> float:
-    with suspect.lock():
-        return probe()
-
-
 def _wait(suspect: Suspect) -> HostWait | None:
     """The suspect's wait for the host's state (as its measurement's): None without a probe."""
     limit = suspect.test.settings.state_wait
     probe = suspect.probe
     if probe is None or limit <= 0:
         return None
-    return HostWait(lambda: _locked(probe, suspect), limit, spell=suspect.test.run.host_spell)
+    return HostWait(probe, limit, spell=suspect.test.run.host_spell, device=suspect.lock)
 
 
 @dataclass

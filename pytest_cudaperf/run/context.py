@@ -14,7 +14,6 @@ import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from pytest_cudaperf.devices.faults import FaultState, is_sticky_cuda_error
 from pytest_cudaperf.devices.placement import DeviceContext, gpu_skip_reason, worker_index
 from pytest_cudaperf.devices.probe import Probe
 from pytest_cudaperf.keys import SeriesKey
-from pytest_cudaperf.locks import LockRegistry
+from pytest_cudaperf.locks import Hold, LockRegistry
 from pytest_cudaperf.markers import Marks
 from pytest_cudaperf.measure.ceilings import MeasuredCeilings
 from pytest_cudaperf.measure.energy import Resolution
@@ -313,7 +312,7 @@ class Suspect:
     first: JudgedRecord
     measured: Measurement
     env: dict[str, str]
-    lock: Callable[[], AbstractContextManager[object]]
+    lock: Hold
     probe: Callable[[], float] | None = None
     refine: Callable[[JudgedRecord, Measurement], JudgedRecord] | None = None
     awaits_host: bool = False

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from pytest_cudaperf.locks import Hold, free
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.units import format_ms
 
@@ -37,6 +38,8 @@ DEFER_AFTER_S = 5.0
 SPELL_SHARE = 0.5
 #: the limits after which a spell that no wait has met lapses (:class:`Spell`): 2.5 min at 15 s
 SPELL_LAPSE = 10
+#: seconds of a wait spent waiting for the device that its line mentions (:class:`Waited`)
+BUSY_SAID_S = 0.1
 #: the last calls of a measurement, whose launch references say which state the host was in
 #: when the measurement ended (:func:`latest_reference`)
 LATEST_CALLS = 9
@@ -115,21 +118,30 @@ class Spell:
 class Waited:
     """One wait: whether the host came back (ran the reference within ``instability.HOST_MIN``
     of its time at recording), after how long, and the launch reference it last read, on the
-    scale of the reference timed beside each call (ms)."""
+    scale of the reference timed beside each call (ms). ``busy_s``: how long of it the probes
+    waited for the device while other processes measured there; ``cut``: the device was not had
+    in the time left, so the wait ended without reading the host's state then."""
 
     back: bool
     seconds: float
     reference_ms: float
     #: where the wait only looked once (a :class:`Spell`): seconds since the spell began
     spell_s: float | None = None
+    busy_s: float = 0.0
+    cut: bool = False
 
     def describe(self, recorded_ms: float) -> str:
         """One line for the test's details."""
+        busy = (
+            f"; {self.busy_s:.1f} s of the wait went to other processes' measurements on the device"
+            if self.busy_s >= BUSY_SAID_S
+            else ""
+        )
         if self.back:
             return (
                 f"host-bound: waited {self.seconds:.1f} s for the host to run the launch "
                 f"reference as at recording ({format_ms(self.reference_ms)}, "
-                f"{format_ms(recorded_ms)} at recording), then measured again"
+                f"{format_ms(recorded_ms)} at recording), then measured again{busy}"
             )
         ratio = self.reference_ms / recorded_ms
         speed = f"{ratio:.1f}x slower" if ratio > 1 else f"{1 / ratio:.1f}x faster"
@@ -137,15 +149,21 @@ class Waited:
             f"ran the launch reference {speed} than at recording ({format_ms(self.reference_ms)}"
             f", {format_ms(recorded_ms)} at recording)"
         )
+        if self.cut:
+            return (
+                f"host-bound: waited {self.seconds:.1f} s for the host's state, in vain: other "
+                f"processes measured on the device for {self.busy_s:.1f} s of it, to its end; it "
+                f"last {ran}; not judged (--cudaperf-state-wait)"
+            )
         if self.spell_s is not None:
             return (
                 f"host-bound: the host has been in another state since a wait ran out "
                 f"{self.spell_s:.0f} s ago, and a look of {self.seconds:.1f} s found it there: it "
-                f"{ran}; not waited for again, not judged (--cudaperf-state-wait)"
+                f"{ran}; not waited for again, not judged (--cudaperf-state-wait){busy}"
             )
         return (
             f"host-bound: waited {self.seconds:.1f} s for the host's state, in vain: it still "
-            f"{ran}; not judged (--cudaperf-state-wait)"
+            f"{ran}; not judged (--cudaperf-state-wait){busy}"
         )
 
 
@@ -157,10 +175,11 @@ class HostWait:
     after the measurement that met the other state, scales it to the reference beside that
     measurement's last calls (:func:`latest_reference`). A poll starts only where its sleep and a
     probe as long as the longest yet (that first one included) fit before the deadline: a wait
-    ends past its limit only by a probe slower than every one before it (a probe holds the
-    device's lock, so it also waits while another process measures there). Where the host's
-    other state outlasted an earlier wait of this process (``spell``), the wait looks once: one
-    poll. ``ticks`` is a test seam."""
+    ends past its limit only by a probe slower than every one before it. A probe holds the
+    device (``device``, a :class:`pytest_cudaperf.locks.Hold`), which it waits for only within
+    the time left: while other processes measure there past it, the wait ends without reading
+    (:attr:`Waited.cut`). Where the host's other state outlasted an earlier wait of this process
+    (``spell``), the wait looks once: one poll. ``ticks`` is a test seam."""
 
     def __init__(
         self,
@@ -168,6 +187,7 @@ class HostWait:
         limit_s: float,
         ticks: Ticks = time,
         spell: Spell | None = None,
+        device: Hold = free,
     ) -> None:
         self._probe = probe
         self._limit_s = limit_s
@@ -175,6 +195,7 @@ class HostWait:
         self._sleep = ticks.sleep
         self._deadline: float | None = None
         self._spell = spell if spell is not None else Spell()
+        self._device = device
 
     def until_back(
         self, measured_ms: float, recorded_ms: float, within_s: float | None = None
@@ -184,7 +205,9 @@ class HostWait:
         just measured (:func:`latest_reference`); or until the deadline, or ``within_s`` from
         now where that comes first (a wait whose test has somewhere else to be measured: its
         loop's fresh process); or, in a :class:`Spell`, for one poll. A wait cut short by
-        ``within_s`` starts a spell as a whole wait of that length would."""
+        ``within_s`` starts a spell as a whole wait of that length would; one that the device
+        cut (other processes measuring) neither starts nor ends one: it did not read the
+        state."""
         began = self._clock()
         if self._deadline is None:
             self._deadline = began + self._limit_s
@@ -193,25 +216,34 @@ class HostWait:
         once = self._spell.looks_once(began, self._limit_s)
         scale: float | None = None  # read first: right after the measurement, not past the deadline
         now = measured_ms
-        probe_s = 0.0  # the longest probe yet (it may wait for the GPU): a poll must fit it
-        back = polled = False
+        probe_s = busy_s = 0.0  # the longest probe yet (a poll must fit it); the device's waits
+        back = polled = cut = False
         while self._clock() + POLL_S + probe_s <= deadline and not (once and polled):
-            if scale is None:  # timed, and the deadline asked again with its time
+            if scale is not None:
+                polled = True
+                self._sleep(POLL_S)
+            asked = self._clock()
+            room = POLL_S if scale is None else 0.0  # the first reading leaves room for a poll
+            with self._device(max(deadline - asked - probe_s - room, 0.0)) as had:
                 started = self._clock()
-                scale = measured_ms / self._probe()
-                probe_s = self._clock() - started
+                busy_s += started - asked
+                if not had:
+                    cut = True
+                    break
+                reading = self._probe()
+                probe_s = max(probe_s, self._clock() - started)
+            if scale is None:  # timed, and the deadline asked again with its time
+                scale = measured_ms / reading
                 continue
-            polled = True
-            self._sleep(POLL_S)
-            started = self._clock()
-            now = self._probe() * scale
-            probe_s = max(probe_s, self._clock() - started)
+            now = reading * scale
             back = instability.host_ratio(now, recorded_ms) is None
             if back:
                 break
         ended = self._clock()
-        spell_s = self._spell.ended(began, ended, limit_s, back, looked=once and polled)
-        return Waited(back, ended - began, now, spell_s)
+        spell_s = (
+            None if cut else self._spell.ended(began, ended, limit_s, back, looked=once and polled)
+        )
+        return Waited(back, ended - began, now, spell_s, busy_s, cut)
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,14 @@ here, once the path has settled it (:func:`add_time`, :func:`add_peak`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from pytest_cudaperf.keys import SeriesKey
+from pytest_cudaperf.locks import Hold, free
 from pytest_cudaperf.markers import PerfOptions
 from pytest_cudaperf.report.model import FailureKind, JudgedRecord
 from pytest_cudaperf.run.confirm import EXPLAINED, confirm_now, defer_host, defers_host, host_back
@@ -54,8 +53,6 @@ if TYPE_CHECKING:
 #: does the same work in every pass and process (why: docs/decisions.md, "How are the kernels of
 #: calls that draw their work at random judged?")
 REPEAT_KERNELS_ABOVE = 0.025
-
-Lock = Callable[[], AbstractContextManager[object]]
 
 
 class PeakReader(Protocol):
@@ -149,7 +146,7 @@ class Target:
 
     fn: Callable[[], object]
     device: str
-    lock: Lock = contextlib.nullcontext
+    lock: Hold = free
     backends: Backends | None = None
     cache: str = "hot"
     graph: bool = False
@@ -226,12 +223,12 @@ class JudgedMeasurement:
         settings = self.test.settings
         if self.target.probe is None or settings.state_wait <= 0 or settings.update:
             return None
-        return HostWait(self._locked_probe, settings.state_wait, spell=self.test.run.host_spell)
-
-    def _locked_probe(self) -> float:
-        assert self.target.probe is not None
-        with self.target.lock():
-            return self.target.probe()
+        return HostWait(
+            self.target.probe,
+            settings.state_wait,
+            spell=self.test.run.host_spell,
+            device=self.target.lock,
+        )
 
     @property
     def _may_profile(self) -> bool:

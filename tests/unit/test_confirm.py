@@ -443,14 +443,44 @@ def test_a_host_time_says_what_its_kernels_settled_as(tmp_path: Path) -> None:
     assert "kernels regression" not in failure.message
 
 
+def test_a_suspects_wait_for_the_host_takes_its_device_only_within_the_time_left(
+    tmp_path: Path,
+) -> None:
+    """In the fresh process's turn, a suspect's wait probes the host with the device held
+    through the suspect's lock, bounded by what the wait has left."""
+    import contextlib
+    from collections.abc import Iterator
+
+    from pytest_cudaperf.run.confirm import _wait
+    from pytest_cudaperf.run.context import Suspect
+
+    asked: list[float | None] = []
+
+    @contextlib.contextmanager
+    def lock(within_s: float | None = None, /) -> Iterator[bool]:
+        asked.append(within_s)
+        yield False  # other processes measure there to the wait's end
+
+    run = recorded_host_bound(tmp_path)
+    test = TestContext(run, ItemState("t.py::a"), Marks())
+    first = judging.judge_time(test, SeriesKey("t.py::a"), host_bound(6.0, ms=6.0), "GPU X")
+    suspect = Suspect(test, first, host_bound(6.0, ms=6.0), {}, lock, lambda: 0.065)
+    wait = _wait(suspect)
+    assert wait is not None
+    assert wait.until_back(0.130, 0.090).cut
+    (bound,) = asked
+    assert bound is not None
+    assert bound <= test.settings.state_wait
+
+
 def test_the_breakdown_a_host_time_carried_goes_to_its_kernels_where_only_they_regressed(
     tmp_path: Path,
 ) -> None:
     """The host time left undecided by the host's state (6 loops, the reference 2x slower) and
     its kernels +20%, the breakdown's lines said once, under the host time; the fresh process
     reads the host time as recorded: the kernels' verdict takes the lines over."""
-    import contextlib
 
+    from pytest_cudaperf.locks import free
     from pytest_cudaperf.run.confirm import _shown, settle
     from pytest_cudaperf.run.context import Suspect
 
@@ -464,7 +494,7 @@ def test_the_breakdown_a_host_time_carried_goes_to_its_kernels_where_only_they_r
     lines = ("kernels: 0.1 ms -> 0.12 ms per call", "  +0.02 ms  new: spin_kernel (1x per call)")
     add_time(test, dataclasses.replace(undecided, explanation=lines), host_bound(6.0, ms=6.0))
     add_time(test, theirs, kernels(0.12))
-    suspect = Suspect(test, undecided, host_bound(6.0, ms=6.0), {}, contextlib.nullcontext)
+    suspect = Suspect(test, undecided, host_bound(6.0, ms=6.0), {}, free)
     shown = _shown(suspect)
     assert shown is not None
     passed = judging.judge_time(test, key, host_bound(4.0), "GPU X")

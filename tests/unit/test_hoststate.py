@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
@@ -93,9 +94,9 @@ def test_a_host_that_stays_slow_ends_the_wait_at_the_deadline() -> None:
 
 
 def test_a_slow_probe_counts_against_the_deadline() -> None:
-    """A probe that takes 0.6 s (it waits for the GPU another process measures on): a poll
-    starts only where its sleep and a probe as long as the last fit before the deadline, so
-    the wait ends within the limit, not a probe past it."""
+    """A probe that takes 0.6 s (a host slow to launch): a poll starts only where its sleep and
+    a probe as long as the last fit before the deadline, so the wait ends within the limit, not
+    a probe past it."""
     fake = FakeTime()
     readings = probe_of([0.065])
 
@@ -108,6 +109,60 @@ def test_a_slow_probe_counts_against_the_deadline() -> None:
     assert not waited.back
     assert waited.seconds <= 2.0 + 1e-9
     assert fake.slept == [POLL_S]  # 0.6 + 0.5 + 0.6 s, then 0.5 + 0.6 s more would pass 2.0 s
+
+
+class BusyDevice:
+    """A device other processes measure on: a hold waits ``busy_s`` seconds of the fake clock,
+    or the whole bound it is given where that is shorter (then not had). The bounds asked are
+    kept."""
+
+    def __init__(self, fake: FakeTime, busy_s: Iterable[float]) -> None:
+        self.fake, self.busy_s, self.asked = fake, iter(busy_s), list[float | None]()
+
+    @contextlib.contextmanager
+    def __call__(self, within_s: float | None = None, /) -> Iterator[bool]:
+        self.asked.append(within_s)
+        busy = next(self.busy_s, 0.0)
+        had = within_s is None or busy <= within_s
+        self.fake.now += busy if had or within_s is None else within_s
+        yield had
+
+
+def test_a_device_busy_past_the_limit_ends_the_wait_unread_and_starts_no_spell() -> None:
+    """Other processes measure on the device for 1 s, then 3 s: the first reading waits 1 s of
+    a 2 s limit, the poll's hold gets what is left (0.5 s) and gives up there. The wait ends at
+    its limit, says the device was busy, and starts no spell: it did not read the state."""
+    fake, spell = FakeTime(), Spell()
+    device = BusyDevice(fake, [1.0, 3.0])
+    waited = HostWait(probe_of([0.065]), 2.0, fake, spell, device).until_back(0.130, 0.090)
+    assert device.asked == [pytest.approx(2.0 - POLL_S), pytest.approx(2.0 - 1.0 - POLL_S)]
+    assert not waited.back
+    assert waited.cut
+    assert waited.seconds == pytest.approx(2.0)
+    assert waited.busy_s == pytest.approx(1.5)
+    assert spell.since is None
+    assert waited.describe(0.090) == (
+        "host-bound: waited 2.0 s for the host's state, in vain: other processes measured on the "
+        "device for 1.5 s of it, to its end; it last ran the launch reference 1.4x slower than at"
+        " recording (130.00 µs, 90.00 µs at recording); not judged (--cudaperf-state-wait)"
+    )
+
+
+def test_a_device_had_after_a_while_counts_that_while_and_reads_on() -> None:
+    """The device busy for 0.3 s at the first reading: the wait reads on, the host comes back,
+    and its line says how long it waited for the device."""
+    fake = FakeTime()
+    device = BusyDevice(fake, [0.3])
+    wait = HostWait(probe_of([0.065, 0.045]), 15.0, fake, device=device)
+    waited = wait.until_back(0.130, 0.090)
+    assert waited.back
+    assert not waited.cut
+    assert waited.busy_s == pytest.approx(0.3)
+    line = waited.describe(0.090)
+    assert line.startswith("host-bound: waited 0.8 s for the host to run the launch reference")
+    assert line.endswith(
+        "then measured again; 0.3 s of the wait went to other processes' measurements on the device"
+    )
 
 
 def test_a_first_probe_that_leaves_no_room_for_a_poll_ends_the_wait() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1154,9 +1154,9 @@ def test_a_target_measures_on_its_backend_under_its_lock(tmp_path: Path) -> None
     held: list[str] = []
 
     @contextlib.contextmanager
-    def lock() -> Any:
+    def lock(within_s: float | None = None, /) -> Iterator[bool]:
         held.append("locked")
-        yield
+        yield True
 
     backend = CpuBackend(environ={})
     backends = Backends(None, backend)
@@ -1169,6 +1169,33 @@ def test_a_target_measures_on_its_backend_under_its_lock(tmp_path: Path) -> None
     (record,) = test.state.records
     assert record.verdict.kind is Kind.NEW
     assert record.measurement == m
+
+
+def test_a_targets_wait_for_the_host_takes_the_device_only_within_the_time_left(
+    tmp_path: Path,
+) -> None:
+    """The host's state is probed with the device held through the target's lock, bounded by
+    what the wait has left; where other processes hold the device past it, the wait ends there,
+    unread (the lock yields False)."""
+    import contextlib
+
+    from pytest_cudaperf.run.hoststate import POLL_S
+
+    asked: list[float | None] = []
+
+    @contextlib.contextmanager
+    def lock(within_s: float | None = None, /) -> Iterator[bool]:
+        asked.append(within_s)
+        yield False
+
+    target = Target(lambda: None, "cuda:0", lock, probe=lambda: 0.065)
+    wait = JudgedMeasurement(
+        new_test(run_context(tmp_path, state_wait=2.0)), A, target, "GPU X"
+    ).wait
+    assert wait is not None
+    waited = wait.until_back(0.130, 0.090)
+    assert (waited.back, waited.cut) == (False, True)
+    assert asked == [pytest.approx(2.0 - POLL_S, abs=0.1)]
 
 
 class Peaks:

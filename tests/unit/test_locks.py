@@ -86,6 +86,54 @@ def test_a_dead_holder_releases_its_lock(tmp_path: Path) -> None:
     assert time.monotonic() - began < 1.0
 
 
+def _try(folder: Path, within_s: float) -> bool:
+    """Whether another process had the device within ``within_s`` (a bounded hold)."""
+    code = (
+        "import sys; from pathlib import Path; from pytest_cudaperf.locks import LockRegistry\n"
+        "with LockRegistry(Path(sys.argv[1])).get('gpu0').exclusive(float(sys.argv[2])) as had:\n"
+        "    print(had)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(within_s)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return {"True": True, "False": False}[done.stdout.strip()]
+
+
+def test_a_bounded_hold_gives_up_at_its_bound(tmp_path: Path) -> None:
+    other = _hold(tmp_path, "exclusive", 3.0)  # another process measures
+    lock = LockRegistry(tmp_path).get("gpu0")
+    began = time.monotonic()
+    with lock.exclusive(0.3) as had:
+        waited = time.monotonic() - began
+    assert not had
+    assert 0.25 <= waited < 1.5
+    other.kill()
+    other.wait()
+    with lock.exclusive(0.3) as had:  # its holder gone, the device is had at once
+        assert had
+        assert not _try(tmp_path, 0.1)  # and held inside: no other process has it
+    assert _try(tmp_path, 1.0)
+
+
+def test_a_bounded_hold_not_had_keeps_the_shared_hold(tmp_path: Path) -> None:
+    """Shared holders (other tests) keep the device from a bounded hold: not had, the process's
+    own shared hold is taken back, so other processes still cannot hold the device alone."""
+    other = _hold(tmp_path, "shared", 3.0)
+    lock = LockRegistry(tmp_path).get("gpu0")
+    lock.acquire_shared()
+    with lock.exclusive(0.2) as had:
+        assert not had
+    other.kill()
+    other.wait()
+    assert not _try(tmp_path, 0.3)  # our shared hold is back
+    lock.release_shared()
+    assert _try(tmp_path, 1.0)
+
+
 MEASURE = textwrap.dedent("""
     import sys, time
     from pathlib import Path
