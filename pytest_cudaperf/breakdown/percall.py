@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -39,6 +40,25 @@ PAGEABLE_ONLY = (
     "its device work is copies to or from pageable host memory alone, which the host paces "
     "(its host time holds them)"
 )
+
+
+#: why calls have no kernels' time where half or more of them ran no device work of their own
+MOSTLY_IDLE = (
+    "half or more of its calls ran no device work of their own (copies to or from pageable host "
+    "memory, which the host paces, left out): their median has nothing to judge"
+)
+
+
+def _judgeable(times: list[float], paced: bool) -> list[float]:
+    """``times`` (one pass's per-call device work), where they can be judged: raises
+    BreakdownUnavailable where no call ran any work but copies the host paces (``paced``: such
+    copies ran, :data:`PAGEABLE_ONLY`), or where half or more of the calls ran none
+    (:data:`MOSTLY_IDLE`: a median of zero, against which no change is a ratio)."""
+    if times and not any(times) and paced:
+        raise BreakdownUnavailable(PAGEABLE_ONLY)
+    if times and statistics.median(times) <= 0:
+        raise BreakdownUnavailable(MOSTLY_IDLE)
+    return times
 
 
 def host_paced(ev: Any) -> bool:
@@ -194,7 +214,8 @@ def kernel_times(
     median), else by a call timed first. The calls draw the same random numbers in every
     process and every pass (:func:`seeding.same_draws`). Copies to or from pageable host memory
     do not count (:func:`host_paced`). Raises BreakdownUnavailable when the profiler cannot run
-    here, or where such copies were all the calls' device work (:data:`PAGEABLE_ONLY`)."""
+    here, where such copies were all the calls' device work (:data:`PAGEABLE_ONLY`), or where
+    half or more of the calls ran none (:data:`MOSTLY_IDLE`)."""
     import torch
 
     dev = torch.device(device)
@@ -210,10 +231,8 @@ def kernel_times(
         calls = max(3, min(calls, int(KERNEL_PASS_BUDGET_S / max(each_s, 1e-9))))
     torch.cuda.synchronize(index)
     alone = device_only_times(torch, fn, index, calls)
-    if alone is not None:
-        if not any(alone):  # a pass that read no work turns itself off: these were copies
-            raise BreakdownUnavailable(PAGEABLE_ONLY)
-        return alone
+    if alone is not None:  # a pass that read no work turns itself off: these were copies
+        return _judgeable(alone, paced=True)
     try:
         with same_draws(index), _profiler(torch, True) as prof:
             for _ in range(calls):
@@ -224,10 +243,5 @@ def kernel_times(
     except (RuntimeError, AssertionError) as exc:
         raise profiler_failed(exc) from exc
     times = per_call_device_us(events, index)
-    if (
-        times
-        and not any(times)
-        and any(host_paced(ev) for ev in events if _device_type(ev) != "CPU")
-    ):
-        raise BreakdownUnavailable(PAGEABLE_ONLY)
-    return [us / 1e3 for us in times]
+    paced = any(host_paced(ev) for ev in events if _device_type(ev) != "CPU")
+    return [us / 1e3 for us in _judgeable(times, paced)]

@@ -448,8 +448,8 @@ class JudgedMeasurement:
         return self.confirm_fresh(record, found)
 
     def _kernel_pass(self, each_ms: float | None = None) -> Measurement | str:
-        """The kernels' time of the profiled calls (two passes where the first is imprecise), or
-        why there is none."""
+        """The kernels' time of the profiled calls (two passes where the first is imprecise; the
+        first alone where the second lost a call or read no work), or why there is none."""
         from pytest_cudaperf.breakdown.model import BreakdownUnavailable
         from pytest_cudaperf.breakdown.percall import kernel_times
         from pytest_cudaperf.measure.measurement import kernels_measured, kernels_of_passes
@@ -462,7 +462,10 @@ class JudgedMeasurement:
                 first = kernels_measured(times, device)
                 if first is None or first.rel_halfwidth <= REPEAT_KERNELS_ABOVE:
                     return first or "the profiler saw no call"
-                again = kernel_times(fn, device, len(times), exact=True)
+                try:
+                    again = kernel_times(fn, device, len(times), exact=True)
+                except BreakdownUnavailable:  # the second pass read no work: the first alone
+                    return first
         except BreakdownUnavailable as exc:
             return str(exc)
         if len(again) != len(times):  # the profiler lost a call's range: the first pass alone

@@ -1036,13 +1036,11 @@ def test_a_copy_through_pageable_memory_is_told_from_other_copies_by_its_name() 
     assert [percall.host_paced(span(name, 0, 1)) for name in device + kernels] == [False] * 4
 
 
-@pytest.mark.parametrize("device_only", [True, False])
-def test_calls_whose_device_work_is_pageable_copies_alone_have_no_kernels_time(
-    monkeypatch: pytest.MonkeyPatch, device_only: bool
+def fake_kernel_pass(
+    monkeypatch: pytest.MonkeyPatch, events: list[FakeEvent], alone: list[list[float] | None]
 ) -> None:
-    """Read by a device-only pass or by ranges, calls that ran only copies through pageable
-    host memory have no kernels' time (it would be the host's pace); one kernel beside the
-    copies is a kernels' time, the copies left out."""
+    """:func:`percall.kernel_times` with its profiles replaced: the ranged one reads ``events``,
+    the device-only one ``alone[0]`` (None: it cannot run)."""
     torch = pytest.importorskip("torch")
     from contextlib import nullcontext
 
@@ -1050,17 +1048,54 @@ def test_calls_whose_device_work_is_pageable_copies_alone_have_no_kernels_time(
     monkeypatch.setattr(percall, "_profiler_active", lambda torch: False)
     monkeypatch.setattr(percall, "_profiler", lambda *args, **kw: nullcontext())
     monkeypatch.setattr(percall, "same_draws", lambda index: nullcontext())
+    monkeypatch.setattr(percall, "profiled_events", lambda prof, ops: events)
+    monkeypatch.setattr(percall, "device_only_times", lambda *args: alone[0])
+
+
+@pytest.mark.parametrize("device_only", [True, False])
+def test_calls_whose_device_work_is_pageable_copies_alone_have_no_kernels_time(
+    monkeypatch: pytest.MonkeyPatch, device_only: bool
+) -> None:
+    """Read by a device-only pass or by ranges, calls that ran only copies through pageable
+    host memory have no kernels' time (it would be the host's pace); one kernel beside the
+    copies is a kernels' time, the copies left out."""
     cuda = "DeviceType.CUDA"
     copy = FakeEvent("Memcpy HtoD (Pageable -> Device)", 10, 50, device_type=cuda)
     events = [FakeEvent(capture.CALL_RANGE, 0, 100, is_user_annotation=True), copy]
-    monkeypatch.setattr(percall, "profiled_events", lambda prof, ops: events)
-    alone = [0.0] if device_only else None
-    monkeypatch.setattr(percall, "device_only_times", lambda *args: alone)
+    alone: list[list[float] | None] = [[0.0] if device_only else None]
+    fake_kernel_pass(monkeypatch, events, alone)
     with pytest.raises(model.BreakdownUnavailable, match="pageable host memory alone"):
         percall.kernel_times(lambda: None, "cuda:0", calls=1, exact=True)
     events.append(FakeEvent("k", 60, 64, device_type=cuda))
-    alone = [0.004] if device_only else None
+    alone[0] = [0.004] if device_only else None
     assert percall.kernel_times(lambda: None, "cuda:0", calls=1, exact=True) == [0.004]
+
+
+@pytest.mark.parametrize("device_only", [True, False])
+def test_calls_half_of_which_ran_no_device_work_have_no_kernels_time(
+    monkeypatch: pytest.MonkeyPatch, device_only: bool
+) -> None:
+    """Three calls of which only the first ran a kernel of its own (8 µs; the others copies
+    through pageable memory, or nothing): a median of zero, against which no change is a
+    ratio, is no kernels' time (an H200 run divided by it, 2026-11-29). Two of three with a
+    kernel have one."""
+    cuda = "DeviceType.CUDA"
+    calls = [
+        FakeEvent(capture.CALL_RANGE, 100 * i, 100 * i + 90, is_user_annotation=True)
+        for i in range(3)
+    ]
+    events = [*calls, FakeEvent("k", 10, 18, device_type=cuda)]
+    alone: list[list[float] | None] = [[0.008, 0.0, 0.0] if device_only else None]
+    fake_kernel_pass(monkeypatch, events, alone)
+    with pytest.raises(model.BreakdownUnavailable, match="half or more of its calls"):
+        percall.kernel_times(lambda: None, "cuda:0", calls=3, exact=True)
+    events.append(FakeEvent("k", 110, 118, device_type=cuda))
+    alone[0] = [0.008, 0.008, 0.0] if device_only else None
+    assert percall.kernel_times(lambda: None, "cuda:0", calls=3, exact=True) == [
+        pytest.approx(0.008),
+        pytest.approx(0.008),
+        0.0,
+    ]
 
 
 def test_device_only_passes_stop_for_the_process_once_one_reads_a_kernel_outside(

@@ -1047,6 +1047,35 @@ def test_kernels_that_differ_call_to_call_are_profiled_again_and_judged_by_the_p
     assert "not confirmed in a fresh process" in found[0].verdict.message
 
 
+def test_a_second_kernels_pass_that_reads_no_work_leaves_the_first_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls that differ call to call are profiled again; where that pass reads no work of
+    their own (the profiler raised), the first pass is the kernels' time, not an error."""
+    from pytest_cudaperf.breakdown import percall
+    from pytest_cudaperf.breakdown.model import BreakdownUnavailable
+
+    drawn = [0.05, 0.35, 0.12, 0.30, 0.08, 0.20, 0.25, 0.10, 0.15, 0.33]
+    passes: list[bool] = []
+
+    def kernel_times(
+        fn: object, device: str, calls: int = 10, exact: bool = False, each_s: float | None = None
+    ) -> list[float]:
+        passes.append(exact)
+        if exact:
+            raise BreakdownUnavailable(percall.MOSTLY_IDLE)
+        return drawn[:calls]
+
+    monkeypatch.setattr(percall, "kernel_times", kernel_times)
+    test = new_test(run_context(tmp_path))
+    found = JudgedMeasurement(test, A, Target(lambda: None, "cuda:0"), "GPU X").kernels()
+    assert found is not None
+    record, m = found
+    assert passes == [False, True]
+    assert (m.n, m.seeded_passes) == (10, 1)
+    assert record.verdict.kind is Kind.NEW
+
+
 def test_the_kernels_pass_is_sized_by_the_measured_calls_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
