@@ -100,7 +100,8 @@ def hold(path: Path) -> int:
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """Hold ``path`` (created if missing) exclusively across processes while inside. The one
-    file-lock wrapper of the package (baselines.py still has its own ``locked``: to move here)."""
+    file-lock wrapper of the package (the baseline folder's, ``store.files.locked``, is built on
+    it)."""
     fd = hold(path)
     try:
         yield
