@@ -134,6 +134,32 @@ def test_a_bounded_hold_not_had_keeps_the_shared_hold(tmp_path: Path) -> None:
     assert _try(tmp_path, 1.0)
 
 
+def test_a_wait_for_the_host_ends_at_its_limit_while_another_process_measures(
+    tmp_path: Path,
+) -> None:
+    """A wait for the host's state of 1 s, its probes holding the device through the lock, while
+    another process measures there for 3 s: it ends at its limit, unread, and says so."""
+    from pytest_cudaperf.run.hoststate import HostWait
+
+    other = _hold(tmp_path, "exclusive", 3.0)
+    lock = LockRegistry(tmp_path).get("gpu0")
+    read: list[float] = []
+
+    def probe() -> float:
+        read.append(0.065)
+        return 0.065
+
+    wait = HostWait(probe, 1.0, device=lock.exclusive)
+    began = time.monotonic()
+    waited = wait.until_back(0.130, 0.090)
+    took = time.monotonic() - began
+    other.kill()
+    other.wait()
+    assert (waited.back, waited.cut, read) == (False, True, [])
+    assert 0.4 <= took <= 1.0
+    assert "other processes measured on the device" in waited.describe(0.090)
+
+
 MEASURE = textwrap.dedent("""
     import sys, time
     from pathlib import Path
