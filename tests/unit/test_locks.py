@@ -104,13 +104,13 @@ def _try(folder: Path, within_s: float) -> bool:
 
 
 def test_a_bounded_hold_gives_up_at_its_bound(tmp_path: Path) -> None:
-    other = _hold(tmp_path, "exclusive", 3.0)  # another process measures
+    other = _hold(tmp_path, "exclusive", 30.0)  # another process measures
     lock = LockRegistry(tmp_path).get("gpu0")
     began = time.monotonic()
     with lock.exclusive(0.3) as had:
         waited = time.monotonic() - began
     assert not had
-    assert 0.25 <= waited < 1.5
+    assert 0.25 <= waited < 5.0  # its bound, not the other's 30 s
     other.kill()
     other.wait()
     with lock.exclusive(0.3) as had:  # its holder gone, the device is had at once
@@ -122,7 +122,7 @@ def test_a_bounded_hold_gives_up_at_its_bound(tmp_path: Path) -> None:
 def test_a_bounded_hold_not_had_keeps_the_shared_hold(tmp_path: Path) -> None:
     """Shared holders (other tests) keep the device from a bounded hold: not had, the process's
     own shared hold is taken back, so other processes still cannot hold the device alone."""
-    other = _hold(tmp_path, "shared", 3.0)
+    other = _hold(tmp_path, "shared", 30.0)
     lock = LockRegistry(tmp_path).get("gpu0")
     lock.acquire_shared()
     with lock.exclusive(0.2) as had:
@@ -138,10 +138,10 @@ def test_a_wait_for_the_host_ends_at_its_limit_while_another_process_measures(
     tmp_path: Path,
 ) -> None:
     """A wait for the host's state of 1 s, its probes holding the device through the lock, while
-    another process measures there for 3 s: it ends at its limit, unread, and says so."""
+    another process measures there for 30 s: it ends at its limit, unread, and says so."""
     from pytest_cudaperf.run.hoststate import HostWait
 
-    other = _hold(tmp_path, "exclusive", 3.0)
+    other = _hold(tmp_path, "exclusive", 30.0)
     lock = LockRegistry(tmp_path).get("gpu0")
     read: list[float] = []
 
@@ -156,7 +156,7 @@ def test_a_wait_for_the_host_ends_at_its_limit_while_another_process_measures(
     other.kill()
     other.wait()
     assert (waited.back, waited.cut, read) == (False, True, [])
-    assert 0.4 <= took <= 1.0
+    assert 0.4 <= took < 5.0  # its limit, not the other's 30 s (slack for a loaded machine)
     assert "other processes measured on the device" in waited.describe(0.090)
 
 
