@@ -18,6 +18,6 @@ fi
 } | tee "$OUT/gpu-env.txt"
 # A test still running after 300 s writes every thread's stack; an inner run's tests write theirs
 # after 150 s, and an inner run still going after 240 s is killed, its test failing with them.
-python3 -m pytest tests -m gpu --cudaperf-require-gpu -p no:cacheprovider -rA -v -o faulthandler_timeout=300 \
-  --junitxml="$OUT/gpu-junit.xml" "$@" 2>&1 | tee "$OUT/gpu-suite.log" | tail -120
+python3 -m pytest tests -m gpu --cudaperf-require-gpu -p no:cacheprovider -rA -v --durations=25 -o faulthandler_timeout=300 \
+  --junitxml="$OUT/gpu-junit.xml" "$@" 2>&1 | tee "$OUT/gpu-suite.log" | tail -150
 exit "${PIPESTATUS[0]}"
