@@ -14,7 +14,9 @@
 and one planted (3x) run, a short measurement budget: the whole pipeline in seconds, its folder
 one that ``rejudge.py`` and ``fresh_tally.py`` can read.
 
-Failures are counted from the JUnit XML; verdict kinds and medians come from the JSON report
+Failures are counted from the JUnit XML, which also names the tests that failed on an exception
+rather than on a verdict (``junit_errors``: the table lists them); verdict kinds and medians come
+from the JSON report
 through ``read_report`` (which knows the report's layout) and ``series_kinds`` (through the
 plugin's own reader). The
 realised change of a planted test-run is its median over the median of that test's unchanged
@@ -29,6 +31,7 @@ import argparse
 import importlib.metadata
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -130,6 +133,29 @@ def junit_failures(path: Path) -> dict[str, bool]:
         bad = case.find("failure") is not None or case.find("error") is not None
         failed[key] = failed.get(key, False) or bad
     return failed
+
+
+#: a JUnit failure message that is an exception's (``ZeroDivisionError: float division by zero``),
+#: not a verdict's (``perf regression: …``)
+EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b")
+
+
+def junit_errors(path: Path) -> dict[str, str]:
+    """'classname::name' -> the first line of the message of a test that failed on an exception
+    (an ``error`` element, or a ``failure`` whose message names one: :data:`EXCEPTION`), from a
+    JUnit XML file. Such a test has no verdict in the report, so the verdict tables miss it."""
+    found: dict[str, str] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        key = f"{case.get('classname', '')}::{case.get('name', '')}"
+        for tag in ("error", "failure"):
+            element = case.find(tag)
+            if element is None:
+                continue
+            message = (element.get("message") or "").strip().splitlines()
+            first = message[0] if message else tag
+            if tag == "error" or EXCEPTION.match(first):
+                found.setdefault(key, first)
+    return found
 
 
 def junit_key(nodeid: str) -> str:
@@ -273,6 +299,7 @@ class Driver:
         rc, wall = self.call(cmd, extra, self.out / f"{tag}.log")
         results = read_report(report) if report.exists() else {}
         failed = junit_failures(junit) if junit.exists() else {}
+        errors = junit_errors(junit) if junit.exists() else {}
         run = {
             "mode": mode,
             "phase": phase,
@@ -282,6 +309,7 @@ class Driver:
             "wall_s": round(wall, 2),
             "tests": len(failed),
             "failed": sum(failed.values()),
+            "errors": errors,
         }
         self.runs.append(run)
         with (self.out / "runs.jsonl").open("a") as f:
@@ -428,7 +456,13 @@ class Table:
                         f"| {mode} | {plant} | {label} | {len(sel)} | {caught} "
                         f"({caught / len(sel):.0%}) | {inc} | {big_txt} |"
                     )
-        lines += ["", "## Per test (serial): unchanged median, realised change per plant", ""]
+        lines += self.errors()
+        lines += self.per_test()
+        return "\n".join(lines) + "\n"
+
+    def per_test(self) -> list[str]:
+        """Each serial test's unchanged median, and its realised change and catches per plant."""
+        lines = ["", "## Per test (serial): unchanged median, realised change per plant", ""]
         ref = self.unchanged("serial")
         plants = list(dict.fromkeys(r["plant"] for r in self.rows if r["phase"] == "planted"))
         lines.append(
@@ -456,7 +490,22 @@ class Table:
                 f"| `{nodeid}` | {ref[nodeid]:.4g} ms | "
                 f"{sum(1 for r in un if r['failed'])}/{len(un)} | " + " | ".join(cells) + " |"
             )
-        return "\n".join(lines) + "\n"
+        return lines
+
+    def errors(self) -> list[str]:
+        """The tests that failed on an exception, not a verdict, in any run: how often, by mode
+        and plant, with the first message each met."""
+        seen: dict[tuple[str, str, str], list[str]] = {}
+        for run in self.runs:
+            for test, message in run.get("errors", {}).items():
+                seen.setdefault((run["mode"], run["plant"] or "—", test), []).append(message)
+        lines = ["", "## Tests that failed on an exception, not a verdict", ""]
+        if not seen:
+            return [*lines, "none"]
+        lines += ["| mode | plant | test | runs | first message |", "|---|---|---|---|---|"]
+        for (mode, plant, test), messages in sorted(seen.items()):
+            lines.append(f"| {mode} | {plant} | `{test}` | {len(messages)} | {messages[0][:100]} |")
+        return lines
 
 
 def main() -> None:

@@ -25,6 +25,8 @@ def test_every_way_a_wait_ends_is_read_from_its_line() -> None:
         CpuWaited(True, 2.0).describe(),
         CpuWaited(False, 30.0, "2 other processes").describe(),
         "callable synchronizes inside: timed on the host in reference loops, its kernels apart",
+        Waited(True, 0.8, 0.11, busy_s=0.3).describe(0.12),  # the device busy a while
+        Waited(False, 5.0, 0.068, busy_s=4.5, cut=True).describe(0.116),  # busy to its end
     ]
     assert table.waits(details) == [
         ("back", 1.5),
@@ -32,6 +34,8 @@ def test_every_way_a_wait_ends_is_read_from_its_line() -> None:
         ("looked once", 0.5),
         ("back", 2.0),
         ("in vain", 30.0),
+        ("back", 0.8),
+        ("in vain", 5.0),
     ]
 
 
