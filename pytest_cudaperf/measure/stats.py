@@ -124,14 +124,35 @@ def repeated_median(
     1 of the per-call ratios' median CI (second / first) and of the ratio of the passes'
     medians, taken as a ratio either way: ``median / (1 + h)`` to ``median * (1 + h)``, so that
     passes which disagree wildly (tiny kernels whose per-call ratios reach 5x) widen it without
-    ever taking its low end to zero or below."""
+    ever taking its low end to zero or below. A call in which one pass read no work and the
+    other some counts as :data:`DISAGREE` apart; a pass whose median call read none raises
+    ValueError (nothing to take a ratio of: the caller has no kernels' time then)."""
     if len(first) != len(second) or not first:
         raise ValueError("need two passes of equally many calls")
+    medians = summarize(first).median, summarize(second).median
+    if min(medians) <= 0:
+        raise ValueError("a pass whose median call ran no work has no ratio to the other")
     pooled = summarize([*first, *second]).median
-    _, low, high = paired_ratio(second, first)
-    passes = summarize(second).median / summarize(first).median
+    ratios = [_call_ratio(b, a) for a, b in zip(first, second, strict=True)]
+    low, high = summarize(ratios).ci
+    passes = medians[1] / medians[0]
     half = max(abs(low - 1), abs(high - 1), abs(passes - 1)) / 2
     return pooled, (pooled / (1 + half), pooled * (1 + half))
+
+
+#: the ratio a call counts as where one pass read work in it and the other none
+#: (:func:`repeated_median`): as far apart as two passes can be, and finite
+DISAGREE = 1e3
+
+
+def _call_ratio(second: float, first: float) -> float:
+    """One call's second pass over its first: 1 where neither read work, :data:`DISAGREE` (or
+    its inverse) where only one did."""
+    if first > 0 and second > 0:
+        return second / first
+    if first <= 0 and second <= 0:
+        return 1.0
+    return DISAGREE if second > 0 else 1 / DISAGREE
 
 
 def precise_enough(summary: Summary, target: float, min_samples: int) -> bool:

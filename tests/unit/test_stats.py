@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 import pytest
 
@@ -96,3 +99,23 @@ def test_two_passes_over_the_same_calls_are_as_precise_as_they_agree() -> None:
     assert high / median == pytest.approx(median / low)
     with pytest.raises(ValueError, match="equally many calls"):
         stats.repeated_median(first, first[:-1])
+
+
+def test_two_passes_with_calls_that_read_no_work_never_divide_by_zero() -> None:
+    """A call read as no work in a pass (a copy through pageable memory, or a call whose kernels
+    a profile missed): where both passes agree it is no change; where one read work there it is
+    as far apart as passes can be, which widens the CI, finite and warning-free (a run with
+    ``-W error`` would fail on numpy's division warning). A pass whose median call read no work
+    has no ratio at all."""
+    first = [0.01, 0.0, 0.02, 0.015, 0.0, 0.012, 0.011]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        median, (low, high) = stats.repeated_median(first, list(first))
+        assert (low, high) == pytest.approx((median, median))
+        second = [0.01, 0.0, 0.02, 0.0, 0.013, 0.012, 0.011]  # two calls disagree
+        median, (low, high) = stats.repeated_median(first, second)
+    assert math.isfinite(low)
+    assert math.isfinite(high)
+    assert 0 < low < median < high
+    with pytest.raises(ValueError, match="no work"):
+        stats.repeated_median([0.0, 0.0, 0.01], [0.0, 0.0, 0.01])
