@@ -106,6 +106,56 @@ def test_update_compare_regress_update_cycle(
     assert timed["value"] > 10.0  # ms: the new level (10 x 2 ms), the old one dropped
 
 
+WARNED = """
+import os, time
+import pytest
+
+SLOW = float(os.environ.get("SLOW", "1"))
+
+@pytest.mark.perf
+def test_marked():
+    time.sleep(0.003 * SLOW)
+
+def test_timer(cuda_timer):
+    cuda_timer(lambda: time.sleep(0.002 * SLOW))
+
+def test_bench(benchmark):
+    benchmark(lambda: time.sleep(0.002 * SLOW))
+
+def test_pedantic(benchmark):
+    benchmark.pedantic(lambda: time.sleep(0.002 * SLOW), setup=lambda: None, rounds=10)
+
+@pytest.mark.no_leak
+def test_leak_checked():
+    [1] * 10
+
+def test_guarded(memory_guard):
+    with memory_guard():
+        [1] * 10
+"""
+
+
+def test_a_suite_that_turns_warnings_into_errors_is_measured_and_judged(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``-W error`` (a suite's ``filterwarnings = error``), every CPU entry point records,
+    judges and fails a planted 10x slowdown without a warning of the plugin's own turning into an
+    error: the regressions are the only failures."""
+    pytester.makepyfile(test_warned=WARNED)
+    strict = [*FAST, "-W", "error", "--cudaperf-benchmark"]
+    pytester.runpytest(*strict, "--cudaperf-update").assert_outcomes(passed=6)
+    pytester.runpytest(*strict).assert_outcomes(passed=6)
+    monkeypatch.setenv("SLOW", "10")  # why 10x, one round, no fresh process: the cycle above
+    slowed = pytester.runpytest(
+        *strict, "--cudaperf-json=out.json", "--cudaperf-confirm-process=off", "--cudaperf-rounds=1"
+    )
+    report = json.loads((pytester.path / "out.json").read_text())
+    failed = {t["nodeid"].split("::")[1] for t in report["tests"] if t["failures"]}
+    assert failed == {"test_marked", "test_timer", "test_bench", "test_pedantic"}
+    slowed.assert_outcomes(passed=2, failed=4)
+    assert "Warning" not in slowed.stdout.str()
+
+
 def test_missing_baseline_is_new_and_strict_fails(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_sleepers=SLEEPERS)
     result = pytester.runpytest(*FAST)
