@@ -231,7 +231,7 @@ def kernel_times(
         calls = max(3, min(calls, int(KERNEL_PASS_BUDGET_S / max(each_s, 1e-9))))
     torch.cuda.synchronize(index)
     alone = device_only_times(torch, fn, index, calls)
-    if alone is not None:  # a pass that read no work turns itself off: these were copies
+    if alone is not None:  # it reads kernels alone: calls with no work ran copies, if anything
         return _judgeable(alone, paced=True)
     try:
         with same_draws(index), _profiler(torch, True) as prof:

@@ -9,8 +9,9 @@ run their inner pytest in the test's process (tests/conftest.py says why); on th
 Memory outside torch's allocator is read device-wide (the device's used memory less torch's
 reserved), so any other process on the GPU moves it: under ``scripts/gpu-suite.sh -n 3`` the raw
 ``cudaMalloc`` must-flag test read no growth in two of the whole suite's runs (H200, 2026-11-28
-and 2026-11-29). A test that asserts how long its run waits must not wait for another's
-measurement either. Every GPU test holds the suite's lock shared; a test marked ``gpu_alone``
+and 2026-11-29). A test whose wait for the host's state must read that state must not meet
+another's measurement either: its probe gives up on a device held to the wait's end. Every GPU
+test holds the suite's lock shared; a test marked ``gpu_alone``
 holds it alone, after the tests of the other workers that hold it end and before any other starts.
 """
 
@@ -34,8 +35,9 @@ INNER_RUN_LIMIT_S = 240
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "gpu_alone: a GPU test that reads the GPU device-wide, or asserts how long its run waits"
-        " (for the device's lock too): no other GPU test runs",
+        "gpu_alone: a GPU test that reads the GPU device-wide, or whose wait must read the host's"
+        " state (other tests' measurements could hold the device through it): no other GPU test"
+        " runs",
     )
 
 
