@@ -10,9 +10,16 @@ Memory outside torch's allocator is read device-wide (the device's used memory l
 reserved), so any other process on the GPU moves it: under ``scripts/gpu-suite.sh -n 3`` the raw
 ``cudaMalloc`` must-flag test read no growth in two of the whole suite's runs (H200, 2026-11-28
 and 2026-11-29). A test whose wait for the host's state must read that state must not meet
-another's measurement either: its probe gives up on a device held to the wait's end. Every GPU
-test holds the suite's lock shared; a test marked ``gpu_alone``
-holds it alone, after the tests of the other workers that hold it end and before any other starts.
+another's measurement either: its probe gives up on a device held to the wait's end. Nor must a
+test whose spell of the host's other state must last from one of its tests to the next (it
+lapses after ten waits' limits, 20 s at the test's 2 s, and in the whole suite its second test
+waited in full, as after a lapse, while other tests measured on the device), nor one whose
+verdicts read a planted host slowdown against a single recording (the whole suite's load moved
+the host's speed 1.4x between that recording and the judged run): both failed so in the whole
+suite under ``-n 3``, and passed alone and under ``-n 3`` among the host-bound tests alone
+(H200, 2026-11-29).
+Every GPU test holds the suite's lock shared; a test marked ``gpu_alone`` holds it alone, after
+the tests of the other workers that hold it end and before any other starts.
 """
 
 from __future__ import annotations
@@ -35,9 +42,9 @@ INNER_RUN_LIMIT_S = 240
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "gpu_alone: a GPU test that reads the GPU device-wide, or whose wait must read the host's"
-        " state (other tests' measurements could hold the device through it): no other GPU test"
-        " runs",
+        "gpu_alone: a GPU test that reads the GPU device-wide, or whose waits must read the"
+        " host's state, or whose verdicts read the host's speed against one recording (other"
+        " tests' measurements and load move both): no other GPU test runs",
     )
 
 

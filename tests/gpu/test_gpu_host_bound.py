@@ -196,6 +196,7 @@ def test_a_change_read_in_another_host_state_waits_for_the_host(
     assert any("measured in a fresh process" in d for d in test["details"])
 
 
+@pytest.mark.gpu_alone  # its spell lapses in 20 s: others' measurements can hold it longer
 def test_a_state_that_outlasted_a_wait_makes_the_next_test_look_once(
     pytester: pytest.Pytester,
 ) -> None:
@@ -382,6 +383,7 @@ def test_flip(cuda_timer, cuda_device):
 """
 
 
+@pytest.mark.gpu_alone  # read against one recording: the whole suite moves the host's speed
 def test_a_host_bound_regression_the_fresh_process_shows_a_passed_test_too_is_withdrawn(
     pytester: pytest.Pytester,
 ) -> None:
