@@ -135,9 +135,9 @@ def junit_failures(path: Path) -> dict[str, bool]:
     return failed
 
 
-#: a JUnit failure message that is an exception's (``ZeroDivisionError: float division by zero``),
-#: not a verdict's (``perf regression: …``)
-EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b")
+#: a JUnit failure message that is an exception's (``ZeroDivisionError: float division by zero``,
+#: or a warning that ``-W error`` raised), not a verdict's (``perf regression: …``)
+EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b")
 
 
 def junit_errors(path: Path) -> dict[str, str]:

@@ -16,6 +16,9 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 </testcase>
 <testcase classname="test_sync" name="test_op[flip]">
 <error message="failed on setup with &quot;KeyError: 'x'&quot;">setup</error></testcase>
+<testcase classname="test_sync" name="test_op[cutmix]">
+<failure message="DeprecationWarning: RandomCutMixV2 currently uses the old lambda">tb</failure>
+</testcase>
 <testcase classname="test_sync" name="test_op[mixup]"/>
 </testsuite></testsuites>
 """
@@ -29,6 +32,8 @@ def test_the_tests_that_failed_on_an_exception_are_named_apart(tmp_path: Path) -
     assert errors == {
         "test_sync::test_op[tolist]": "ZeroDivisionError: float division by zero",
         "test_sync::test_op[flip]": "failed on setup with \"KeyError: 'x'\"",
+        # a library's warning that the run's -W error turned into an exception
+        "test_sync::test_op[cutmix]": "DeprecationWarning: RandomCutMixV2 currently uses the old lambda",
     }
     runs = [
         {"mode": "serial", "phase": "planted", "plant": "host:0.25", "errors": errors},
@@ -40,5 +45,5 @@ def test_the_tests_that_failed_on_an_exception_are_named_apart(tmp_path: Path) -
         "| serial | host:0.25 | `test_sync::test_op[tolist]` | 1 | ZeroDivisionError: float "
         "division by zero |" in lines
     )
-    assert len([line for line in lines if line.startswith("| serial |")]) == 2
+    assert len([line for line in lines if line.startswith("| serial |")]) == 3
     assert suite.Table([], runs[1:], 0.0, 0.0).errors()[-1] == "none"
