@@ -17,9 +17,9 @@ waited in full, as after a lapse, while other tests measured on the device), nor
 verdicts read a planted host slowdown against a single recording (the whole suite's load moved
 the host's speed 1.4x between that recording and the judged run): both failed so in the whole
 suite under ``-n 3``, and passed alone and under ``-n 3`` among the host-bound tests alone
-(H200, 2026-11-29).
-Every GPU test holds the suite's lock shared; a test marked ``gpu_alone`` holds it alone, after
-the tests of the other workers that hold it end and before any other starts.
+(H200, 2026-11-29). Every GPU test holds the suite's lock shared; a test marked ``gpu_alone``
+holds it alone, after the tests of the other workers that hold it end and before any other
+starts.
 """
 
 from __future__ import annotations
