@@ -13,7 +13,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pytest_cudaperf.units import parse_capability, parse_fraction, parse_seconds, parse_size
+from pytest_cudaperf.units import (
+    MAX_ROUNDS,
+    parse_capability,
+    parse_fraction,
+    parse_seconds,
+    parse_size,
+)
 
 
 class MarkerError(ValueError):
@@ -91,6 +97,22 @@ def _int_at_least(minimum: int) -> Callable[[Any], int]:
     return parse
 
 
+def _rounds(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROUNDS:
+        raise ValueError(f"expected an integer from 1 to {MAX_ROUNDS}, got {value!r}")
+    return value
+
+
+def ordered_times(min_time: float | None, max_time: float | None) -> None:
+    """A ValueError (the words after ``min_time``) where a measurement's least time lies beyond
+    its budget: the budget would win, and the least time be silently dropped."""
+    if min_time is not None and max_time is not None and min_time > max_time:
+        raise ValueError(
+            f"{min_time:g} s is more than max_time ({max_time:g} s), the budget that ends the "
+            "measurement"
+        )
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected True or False, got {value!r}")
@@ -148,7 +170,7 @@ def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's argu
     is the least fraction of the measured ceiling of the call's bound (speed of light),
     `max_joules` the most energy per call (CUDA, NVML). Without cuda_timer the whole test
     function is re-run and timed."""
-    return PerfOptions(
+    options = PerfOptions(
         max_ms=checked("max_ms", max_ms, _positive_number),
         tolerance=checked("tolerance", tolerance, parse_fraction),
         cache=checked("cache", cache, _cache),
@@ -158,13 +180,15 @@ def perf(  # noqa: PLR0913 - a marker spec: its parameters are the marker's argu
         max_time=checked("max_time", max_time, parse_seconds),
         min_speedup=checked("min_speedup", min_speedup, _positive_number),
         max_peak=checked("max_peak", max_peak, parse_size),
-        rounds=checked("rounds", rounds, _int_at_least(1)),
+        rounds=checked("rounds", rounds, _rounds),
         max_recompiles=checked("max_recompiles", max_recompiles, _int_at_least(0)),
         flops=checked("flops", flops, _positive_number),
         nbytes=checked("bytes", bytes, parse_size),
         min_peak=checked("min_peak", min_peak, _peak_fraction),
         max_joules=checked("max_joules", max_joules, _positive_number),
     )
+    checked("min_time", options.min_time, lambda least: ordered_times(least, options.max_time))
+    return options
 
 
 def no_leak(  # noqa: PLR0913 - a marker spec: its parameters are the marker's arguments

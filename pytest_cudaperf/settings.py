@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_cudaperf.seeding import written
-from pytest_cudaperf.units import parse_fraction, parse_seconds
+from pytest_cudaperf.units import MAX_ROUNDS, parse_fraction, parse_seconds
 
 
 class SettingError(ValueError):
@@ -65,14 +65,37 @@ def parse_round_of(text: str) -> int:
     return value
 
 
+#: the most intra-op threads ``--cudaperf-cpu-threads`` takes (more are a typo: torch would
+#: start them all, or overflow a C int)
+MAX_THREADS = 4096
+
+#: the largest seed NumPy's global generator takes
+MAX_SEED = 2**32 - 1
+
+
 def parse_threads(text: str) -> int:
-    """A thread count >= 1, or ``auto`` (0: leave torch's own setting)."""
+    """A thread count from 1 to :data:`MAX_THREADS`, or ``auto`` (0, as a child's environment
+    writes it: leave torch's own setting)."""
     if text.strip().lower() in ("auto", "0"):
         return 0
     try:
-        return parse_count(text)
+        value = parse_count(text)
     except ValueError:
-        raise ValueError(f"expected a whole number >= 1 or auto, got {text!r}") from None
+        value = 0
+    if not 1 <= value <= MAX_THREADS:
+        raise ValueError(f"expected a whole number from 1 to {MAX_THREADS}, or auto, got {text!r}")
+    return value
+
+
+def parse_rounds(text: str) -> int:
+    """A round count from 1 to :data:`pytest_cudaperf.units.MAX_ROUNDS`."""
+    try:
+        value = parse_count(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_ROUNDS:
+        raise ValueError(f"expected a whole number from 1 to {MAX_ROUNDS}, got {text!r}")
+    return value
 
 
 def parse_wait(text: str) -> float:
@@ -86,15 +109,16 @@ def parse_wait(text: str) -> float:
 
 
 def parse_seed(text: str) -> int | None:
-    """A seed: a whole number >= 0, or ``off`` (None: the generators left alone)."""
+    """A seed: a whole number from 0 to :data:`MAX_SEED`, or ``off`` (None: the generators left
+    alone)."""
     if text.strip().lower() == "off":
         return None
     try:
         value = int(text.strip())
     except ValueError:
         value = -1
-    if value < 0:
-        raise ValueError(f"expected a whole number >= 0 or off, got {text!r}")
+    if not 0 <= value <= MAX_SEED:
+        raise ValueError(f"expected a whole number from 0 to {MAX_SEED}, or off, got {text!r}")
     return value
 
 
@@ -314,8 +338,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "rounds",
         "independent rounds per measurement, pooled; the median's CI covers every round's "
-        "median (default: 3)",
-        parse_count,
+        "median (default: 3; at most 100)",
+        parse_rounds,
         3,
         metavar="N",
     ),

@@ -40,6 +40,10 @@ LOOPS = "loops"
 #: percentages above this are refused as typos (a tolerance of 1000% judges nothing)
 MAX_PERCENT = 1000.0
 
+#: rounds of one measurement above this are refused as typos: each round takes a few calls at
+#: least, whatever its share of the time budget, so a million rounds would run for hours
+MAX_ROUNDS = 100
+
 
 def _suggest_percent(value: float) -> str:
     return f"{value:g}%"

@@ -160,11 +160,17 @@ class RunContext:
         problem = target_problem(url) if url else None  # its scheme, the driver
         if problem:
             found.append(f"--cudaperf-history: {problem}")
+        taken: dict[Path, str] = {}  # each output's file, by the first option that names it
         for option, given in targets:
-            why = unwritable(self.output_dir / given) if given else None
+            if not given:
+                continue
+            path = self.output_dir / given
+            why = unwritable(path)
             if why:
-                path = self.output_dir / str(given)
                 found.append(f"{option}: {path} {why}; point {option} at a writable file")
+            elif clash := self._not_an_output(path, taken.get(path.resolve())):
+                found.append(f"{option}: {path} {clash}")
+            taken.setdefault(path.resolve(), option)
         for option, path in (others or {}).items():
             why = unwritable(path)
             if why:
@@ -178,6 +184,19 @@ class RunContext:
                     "writable folder, or choose another with --cudaperf-baseline-dir"
                 )
         return found
+
+    def _not_an_output(self, path: Path, also: str | None) -> str | None:
+        """Why ``path`` may not take an output, and what to do, where the run's own files
+        forbid it: another option (``also``) writes it, or it is a ``.json`` file in the
+        baseline folder, whose ``.json`` files are all read as baselines."""
+        if also:
+            return f"is {also}'s file as well; give each output a file of its own"
+        if path.resolve().parent == self.baseline_dir and path.suffix == ".json":
+            return (
+                "lies in the baseline folder, whose .json files are read as baselines; write it "
+                "outside that folder"
+            )
+        return None
 
     @property
     def probe(self) -> Probe:

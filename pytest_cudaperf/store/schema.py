@@ -91,6 +91,11 @@ def parse_document(path: Path, document: Any) -> tuple[str, Entries]:
     if not isinstance(document, dict):
         kind = type(document).__name__
         raise BaselineError(f"{path}: expected a JSON object at the top, got {kind}")
+    if "entries" not in document and isinstance(document.get("tests"), list):
+        raise BaselineError(
+            f"{path}: a --cudaperf-json report, not a baseline file; move it out of the "
+            "baseline folder"
+        )
     schema = document.get("schema")
     while schema != SCHEMA:
         if isinstance(schema, int) and not isinstance(schema, bool) and schema in MIGRATIONS:
@@ -112,6 +117,11 @@ def read_file(path: Path) -> tuple[str, Entries]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:  # saved as UTF-16 by an editor or a shell's redirection
+        raise BaselineError(
+            f"{path}: not valid JSON (not UTF-8: {exc.reason} at byte {exc.start}); save it as "
+            "UTF-8, or delete it and run pytest --cudaperf-update"
+        ) from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -383,11 +383,18 @@ def test_regions_are_recorded(pytester: pytest.Pytester, mode: list[str]) -> Non
     pytester.makepyfile("""
         import time
 
+        import pytest
+
         def test_loop(cuda_timer):
             for _ in range(12):
                 with cuda_timer.region("step"):
                     time.sleep(0.001)
             assert cuda_timer.result("step").n == 12
+            with pytest.raises(ValueError) as info:
+                cuda_timer.result("stpe")
+            assert str(info.value) == (
+                "cuda_timer.result: no region named str 'stpe' (regions: 'step')"
+            )
     """)
     result = pytester.runpytest(*mode, "--cudaperf-json=out.json")
     result.assert_outcomes(passed=1)

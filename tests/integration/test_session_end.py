@@ -101,6 +101,16 @@ def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
             "ERROR: --cudaperf-history: */notes.txt/hist.db cannot be created: *",
         ),
         (
+            ["--cudaperf-json=.cudaperf/run.json"],
+            "ERROR: --cudaperf-json: */.cudaperf/run.json lies in the baseline folder, whose "
+            ".json files are read as baselines; write it outside that folder",
+        ),
+        (
+            ["--cudaperf-json=r.json", "--cudaperf-html=r.json"],
+            "ERROR: --cudaperf-html: */r.json is --cudaperf-json's file as well; give each "
+            "output a file of its own",
+        ),
+        (
             ["GITHUB_STEP_SUMMARY=notes.txt/summary.md"],
             "ERROR: GITHUB_STEP_SUMMARY: notes.txt/summary.md cannot be created: notes.txt is a "
             "file, not a folder; set GITHUB_STEP_SUMMARY to a writable file",
@@ -113,6 +123,8 @@ def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
         "json-in-proc",
         "junitxml",
         "history",
+        "json-in-baselines",
+        "one-file-twice",
         "step-summary",
     ],
 )

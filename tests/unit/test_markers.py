@@ -52,7 +52,16 @@ def test_no_leak_parsing() -> None:
         ("perf", (), {"max_ms": "5"}, "max_ms: expected a positive number, got '5'"),
         ("perf", (), {"maxms": 5}, "@pytest.mark.perf: unknown argument 'maxms' (did you mean"),
         ("perf", (), {"cache": "warm"}, "cache: expected 'cold' or 'hot'"),
-        ("perf", (), {"rounds": 0}, "rounds: expected an integer >= 1, got 0"),
+        ("perf", (), {"rounds": 0}, "rounds: expected an integer from 1 to 100, got 0"),
+        # a typo that would run for hours: each round takes a few calls whatever its share
+        ("perf", (), {"rounds": 10**6}, "rounds: expected an integer from 1 to 100, got 1000000"),
+        (
+            "perf",
+            (),
+            {"min_time": 1, "max_time": 0.01},
+            "@pytest.mark.perf: min_time: 1 s is more than max_time (0.01 s), the budget that "
+            "ends the measurement",
+        ),
         ("perf", (), {"max_recompiles": -1}, "max_recompiles: expected an integer >= 0, got -1"),
         ("perf", (), {"min_peak": "150%"}, "min_peak: expected a fraction in (0, 1]"),
         ("perf", (), {"min_peak": "fast"}, "min_peak: "),

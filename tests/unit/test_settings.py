@@ -73,11 +73,26 @@ def test_remeasure_is_auto_or_off() -> None:
 def test_rounds_is_a_whole_number_of_at_least_one() -> None:
     assert resolve(FakeConfig(), {}, "x").rounds == 3
     assert resolve(FakeConfig(ini={"cudaperf_rounds": "1"}), {}, "x").rounds == 1
-    for bad in ("0", "two", "1.5"):
+    assert resolve(FakeConfig({"cudaperf_rounds": "100"}), {}, "x").rounds == 100
+    for bad in ("0", "two", "1.5", "101", "1000000"):
         with pytest.raises(SettingError) as excinfo:
             resolve(FakeConfig({"cudaperf_rounds": bad}), {}, "x")
         assert str(excinfo.value) == (
-            f"--cudaperf-rounds: expected a whole number >= 1, got {bad!r} (from the command line)"
+            f"--cudaperf-rounds: expected a whole number from 1 to 100, got {bad!r} "
+            "(from the command line)"
+        )
+
+
+def test_cpu_threads_are_a_thread_count_or_auto() -> None:
+    assert resolve(FakeConfig(), {}, "x").cpu_threads == 1
+    assert resolve(FakeConfig({"cudaperf_cpu_threads": "auto"}), {}, "x").cpu_threads == 0
+    assert resolve(FakeConfig({"cudaperf_cpu_threads": "4096"}), {}, "x").cpu_threads == 4096
+    for bad in ("-1", "two", "4097", "3000000000"):  # torch would start them, or overflow
+        with pytest.raises(SettingError) as excinfo:
+            resolve(FakeConfig({"cudaperf_cpu_threads": bad}), {}, "x")
+        assert str(excinfo.value) == (
+            f"--cudaperf-cpu-threads: expected a whole number from 1 to 4096, or auto, got "
+            f"{bad!r} (from the command line)"
         )
 
 
@@ -121,11 +136,12 @@ def test_the_seed_takes_a_whole_number_or_off() -> None:
     assert resolve(FakeConfig(), {}, "x").seed == 0
     assert resolve(FakeConfig({"cudaperf_seed": "1234"}), {}, "x").seed == 1234
     assert resolve(FakeConfig(), {"PYTEST_CUDAPERF_SEED": "off"}, "x").seed is None
-    for bad in ("-1", "1.5", "random"):
+    assert resolve(FakeConfig({"cudaperf_seed": "4294967295"}), {}, "x").seed == 2**32 - 1
+    for bad in ("-1", "1.5", "random", "4294967296"):  # NumPy's generator takes 32 bits
         with pytest.raises(SettingError) as excinfo:
             resolve(FakeConfig(ini={"cudaperf_seed": bad}), {}, "pytest.ini")
         assert str(excinfo.value) == (
-            f"--cudaperf-seed: expected a whole number >= 0 or off, got {bad!r} "
+            f"--cudaperf-seed: expected a whole number from 0 to 4294967295, or off, got {bad!r} "
             "(from pytest.ini [cudaperf_seed])"
         )
 

@@ -292,11 +292,18 @@ GOOD = {"unit": "ms", "value": 1.0, "noise": 0.01, "n": 10, "env": {}}
         ('{"schema": 99, "device_class": "x", "entries": {}}', "schema 99 was written by a newer"),
         ('{"schema": "1", "device_class": "x", "entries": {}}', "unknown schema '1'"),
         ('{"schema": 2, "device_class": "x"}', "expected 'device_class' (string) and 'entries'"),
+        # a file saved as UTF-16 (an editor, PowerShell's >)
+        (b"\xff\xfe{\x00}\x00", "not valid JSON (not UTF-8: invalid start byte at byte 0)"),
+        # a report written into the folder (--cudaperf-json=.cudaperf/run.json)
+        ('{"schema": 4, "tests": []}', "a --cudaperf-json report, not a baseline file; move it"),
     ],
 )
-def test_strict_reading_names_the_file(tmp_path: Path, content: str, message: str) -> None:
+def test_strict_reading_names_the_file(tmp_path: Path, content: str | bytes, message: str) -> None:
     path = tmp_path / "cpu.json"
-    path.write_text(content)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
     with pytest.raises(BaselineError) as excinfo:
         read_file(path)
     assert str(excinfo.value).startswith(f"{path}: ")

@@ -59,6 +59,14 @@ def test_a_long_value_is_shortened() -> None:
             TypeError,
             "cuda_timer: max_time must be seconds, got bool",
         ),
+        (
+            {"times": {"min_time": 2, "max_time": 0.05}},
+            ValueError,
+            "cuda_timer: min_time 2 s is more than max_time (0.05 s), the budget that ends the "
+            "measurement",
+        ),
+        ({"name": 5}, TypeError, "cuda_timer: name must be a non-empty string, got int 5"),
+        ({"name": ""}, ValueError, "cuda_timer: name must be a non-empty string, got str ''"),
     ],
 )
 def test_bad_options_are_one_line_errors(
