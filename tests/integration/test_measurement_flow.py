@@ -432,7 +432,9 @@ def test_rounds_from_the_option_and_the_marker(pytester: pytest.Pytester) -> Non
     assert rounds["test_one_round"] == []  # the marker overrides it
     bad = pytester.runpytest("--cudaperf-rounds=0")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["ERROR: --cudaperf-rounds: expected a whole number >= 1, got '0'*"])
+    bad.stderr.fnmatch_lines(
+        ["ERROR: --cudaperf-rounds: expected a whole number from 1 to 100, got '0'*"]
+    )
 
 
 def test_the_report_counts_tests_that_failed_by_themselves(

@@ -104,5 +104,7 @@ def test_a_seed_other_than_a_whole_number_is_a_usage_error(pytester: pytest.Pyte
     result = pytester.runpytest(*FAST, "--cudaperf-seed=-1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--cudaperf-seed: expected a whole number >= 0 or off, got '-1' (from the command line)*"]
+        [
+            "*--cudaperf-seed: expected a whole number from 0 to 4294967295, or off, got '-1' (from the command line)*"
+        ]
     )
