@@ -49,6 +49,13 @@ from pytest_cudaperf.signals import Terminated, sigterm_raises
 from pytest_cudaperf.units import parse_fraction, parse_seconds
 
 
+def _folder(text: str) -> Path:
+    """A folder argument: a path, not an empty string (which would read as the current one)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder, got an empty string")
+    return Path(text)
+
+
 def _ab_request(args: argparse.Namespace) -> Request:
     command = args.command
     try:
@@ -145,7 +152,7 @@ def parser() -> argparse.ArgumentParser:
     record.add_argument("--runs", type=int, default=5, help="pytest processes (default: 5)")
     record.add_argument(
         "--baseline-dir",
-        type=Path,
+        type=_folder,
         default=None,
         help="the folder the baselines are written to (default: .cudaperf)",
     )

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -113,6 +114,8 @@ def commits_between(repo: Path, good: str, bad: str, first_parent: bool) -> tupl
     )
     if known.returncode != 0:
         raise SideError(f"the good commit {good[:9]} is not an ancestor of the bad one {bad[:9]}")
+    if good == bad:
+        raise SideError(f"--good and --bad are the same commit ({good[:9]}): nothing to bisect")
     how = ["--first-parent"] if first_parent else ["--topo-order", "--ancestry-path"]
     return commit_range(good, git(repo, "rev-list", "--reverse", *how, f"{good}..{bad}"))
 
@@ -171,6 +174,26 @@ class _EndFailedError(Exception):
     pass
 
 
+#: what ``--series`` names: a kind and what of it (``time:device``, ``memory:peak``)
+SERIES_FORM = re.compile(r"^(time|memory):[\w.-]+$")
+
+
+def _not_measured(
+    result: AbResult | None, tests: Collection[str], series: str | None, bad: str
+) -> str:
+    """Why the first step decides nothing: where both sides ran, no series it is asked about
+    was measured on both (the series each had are named); else the bad commit's run failed."""
+    if result is None or result.failed_side or result.failed_tests.get("head"):
+        return f"the bad commit {bad[:9]} cannot be measured: nothing to bisect"
+    had = sorted({c.series for c in result.compared if not tests or c.key.nodeid in tests})
+    what = f"series {series}" if series else "time series"
+    of = f" of {', '.join(sorted(tests))}" if tests else ""
+    return (
+        f"no {what}{of} was measured on both sides (they measured "
+        f"{', '.join(had) or 'none'}): nothing to bisect; --series chooses one"
+    )
+
+
 def cmd_bisect(
     request: BisectRequest, runner: Runner = run_side, say: Callable[[str], None] = print
 ) -> int:
@@ -178,6 +201,11 @@ def cmd_bisect(
         check(replace(request.ab, base=request.good or "good"))
     except CliError as exc:
         raise CliError(f"bisect: {str(exc).removeprefix('ab: ')}") from None
+    if request.series is not None and not SERIES_FORM.match(request.series):
+        raise CliError(
+            "bisect: --series: expected a series such as time:device, time:host or memory:peak, "
+            f"got {request.series!r}"
+        )
     chosen = _range(request)
     try:
         return _bisect(request, chosen, runner, say)
@@ -207,7 +235,7 @@ def _bisect(
         return ENDS_FAILED_EXIT
     found = concerned(result, bisector.tests, request.series) if result else []
     if mark is Mark.SKIP:
-        say(f"cudaperf bisect: the bad commit {bad[:9]} cannot be measured: nothing to bisect")
+        say(f"cudaperf bisect: {_not_measured(result, bisector.tests, request.series, bad)}")
         return ENDS_FAILED_EXIT
     if mark is Mark.UNDECIDED:
         say(

@@ -12,6 +12,14 @@ from pytest_cudaperf.store.format import Entries, dumps_baseline, to_document
 
 
 def cmd_merge(out: Path, inputs: Sequence[Path]) -> int:
+    """Merge ``inputs`` into ``out``. One input merged into another file that exists is
+    refused before anything is read: it reads as ``cudaperf merge SHARD1 SHARD2``, which would
+    overwrite the first shard with the second."""
+    if len(inputs) == 1 and out.exists() and out.resolve() != inputs[0].resolve():
+        raise CliError(
+            f"merge: {out} exists and would be overwritten by {inputs[0]} alone: the first file "
+            "named is the one written (cudaperf merge MERGED INPUT...)"
+        )
     sources = loaded(inputs)
     baselines = [s for s in sources if isinstance(s, Baseline)]
     reports = [s for s in sources if isinstance(s, Report)]

@@ -291,9 +291,7 @@ def cmd_record(
     interruption goes on up after they are written; with fewer, nothing is written
     (:func:`_stopped`; why: docs/decisions.md, "What does an interrupted update keep?")."""
     args = [a for a in pytest_args if a != "--"]
-    for bad in ("--cudaperf-json", "--cudaperf-prune", "--cudaperf-update"):
-        if any(a == bad or a.startswith(bad + "=") for a in args):
-            raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
+    _check_arguments(args, baseline_dir)
     if baseline_dir is not None:  # one argument: pytest takes a bare existing path for a
         # test path when it looks for the rootdir, and the folder exists from the second run on
         args.append(f"--cudaperf-baseline-dir={baseline_dir}")
@@ -349,6 +347,27 @@ def _write(store: BaselineStore, complete: dict[Where, list[Record]]) -> None:
                 print(note)
     except BaselineError as exc:
         raise CliError(str(exc)) from None
+
+
+def _check_arguments(args: Sequence[str], baseline_dir: Path | None) -> None:
+    """The pytest arguments ``record`` cannot run with, refused before any run: its own
+    options, those that would record nothing, a second name for the baseline folder."""
+    for bad in ("--cudaperf-json", "--cudaperf-prune", "--cudaperf-update"):
+        if _given(args, bad):
+            raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
+    for bad in ("--cudaperf-disable", "--collect-only", "--co"):
+        if _given(args, bad):
+            raise CliError(f"record: {bad} in the pytest arguments would record nothing")
+    if baseline_dir is not None and _given(args, "--cudaperf-baseline-dir"):
+        raise CliError(
+            "record: --baseline-dir and --cudaperf-baseline-dir in the pytest arguments both "
+            "name the folder: give one"
+        )
+
+
+def _given(args: Sequence[str], option: str) -> bool:
+    """Whether ``option`` is among the pytest arguments, alone or as ``option=value``."""
+    return any(a == option or a.startswith(option + "=") for a in args)
 
 
 def _check_folder(folder: Path | None, what: str) -> None:

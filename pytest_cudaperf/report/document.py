@@ -201,6 +201,8 @@ class Report:
     @classmethod
     def from_json(cls, data: Json, where: str = "report") -> Report:
         d = to_object(data, where)
+        if "entries" in d and "tests" not in d:  # a baseline's schema may be a report's too
+            raise ReportError(f"{where}: a baseline file, not a --cudaperf-json report")
         schema = d.get("schema")
         if isinstance(schema, int) and schema > SCHEMA:
             raise ReportError(

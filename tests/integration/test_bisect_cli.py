@@ -241,6 +241,8 @@ def test_bad_input_is_one_line_before_anything_runs(
     assert _bisect(repo, runner, "--good", shas[2], "--bad", shas[0]) == 2
     assert _bisect(repo, runner, "--history", "missing.sqlite", "--test", LIGHT) == 2
     assert _bisect(repo, runner, "--good", shas[0], "--bad", shas[2], "--pairs", "1") == 2
+    assert _bisect(repo, runner, "--good", shas[1], "--bad", shas[1]) == 2
+    assert _bisect(repo, runner, "--good", shas[0], "--bad", shas[2], "--series", "wall") == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "cudaperf: bisect: give --good REV and --bad REV, or --history DB --test NODEID",
@@ -249,8 +251,26 @@ def test_bad_input_is_one_line_before_anything_runs(
         f"{shas[0][:9]}",
         "cudaperf: bisect: --history: missing.sqlite: no such history file",
         "cudaperf: bisect: --pairs must be at least 3, got 1",
+        f"cudaperf: bisect: --good and --bad are the same commit ({shas[1][:9]}): nothing to "
+        "bisect",
+        "cudaperf: bisect: --series: expected a series such as time:device, time:host or "
+        "memory:peak, got 'wall'",
     ]
     assert runner.calls == 0
+
+
+def test_a_series_the_tests_do_not_have_is_named_with_the_ones_they_have(
+    inside: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first step measures no such series on either side: the message says which series
+    the tests have, not that the bad commit cannot be measured."""
+    repo, shas = _repository(inside, 3, slow_at=None)
+    args = ["--good", shas[0], "--bad", shas[2], "--series", "time:device", *KNOBS, "--", LIGHT]
+    assert _bisect(repo, CheckedOutCode(), *args) == 3
+    assert (
+        "cudaperf bisect: no series time:device was measured on both sides (they measured "
+        "time:wall): nothing to bisect; --series chooses one"
+    ) in capsys.readouterr().out
 
 
 def test_a_merge_is_one_commit_on_the_first_parent_line(tmp_path: Path) -> None:

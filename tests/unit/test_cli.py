@@ -143,6 +143,21 @@ def test_merge_reports_and_baselines(tmp_path: Path) -> None:
     assert sorted(document["entries"]) == ["t.py::a", "t.py::c"]
 
 
+def test_merge_of_two_shards_without_the_merged_file_overwrites_neither(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _report(tmp_path / "a.json", "t.py::a", 1.0)
+    b = _report(tmp_path / "b.json", "t.py::b", 2.0)
+    before = a.read_text()
+    assert main(["merge", str(a), str(b)]) == 2
+    assert capsys.readouterr().err == (
+        f"cudaperf: merge: {a} exists and would be overwritten by {b} alone: the first file "
+        "named is the one written (cudaperf merge MERGED INPUT...)\n"
+    )
+    assert a.read_text() == before
+    assert main(["merge", str(tmp_path / "copy.json"), str(b)]) == 0  # a new file: a copy
+
+
 def test_bad_files_give_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{oops")
@@ -370,6 +385,20 @@ def test_record_refuses_its_own_options_and_bad_runs(
     assert main(["record", "--", "--cudaperf-update"], one_by_one(fake)) == 2
     assert "leave --cudaperf-update out" in capsys.readouterr().err
     assert main(["record", "--runs", "0"], one_by_one(fake)) == 2
+    capsys.readouterr()
+    for nothing in ("--cudaperf-disable", "--collect-only", "--co"):  # 0 series, exit 0 before
+        assert main(["record", "--", nothing], one_by_one(fake)) == 2
+        assert capsys.readouterr().err == (
+            f"cudaperf: record: {nothing} in the pytest arguments would record nothing\n"
+        )
+    both = ["record", "--baseline-dir", "a", "--", "--cudaperf-baseline-dir=b"]
+    assert main(both, one_by_one(fake)) == 2
+    assert "--baseline-dir and --cudaperf-baseline-dir in the pytest arguments both" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):  # argparse's usage error, exit 2
+        main(["record", "--baseline-dir", ""], one_by_one(fake))
+    assert "expected a folder, got an empty string" in capsys.readouterr().err
     assert fake.calls == []
 
 

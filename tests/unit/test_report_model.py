@@ -198,6 +198,14 @@ def test_reading_is_strict_and_says_where(change: object, message: str) -> None:
         Report.from_json(document)
 
 
+def test_a_baseline_file_is_named_as_such_not_read_as_an_empty_report() -> None:
+    """``cudaperf history ingest`` of a baseline file added a run of no series."""
+    baseline = {"schema": 2, "device_class": "cpu", "entries": {}}
+    with pytest.raises(ReportError) as excinfo:
+        Report.from_json(baseline, "base.json")
+    assert str(excinfo.value) == "base.json: a baseline file, not a --cudaperf-json report"
+
+
 def test_a_record_alone_round_trips_and_is_strict() -> None:
     rec = dataclasses.replace(_record("inner"), breakdown={"k": 1}, tolerance=0.02)
     data = json.loads(json.dumps(record_to_json(rec)))
