@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -298,14 +298,18 @@ def cuda_timer(request: pytest.FixtureRequest, cuda_device: Any) -> Timer:
 
 
 @pytest.fixture
-def memory_guard(request: pytest.FixtureRequest) -> MemoryGuard:
+def memory_guard(request: pytest.FixtureRequest) -> Iterator[MemoryGuard]:
     """with memory_guard(max_peak=None, leak_tolerance=0, pinned=True, outside_torch=False)
     as g: checks a block for leaks and peak memory (g.peak_bytes, g.leaked_bytes);
     memory_guard.check(fn, *args) repeats fn."""
     from pytest_cudaperf.fixtures.guard import MemoryGuard
 
     test = context_of(request.node)
-    return MemoryGuard(test, test.memory_device_type)
+    guard = MemoryGuard(test, test.memory_device_type)
+    yield guard
+    unused = guard.unused()
+    if unused:
+        pytest.fail(unused, pytrace=False)
 
 
 @pytest.fixture

@@ -58,6 +58,46 @@ def test_no_leak_and_memory_guard(pytester: pytest.Pytester, mode: list[str]) ->
     result.stdout.fnmatch_lines(["LEAKED *test_appends_to_module_list - leak: *"])
 
 
+def test_a_guard_used_wrongly_fails_its_test_with_one_line(pytester: pytest.Pytester) -> None:
+    """Called without ``with`` (it checked nothing), a block run twice, ``g.peak_bytes`` read
+    from the call, a ``pinned`` that is not a boolean: each fails its test with one line."""
+    pytester.makepyfile("""
+        import torch
+
+        def test_without_with(memory_guard):
+            memory_guard(max_peak=1)
+            torch.ones(1 << 18)
+
+        def test_twice(memory_guard):
+            block = memory_guard()
+            with block:
+                pass
+            with block:
+                pass
+
+        def test_read_from_the_call(memory_guard):
+            memory_guard().peak_bytes
+
+        def test_pinned_not_a_boolean(memory_guard):
+            with memory_guard(pinned="no"):
+                pass
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=3, errors=1)  # the first fails after its body
+    result.stdout.fnmatch_lines_random(
+        [
+            "memory_guard(...) was called without `with`: it checked nothing — write "
+            "`with memory_guard(...) as g:` around the block",
+            "memory_guard: this guard's block ran already; call memory_guard(...) again for "
+            "another block",
+            "memory_guard: peak_bytes is read from the guard a `with` block gives: "
+            "`with memory_guard(...) as g:` then g.peak_bytes",
+            "memory_guard: pinned: expected True or False, got 'no'",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
 def test_pinned_batch_on_cpu(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import pytest

@@ -13,6 +13,7 @@ import pytest
 from pytest_cudaperf.benchcompat.marker import BenchmarkMark
 from pytest_cudaperf.benchcompat.options import BenchmarkOptions
 from pytest_cudaperf.fixtures import benchmark as served
+from pytest_cudaperf.fixtures.arguments import ArgumentError
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.settings import Settings
 
@@ -115,15 +116,30 @@ def test_pedantic_needs_callables(kwargs: dict[str, object], message: str) -> No
             TypeError,
             "Can't use `args` or `kwargs` if `setup` returns the arguments.",
         ),
+        (
+            {"args": 5},
+            TypeError,
+            "benchmark.pedantic: args must be a tuple, got int 5 — args=(x,) for one argument",
+        ),
+        ({"kwargs": [1]}, TypeError, "benchmark.pedantic: kwargs must be a dict, got list [1]"),
+        (
+            {"setup": lambda: 5},
+            TypeError,
+            "benchmark.pedantic: setup must return None or (args, kwargs), got int 5",
+        ),
     ],
 )
 def test_pedantic_checks_its_arguments_as_pytest_benchmark(
     kwargs: dict[str, Any], error: type[Exception], message: str
 ) -> None:
+    """pytest-benchmark's messages where it has them; one line, no traceback (ArgumentError,
+    which is both a TypeError and a ValueError)."""
     benchmark = _fixture()
     with pytest.raises(error) as info:
         benchmark.pedantic(lambda *a: a, **kwargs)
     assert str(info.value) == message
+    assert isinstance(info.value, ArgumentError)
+    assert not info.value.pytrace
     assert benchmark.has_error
 
 
