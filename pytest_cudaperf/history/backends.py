@@ -73,6 +73,23 @@ def shown(target: str | Path) -> str:
     return redacted(target) if isinstance(target, str) and is_url(target) else str(target)
 
 
+#: the first bytes of every SQLite database file
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def not_a_history(path: Path) -> str | None:
+    """Why an existing, non-empty file at ``path`` cannot be a history (it is no SQLite
+    database), checked before any test runs; None where it can, or where there is none."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError:
+        return None  # none there, or unreadable: unwritable() says which
+    if head and head != SQLITE_HEADER:
+        return "exists and is not an SQLite history file"
+    return None
+
+
 def target_problem(target: str) -> str | None:
     """What is wrong with a history URL before anything is written (its scheme, the driver), or
     None; a path is checked as a file (:func:`pytest_cudaperf.paths.unwritable`) by the caller."""

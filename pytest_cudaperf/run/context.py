@@ -148,7 +148,7 @@ class RunContext:
         what to do); checked by the process that writes them before any test runs. ``others``:
         files written beside this plugin's (``--junitxml``, which carries its properties, the
         GitHub step summary), by the option or variable that names them."""
-        from pytest_cudaperf.history.backends import is_url, target_problem
+        from pytest_cudaperf.history.backends import is_url, not_a_history, target_problem
 
         settings, found = self.settings, []
         url = settings.history if settings.history and is_url(settings.history) else None
@@ -170,6 +170,8 @@ class RunContext:
                 found.append(f"{option}: {path} {why}; point {option} at a writable file")
             elif clash := self._not_an_output(path, taken.get(path.resolve())):
                 found.append(f"{option}: {path} {clash}")
+            elif option == "--cudaperf-history" and (other := not_a_history(path)):
+                found.append(f"{option}: {path} {other}; point {option} at a history or a new file")
             taken.setdefault(path.resolve(), option)
         for option, path in (others or {}).items():
             why = unwritable(path)

@@ -94,18 +94,6 @@ def test_a_folder_for_a_history_is_refused_before_any_test_runs(
     )
 
 
-def test_a_history_that_is_not_one_is_one_error_line_after_the_run(
-    pytester: pytest.Pytester,
-) -> None:
-    pytester.makepyfile(test_suite=SUITE)
-    (pytester.path / "notes.sqlite").write_text("my notes, not a database " * 50)
-    result = pytester.runpytest(*FAST, "--cudaperf-history=notes.sqlite")
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(
-        ["cudaperf: --cudaperf-history: *notes.sqlite: not a cudaperf history (*"]
-    )
-
-
 def test_an_acknowledged_regression_no_longer_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -101,6 +101,11 @@ def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
             "ERROR: --cudaperf-history: */notes.txt/hist.db cannot be created: *",
         ),
         (
+            ["--cudaperf-history=notes.txt"],
+            "ERROR: --cudaperf-history: */notes.txt exists and is not an SQLite history file; "
+            "point --cudaperf-history at a history or a new file",
+        ),
+        (
             ["--cudaperf-json=.cudaperf/run.json"],
             "ERROR: --cudaperf-json: */.cudaperf/run.json lies in the baseline folder, whose "
             ".json files are read as baselines; write it outside that folder",
@@ -123,6 +128,7 @@ def test_read_only_baseline_folder(pytester: pytest.Pytester) -> None:
         "json-in-proc",
         "junitxml",
         "history",
+        "history-not-sqlite",
         "json-in-baselines",
         "one-file-twice",
         "step-summary",

@@ -462,3 +462,18 @@ def test_a_schema_2_history_gains_the_confirmations_and_speed_of_light_in_place(
         assert store.confirmations() == []
         (old,) = store.points(IDENT)
         assert old.commit == "c0"
+
+
+def test_only_a_file_that_is_no_sqlite_database_is_refused_as_a_history(tmp_path: Path) -> None:
+    from pytest_cudaperf.history.backends import not_a_history
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    assert not_a_history(notes) == "exists and is not an SQLite history file"
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    assert not_a_history(empty) is None  # SQLite makes a database of it
+    assert not_a_history(tmp_path / "new.sqlite") is None
+    db = tmp_path / "other.sqlite"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.close()
+    assert not_a_history(db) is None
