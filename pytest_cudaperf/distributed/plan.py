@@ -21,10 +21,22 @@ def gpus_for(worker: int, world_size: int, visible: int) -> list[int]:
     return [(worker * world_size + r) % visible for r in range(world_size)]
 
 
+#: CPU ranks (processes) a host launches at most per core, and at least in all: a test that
+#: asks for more (a typo such as ``world_size=10**6``) would start that many processes
+CPU_RANKS_PER_CORE = 4
+CPU_RANKS_MIN = 8
+
+
+def cpu_ranks(cores: int | None) -> int:
+    """The most CPU ranks a host of ``cores`` cores (None: unknown) launches."""
+    return max(CPU_RANKS_MIN, CPU_RANKS_PER_CORE * (cores or 1))
+
+
 def plan(
-    opts: DistributedOptions, settings_device: str, probe: Probe
+    opts: DistributedOptions, settings_device: str, probe: Probe, cores: int | None = None
 ) -> tuple[str, bool, str | None]:
-    """(backend, use CUDA, skip reason or None) for a distributed test here."""
+    """(backend, use CUDA, skip reason or None) for a distributed test here; ``cores``: this
+    host's (default: ``os.cpu_count()``), which bounds its CPU ranks (:func:`cpu_ranks`)."""
     use_cuda = settings_device != "cpu" and probe.available
     backend = opts.backend or ("nccl" if use_cuda else "gloo")
     need = opts.world_size
@@ -35,6 +47,14 @@ def plan(
         return backend, False, f"--cudaperf-device=cuda but no GPU: {reason}"
     if use_cuda and len(probe.gpus) < need:
         return backend, True, f"needs {need} GPUs (world_size={need}), {len(probe.gpus)} visible"
+    cores = os.cpu_count() if cores is None else cores
+    if not use_cuda and need > cpu_ranks(cores):
+        return (
+            backend,
+            False,
+            f"needs {need} CPU processes (world_size={need}); this host launches at most "
+            f"{cpu_ranks(cores)} ({CPU_RANKS_PER_CORE} a core, {cores} cores)",
+        )
     return backend, use_cuda, None
 
 

@@ -118,6 +118,20 @@ def test_plan_backend_and_skip_reasons() -> None:
     )
 
 
+def test_cpu_ranks_beyond_what_the_host_launches_skip_the_test() -> None:
+    """``world_size=10**6`` on the CPU would start a million processes."""
+    assert plan(DistributedOptions(world_size=8), "cpu", TWO, cores=2) == ("gloo", False, None)
+    assert plan(DistributedOptions(world_size=9), "cpu", TWO, cores=2) == (
+        "gloo",
+        False,
+        "needs 9 CPU processes (world_size=9); this host launches at most 8 (4 a core, 2 cores)",
+    )
+    huge = plan(DistributedOptions(world_size=10**6), "auto", CPU_BUILD, cores=64)[2]
+    assert huge is not None
+    assert huge.startswith("needs 1000000 CPU processes (world_size=1000000); this host launches")
+    assert plan(DistributedOptions(world_size=16), "cpu", TWO, cores=4)[2] is None  # 4 a core
+
+
 def _run_context(tmp_path: Path, probe: Probe, require_gpu: bool = True) -> RunContext:
     return RunContext(
         settings=Settings(require_gpu=require_gpu),
