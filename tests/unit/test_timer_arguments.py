@@ -65,8 +65,9 @@ def test_a_long_value_is_shortened() -> None:
             "cuda_timer: min_time 2 s is more than max_time (0.05 s), the budget that ends the "
             "measurement",
         ),
-        ({"name": 5}, TypeError, "cuda_timer: name must be a non-empty string, got int 5"),
-        ({"name": ""}, ValueError, "cuda_timer: name must be a non-empty string, got str ''"),
+        ({"name": 5}, TypeError, "cuda_timer: name must be a non-empty string on one line, got"),
+        ({"name": ""}, ValueError, "cuda_timer: name must be a non-empty string on one line, got"),
+        ({"name": "a\nb"}, ValueError, "cuda_timer: name must be a non-empty string on one line"),
     ],
 )
 def test_bad_options_are_one_line_errors(
