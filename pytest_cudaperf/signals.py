@@ -12,8 +12,24 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
+
+#: seconds after a session's first SIGTERM within which another is the same stop sent again,
+#: not a second one: ``timeout`` and some CI runners signal the process, then its process group
+REPEAT_S = 1.0
+
+
+class _Finishing:
+    """Whether a session is writing what it finished (:func:`finishing`), and whether a
+    SIGTERM came meanwhile."""
+
+    on = False
+    stopped = False
+
+
+_FINISHING = _Finishing()
 
 
 class Terminated(KeyboardInterrupt):
@@ -27,19 +43,31 @@ class Terminated(KeyboardInterrupt):
 def sigterm_raises(*, leave_others: bool = False, once: bool = False) -> Iterator[None]:
     """Within it, SIGTERM raises :class:`Terminated` where the main thread is; the previous
     handler is put back after. ``leave_others``: only where SIGTERM has its default action (a
-    handler the user's code or another plugin set is theirs to keep). ``once``: the first
-    SIGTERM puts the default action back, so that a second one ends the process at once, as a
-    second Ctrl-C would be expected to. Outside the main thread (where no handler can be set) it
-    does nothing."""
+    handler the user's code or another plugin set is theirs to keep). ``once``: a session's
+    stop. Another SIGTERM within :data:`REPEAT_S` of the first is the same stop sent again and
+    is let pass; one after that ends the process at once, as a second Ctrl-C would be expected
+    to. While the session writes what it finished (:func:`finishing`), a SIGTERM raises nothing:
+    the session is ending already, and it ends as interrupted. Outside the main thread (where no
+    handler can be set) it does nothing."""
     if threading.current_thread() is not threading.main_thread() or (
         leave_others and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
     ):
         yield
         return
+    first: list[float] = []  # when a session's stop came
 
     def raise_terminated(signum: int, frame: FrameType | None) -> None:
+        if once and first:
+            if time.monotonic() - first[0] < REPEAT_S:
+                return  # the same stop, sent again
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second stop: at once
+            signal.raise_signal(signal.SIGTERM)
+            return
         if once:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            first.append(time.monotonic())
+            if _FINISHING.on:
+                _FINISHING.stopped = True
+                return
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, raise_terminated)
@@ -47,6 +75,19 @@ def sigterm_raises(*, leave_others: bool = False, once: bool = False) -> Iterato
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def finishing() -> Iterator[_Finishing]:
+    """While a session writes what it finished (``pytest_sessionfinish``: xdist stops its
+    workers, the plugin writes its report, baselines and history), a session's SIGTERM is noted
+    (``stopped``), not raised: raised there it would cut that writing short, for a session that
+    is ending anyway."""
+    _FINISHING.on, _FINISHING.stopped = True, False
+    try:
+        yield _FINISHING
+    finally:
+        _FINISHING.on = False
 
 
 def session_sigterm(worker: bool = False) -> contextlib.ExitStack:

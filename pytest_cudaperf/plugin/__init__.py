@@ -39,6 +39,7 @@ from pytest_cudaperf.run.callreport import finish_call_report
 from pytest_cudaperf.run.context import Deferred, RunContext, other_outputs
 from pytest_cudaperf.run.held import HeldLoop, progress_writer
 from pytest_cudaperf.settings import OPTIONS, SettingError, option_arguments
+from pytest_cudaperf.signals import finishing
 from pytest_cudaperf.store.format import BaselineError
 
 if TYPE_CHECKING:  # imported where used: a run that uses no fixture or marker never loads them
@@ -189,6 +190,18 @@ def _seeded(item: pytest.Item) -> bool:
     or the ``benchmark`` fixture where this plugin serves it?"""
     uses_benchmark = "benchmark" in getattr(item, "fixturenames", ())
     return uses_plugin(item) or (uses_benchmark and serves_benchmark(item.config))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]:
+    """Around every plugin's session end (xdist stopping its workers, this plugin writing its
+    outputs): a SIGTERM there is noted, not raised, and the session ends as interrupted
+    (:func:`pytest_cudaperf.signals.finishing`)."""
+    with finishing() as finish:
+        result = yield
+    if finish.stopped:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    return result
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -73,6 +73,7 @@ class CudaperfRun:
                 session.config.workeroutput["cudaperf"] = self.results.worker_output()  # type: ignore[attr-defined]
             return
         self.results.interrupted |= exitstatus == pytest.ExitCode.INTERRUPTED
+        self.results.unrun = max(0, session.testscollected - len(self.results.seen))
         self.report, self.annotations = finish_run(self.ctx, self.results, os.environ)
         if self.results.errors and exitstatus in CLEAN_EXITS:  # a failed output is never silent
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -209,7 +209,7 @@ def _notes(report: Report, update: bool) -> list[str]:
     if report.pruned_refused:
         lines.append(
             "cudaperf: --cudaperf-prune skipped: this run was partial (deselection, "
-            "a crashed worker or an interruption)"
+            "a crashed worker, tests left unrun or an interruption)"
         )
     return lines
 

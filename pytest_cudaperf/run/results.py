@@ -33,6 +33,9 @@ class Results:
     deselected: int = 0
     crashed_workers: list[str] = field(default_factory=list)
     interrupted: bool = False
+    #: tests collected that never started (``-x``, ``--maxfail``, an interruption that pytest
+    #: did not see through, such as a second Ctrl-C inside its handling of the first)
+    unrun: int = 0
     updates: list[UpdateSummary] = field(default_factory=list)
     obsolete: dict[str, list[SeriesKey]] = field(default_factory=dict)
     pruned_refused: bool = False
@@ -76,8 +79,9 @@ class Results:
 
     @property
     def complete(self) -> bool:
-        """Did this run see every test of the files it ran? (no deselection, crash or abort)"""
-        return not (self.deselected or self.crashed_workers or self.interrupted)
+        """Did this run see every test of the files it ran? (no deselection, crash, abort or
+        test left unrun)"""
+        return not (self.deselected or self.crashed_workers or self.interrupted or self.unrun)
 
     @property
     def seen_files(self) -> set[str]:

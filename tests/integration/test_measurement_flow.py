@@ -291,9 +291,11 @@ def test_corrupted_baseline_names_the_file(pytester: pytest.Pytester) -> None:
 
 
 def test_obsolete_entries_reported_and_pruned_only_from_full_runs(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = """
+import os
+
 import pytest
 
 @pytest.mark.perf(max_time=0.05)
@@ -302,6 +304,11 @@ def test_keep():
 
 @pytest.mark.perf(max_time=0.05)
 def test_other():
+    assert not os.environ.get("FAIL_OTHER")
+    sum(range(1000))
+
+@pytest.mark.perf(max_time=0.05)
+def test_last():
     sum(range(1000))
 """
     old = """
@@ -311,11 +318,17 @@ def test_old():
 """
     test_file = pytester.path / "test_a.py"
     test_file.write_text(body + old)
-    pytester.runpytest("--cudaperf-update").assert_outcomes(passed=3)
+    pytester.runpytest("--cudaperf-update").assert_outcomes(passed=4)
     test_file.write_text(body)
     partial = pytester.runpytest("-k", "keep", "--cudaperf-update", "--cudaperf-prune")
     partial.stdout.fnmatch_lines(["cudaperf: --cudaperf-prune skipped: this run was partial*"])
     assert "test_a.py::test_old" in _baseline_entries(pytester)
+    with monkeypatch.context() as env:  # -x stops at test_other: test_last never starts
+        env.setenv("FAIL_OTHER", "1")
+        stopped = pytester.runpytest("-x", "--cudaperf-update", "--cudaperf-prune")
+    stopped.assert_outcomes(passed=1, failed=1)
+    stopped.stdout.fnmatch_lines(["cudaperf: --cudaperf-prune skipped: this run was partial*"])
+    assert "test_a.py::test_last" in _baseline_entries(pytester)
     full = pytester.runpytest()
     full.stdout.fnmatch_lines(
         [
@@ -325,7 +338,11 @@ def test_old():
     )
     pruned = pytester.runpytest("--cudaperf-update", "--cudaperf-prune")
     pruned.stdout.fnmatch_lines(["cudaperf: baselines *: 0 added, *, 1 pruned"])
-    assert sorted(_baseline_entries(pytester)) == ["test_a.py::test_keep", "test_a.py::test_other"]
+    assert sorted(_baseline_entries(pytester)) == [
+        "test_a.py::test_keep",
+        "test_a.py::test_last",
+        "test_a.py::test_other",
+    ]
 
 
 def test_disable_runs_each_test_once(pytester: pytest.Pytester) -> None:

@@ -295,9 +295,10 @@ def test_second():
 def test_a_terminated_session_writes_what_its_finished_tests_measured(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
-    """SIGTERM to the session's process group, as ``timeout`` and a cancelled CI job send it,
-    during the second test of an update: the session ends as on Ctrl-C (exit 2, the finished
-    test's recording and the JSON report written, marked interrupted), saying why."""
+    """SIGTERM as ``timeout`` sends it, to the session's process and a moment later to its
+    process group, during the second test of an update: the session ends as on Ctrl-C (exit 2,
+    the finished test's recording and the JSON report written, marked interrupted), saying why;
+    the second signal, the same stop, does not end it before that."""
     pytester.makepyfile(test_two=TERMINATED)
     run = subprocess.Popen(
         [sys.executable, "-m", "pytest", *FAST, "--cudaperf-update", "--cudaperf-json=out.json",
@@ -313,6 +314,8 @@ def test_a_terminated_session_writes_what_its_finished_tests_measured(
         assert run.poll() is None, run.communicate()[0]  # ended before its second test began
         assert time.monotonic() < deadline, "the second test never began"
         time.sleep(0.1)
+    os.kill(run.pid, signal.SIGTERM)
+    time.sleep(0.05)
     os.killpg(run.pid, signal.SIGTERM)
     out, _ = run.communicate(timeout=60)
     assert run.returncode == pytest.ExitCode.INTERRUPTED, out
@@ -322,3 +325,26 @@ def test_a_terminated_session_writes_what_its_finished_tests_measured(
     assert [t["nodeid"] for t in report["tests"] if t["records"]] == ["test_two.py::test_first"]
     (path,) = (pytester.path / ".cudaperf").glob("*.json")
     assert list(json.loads(path.read_text())["entries"]) == ["test_two.py::test_first"]
+
+
+def test_a_stop_while_the_session_writes_its_outputs_lets_it_finish_writing(
+    pytester: pytest.Pytester,
+) -> None:
+    """SIGTERM during the session's end (here a conftest's own ``pytest_sessionfinish``; under
+    xdist, the workers being stopped): the report and the baselines are written all the same,
+    and the session ends as interrupted, with no traceback."""
+    pytester.makepyfile(test_one=ONE_TEST)
+    pytester.makeconftest(
+        """
+        import os, signal
+
+        def pytest_sessionfinish(session):
+            os.kill(os.getpid(), signal.SIGTERM)
+        """
+    )
+    result = pytester.runpytest_subprocess(*FAST, "--cudaperf-update", "--cudaperf-json=out.json")
+    _no_traceback(result)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert json.loads((pytester.path / "out.json").read_text())["tests"]
+    (path,) = (pytester.path / ".cudaperf").glob("*.json")
+    assert list(json.loads(path.read_text())["entries"]) == ["test_one.py::test_one"]
