@@ -174,12 +174,12 @@ class AbSession:
             per_pair = (self.clock() - self.began) / pair
             if pair < budget.pairs and self.clock() - self.began + per_pair > budget.seconds:
                 self.result.stopped = (
-                    f"stopped after {pair} pairs: another would pass --max-time "
+                    f"stopped after {_pairs(pair)}: another would pass --max-time "
                     f"{format_duration(budget.seconds)}"
                 )
                 return
         if self._undecided():
-            self.result.stopped = f"stopped after {budget.pairs} pairs (--pairs)"
+            self.result.stopped = f"stopped after {_pairs(budget.pairs)} (--pairs)"
 
     def _undecided(self) -> list[Compared]:
         """The time series no call is made for yet (peak memory is exact: its first pair
@@ -263,11 +263,9 @@ class AbSession:
             if c.unit in TIME_UNITS and c.paired.call in (Call.SLOWER, Call.FASTER)
         ]
         result.compared = [_withdrawn(c) if c in pending else c for c in result.compared]
-        result.stopped = f"stopped after {pairs} pairs: the calls of the pairs that had ended" + (
-            "; not confirmed, so UNDECIDED: "
-            + ", ".join(f"{_label((c.key, c.series))} ({c.paired.call.name})" for c in pending)
-            if pending
-            else ""
+        withdrawn = [f"{_label((c.key, c.series))} ({c.paired.call.name})" for c in pending]
+        result.stopped = f"stopped after {_pairs(pairs)}: the calls of the pairs that had ended" + (
+            "; not confirmed, so UNDECIDED: " + ", ".join(withdrawn) if withdrawn else ""
         )
         return True
 
@@ -384,6 +382,10 @@ def _launches(b: Breakdown) -> dict[str, float]:
     found = {e.key: round(e.launches, 2) for e in b.entries}
     found.update(dict.fromkeys(b.other.keys, 0.0))
     return found
+
+
+def _pairs(n: int) -> str:
+    return f"{n} pair" if n == 1 else f"{n} pairs"
 
 
 def _label(ident: Ident) -> str:

@@ -565,6 +565,7 @@ def test_a_comparison_stopped_in_its_confirmation_says_what_its_pairs_found(
     assert said[-1].startswith("cudaperf ab: 2 compared, 0 slower, 0 faster, 1 same, 1 undecided")
     written = json.loads(report.read_text())
     assert written["stopped"].startswith("stopped after 3 pairs")
+    assert written["unconfirmed"] == []  # no confirming pair withdrew it: the stop did
     assert {s["nodeid"]: s["call"] for s in written["series"]} == {
         "t.py::lucky": "undecided",
         "t.py::steady": "same",
@@ -592,3 +593,9 @@ def test_a_comparison_stopped_before_a_pair_ended_says_nothing_more(
     said, report = _stopped_ab(tmp_path, monkeypatch, at=2)
     assert [line for line in said if "stopped" in line or "compared" in line] == []
     assert not report.exists()
+
+
+def test_a_stop_after_one_pair_reads_in_the_singular() -> None:
+    from pytest_cudaperf.ab.session import _pairs
+
+    assert (_pairs(1), _pairs(3)) == ("1 pair", "3 pairs")
