@@ -73,29 +73,28 @@ MAX_THREADS = 4096
 MAX_SEED = 2**32 - 1
 
 
+def _count_within(text: str, most: int, also: str = "") -> int:
+    """A whole number from 1 to ``most``; ``also``: what else the option takes, for its error."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if not 1 <= value <= most:
+        raise ValueError(f"expected a whole number from 1 to {most}{also}, got {text!r}")
+    return value
+
+
 def parse_threads(text: str) -> int:
     """A thread count from 1 to :data:`MAX_THREADS`, or ``auto`` (0, as a child's environment
     writes it: leave torch's own setting)."""
     if text.strip().lower() in ("auto", "0"):
         return 0
-    try:
-        value = parse_count(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_THREADS:
-        raise ValueError(f"expected a whole number from 1 to {MAX_THREADS}, or auto, got {text!r}")
-    return value
+    return _count_within(text, MAX_THREADS, ", or auto")
 
 
 def parse_rounds(text: str) -> int:
     """A round count from 1 to :data:`pytest_cudaperf.units.MAX_ROUNDS`."""
-    try:
-        value = parse_count(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_ROUNDS:
-        raise ValueError(f"expected a whole number from 1 to {MAX_ROUNDS}, got {text!r}")
-    return value
+    return _count_within(text, MAX_ROUNDS)
 
 
 def parse_wait(text: str) -> float:
