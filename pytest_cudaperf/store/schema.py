@@ -120,13 +120,14 @@ def read_file(path: Path) -> tuple[str, Entries]:
     except UnicodeDecodeError as exc:  # saved as UTF-16 by an editor or a shell's redirection
         raise BaselineError(
             f"{path}: not valid JSON (not UTF-8: {exc.reason} at byte {exc.start}); save it as "
-            "UTF-8, or delete it and run pytest --cudaperf-update"
+            "UTF-8, or delete it and run pytest --cudaperf-update on a machine of its device "
+            "class"
         ) from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(
             f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); fix it, "
-            "or delete it and run pytest --cudaperf-update"
+            "or delete it and run pytest --cudaperf-update on a machine of its device class"
         ) from None
     return parse_document(path, document)
