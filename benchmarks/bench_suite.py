@@ -15,7 +15,7 @@ and one planted (3x) run, a short measurement budget: the whole pipeline in seco
 one that ``rejudge.py`` and ``fresh_tally.py`` can read.
 
 Failures are counted from the JUnit XML, which also names the tests that failed on an exception
-rather than on a verdict (``junit_errors``: the table lists them); verdict kinds and medians come
+rather than on a verdict (``read_junit``: the table lists them); verdict kinds and medians come
 from the JSON report
 through ``read_report`` (which knows the report's layout) and ``series_kinds`` (through the
 plugin's own reader). The
@@ -123,30 +123,24 @@ def series_table(out: Path) -> list[str]:
     return lines
 
 
-def junit_failures(path: Path) -> dict[str, bool]:
-    """'classname::name' -> failed (failure or error), from a JUnit XML file."""
+#: a JUnit failure message that is an exception's (``ZeroDivisionError: float division by zero``,
+#: or a warning that ``-W error`` raised), not a verdict's (``perf regression: …``)
+EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b")
+
+
+def read_junit(path: Path) -> tuple[dict[str, bool], dict[str, str]]:
+    """From a JUnit XML file, read once: 'classname::name' -> failed (failure or error), for
+    every test not skipped; and 'classname::name' -> the first line of the message of each test
+    that failed on an exception (an ``error`` element, or a ``failure`` whose message names one:
+    :data:`EXCEPTION`). Such a test has no verdict in the report, so the verdict tables miss it."""
     failed: dict[str, bool] = {}
+    errors: dict[str, str] = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         if case.find("skipped") is not None:
             continue
         key = f"{case.get('classname', '')}::{case.get('name', '')}"
         bad = case.find("failure") is not None or case.find("error") is not None
         failed[key] = failed.get(key, False) or bad
-    return failed
-
-
-#: a JUnit failure message that is an exception's (``ZeroDivisionError: float division by zero``,
-#: or a warning that ``-W error`` raised), not a verdict's (``perf regression: …``)
-EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b")
-
-
-def junit_errors(path: Path) -> dict[str, str]:
-    """'classname::name' -> the first line of the message of a test that failed on an exception
-    (an ``error`` element, or a ``failure`` whose message names one: :data:`EXCEPTION`), from a
-    JUnit XML file. Such a test has no verdict in the report, so the verdict tables miss it."""
-    found: dict[str, str] = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        key = f"{case.get('classname', '')}::{case.get('name', '')}"
         for tag in ("error", "failure"):
             element = case.find(tag)
             if element is None:
@@ -154,8 +148,8 @@ def junit_errors(path: Path) -> dict[str, str]:
             message = (element.get("message") or "").strip().splitlines()
             first = message[0] if message else tag
             if tag == "error" or EXCEPTION.match(first):
-                found.setdefault(key, first)
-    return found
+                errors.setdefault(key, first)
+    return failed, errors
 
 
 def junit_key(nodeid: str) -> str:
@@ -298,8 +292,7 @@ class Driver:
             extra["CUDAPERF_PLANT_REF"] = str(ref)
         rc, wall = self.call(cmd, extra, self.out / f"{tag}.log")
         results = read_report(report) if report.exists() else {}
-        failed = junit_failures(junit) if junit.exists() else {}
-        errors = junit_errors(junit) if junit.exists() else {}
+        failed, errors = read_junit(junit) if junit.exists() else ({}, {})
         run = {
             "mode": mode,
             "phase": phase,

@@ -28,7 +28,14 @@ def test_the_tests_that_failed_on_an_exception_are_named_apart(tmp_path: Path) -
     suite = benchmark_script("bench_suite.py")
     junit = tmp_path / "run.xml"
     junit.write_text(JUNIT)
-    errors = suite.junit_errors(junit)
+    failed, errors = suite.read_junit(junit)
+    assert failed == {
+        "test_sync::test_op[tolist]": True,
+        "test_sync::test_op[crop]": True,
+        "test_sync::test_op[flip]": True,
+        "test_sync::test_op[cutmix]": True,
+        "test_sync::test_op[mixup]": False,
+    }
     assert errors == {
         "test_sync::test_op[tolist]": "ZeroDivisionError: float division by zero",
         "test_sync::test_op[flip]": "failed on setup with \"KeyError: 'x'\"",
