@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,14 @@ from bench_suite import ROOT, plugin_env, read_report
 sys.path.insert(0, str(ROOT))
 
 from pytest_cudaperf.ab import prior
-from pytest_cudaperf.ab.paired import MIN_EFFECT, MIN_PAIRS, Call, decide, interval, t95
+from pytest_cudaperf.ab.paired import (
+    MIN_EFFECT,
+    MIN_PAIRS,
+    Call,
+    decide,
+    interval,
+    reachable,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -162,22 +168,6 @@ def projected(doc: dict[str, Any], pairs: int) -> list[tuple[str, bool, bool, st
         name = f"{s['nodeid']} {s['name']}".strip()
         seen.append((name, *found, s["call"]))
     return seen
-
-
-def reachable(
-    ratios: Sequence[float], shared: prior.Prior | None, pairs: int, min_effect: float
-) -> tuple[bool, bool] | None:
-    """Whether a series of ``ratios`` so far could still be called SAME, and a change, at
-    ``pairs`` pairs: its interval projected there (its weighed variance so far, the degrees of
-    freedom the pairs left add) narrower than the minimum effect, and its centre beyond that
-    half-width plus the effect. Neither: a futility stop would drop it. None below two ratios."""
-    found = prior.weighed(prior.log_ratios(ratios), shared)
-    if found is None:
-        return None
-    variance, df = found
-    half = t95(df + pairs - len(ratios)) * math.sqrt(variance / pairs)
-    edge = math.log1p(min_effect)
-    return half < edge, abs(math.log(interval(ratios, shared)[0])) - half > edge
 
 
 def _futility_rows(out: Path, pairs: int) -> list[str]:

@@ -1,16 +1,22 @@
 """Can a stopping rule end an A/A ``cudaperf ab`` comparison of the GPU suite in three pairs (six
 processes) and still call a +3% slowdown SLOWER? Simulated comparisons of many time series, each
-with its own pair noise, judged pair by pair with the package's own interval, calls and shared
-pair noise (:func:`pytest_cudaperf.ab.paired.interval`, :func:`~pytest_cudaperf.ab.paired.decide`,
+with its own pair noise, judged pair by pair with the package's own interval, calls, projection
+and shared pair noise (:func:`pytest_cudaperf.ab.paired.interval`,
+:func:`~pytest_cudaperf.ab.paired.decide`, :func:`~pytest_cudaperf.ab.paired.reachable`,
 :func:`pytest_cudaperf.ab.prior.fit`), as ``ab`` stops: from the third pair a decided series
 leaves the pairs, the comparison ends once none is undecided or at ``--pairs``, and a SLOWER or
-FASTER adds its three fresh confirming pairs. Four rules side by side:
+FASTER adds its three fresh confirming pairs. The rules side by side:
 
-- ``ab``: the rule as it is;
-- ``futility``: also stop a series that can reach neither SAME nor a change from where it stands
-  (``bench_ab.reachable``, the projection ``bench_ab.py``'s table makes of real comparisons);
-- ``robust``: the shared pair noise fitted again without the series whose own noise lies beyond
-  the fitted prior's 99th percentile (F distribution), those keeping their own noise alone;
+- ``ab``: the rule as it is: the comparison also ends once no undecided series leans toward a
+  change (:func:`~pytest_cudaperf.ab.paired.leans`: a change reachable by ``--pairs`` from where
+  it stands); the undecided series are measured while it goes on;
+- ``until-decided``: ``ab --until-decided`` (and each ``cudaperf bisect`` step): the pairs go on
+  while any series is undecided;
+- ``futility``: until decided, also dropping a series that can reach neither SAME nor a change
+  from where it stands;
+- ``robust``: until decided, the shared pair noise fitted again without the series whose own
+  noise lies beyond the fitted prior's 99th percentile (F distribution), those keeping their
+  own noise alone;
 - ``robust+futility``: both.
 
 The pair noise of each series comes from ``--reports`` (``cudaperf ab --json`` reports of A/A
@@ -42,7 +48,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from _table import publish  # noqa: E402
-from bench_ab import reachable  # noqa: E402
 
 from pytest_cudaperf.ab import prior  # noqa: E402
 from pytest_cudaperf.ab.paired import (  # noqa: E402
@@ -52,6 +57,8 @@ from pytest_cudaperf.ab.paired import (  # noqa: E402
     Call,
     decide,
     interval,
+    leans,
+    reachable,
 )
 
 #: the pair noise (sd of log ratios) of the modelled H200 A/A: 28 quiet series, 7 noisy ones
@@ -61,7 +68,7 @@ MODEL = (
 )
 #: a series this quiet or quieter counts among the quiet ones in the catch column
 QUIET = 0.01
-RULES = ("ab", "futility", "robust", "robust+futility")
+RULES = ("ab", "until-decided", "futility", "robust", "robust+futility")
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,7 @@ def compare(
             shared, out = robust_fit(usable)
         else:
             shared, out = prior.fit(usable), set()
+        leaning = False
         for i in open_:
             weigh = None if i in out else shared
             ratios = [math.exp(x) for x in logs[i]]
@@ -137,6 +145,10 @@ def compare(
                 and reachable(ratios, weigh, pairs, MIN_EFFECT) == (False, False)
             ):
                 calls[i] = Call.UNDECIDED
+            elif call is Call.UNDECIDED:
+                leaning = leaning or leans(ratios, weigh, pairs, MIN_EFFECT)
+        if rule == "ab" and not leaning:
+            break
     if any(c in (Call.SLOWER, Call.FASTER) for c in calls.values()):
         processes += 2 * CONFIRM_PAIRS
     return Outcome(processes, tuple(calls.get(i, Call.UNDECIDED) for i in range(len(sigmas))))
@@ -208,15 +220,17 @@ def main() -> None:
         f"{len(sigmas)} time series ({len(quiet)} moving {QUIET:.0%} a pair or less), pair noise "
         f"from {source}; --pairs {args.pairs}, {args.trials} comparisons each",
         "",
-        "| rule | A/A processes: median (90th pct) | A/A SLOWER or FASTER before confirming, per "
-        "comparison | +3%: processes, median | +3%: quiet series SLOWER | +3%: all SLOWER |",
-        "|---|---|---|---|---|---|",
+        "| rule | A/A processes: median (90th pct) | A/A SAME, per comparison | A/A SLOWER or "
+        "FASTER before confirming, per comparison | +3%: processes, median | +3%: quiet series "
+        "SLOWER | +3%: all SLOWER |",
+        "|---|---|---|---|---|---|---|",
     ]
     for rule in RULES:
         rng = random.Random(7)
         aa = [compare(sigmas, 1.0, rule, args.pairs, rng) for _ in range(args.trials)]
         planted = [compare(sigmas, 1.03, rule, args.pairs, rng) for _ in range(args.trials)]
         procs = sorted(o.processes for o in aa)
+        same = statistics.fmean(sum(c is Call.SAME for c in o.calls) for o in aa)
         false = statistics.fmean(sum(c in (Call.SLOWER, Call.FASTER) for c in o.calls) for o in aa)
         caught = statistics.fmean(
             sum(o.calls[i] is Call.SLOWER for i in quiet) / max(1, len(quiet)) for o in planted
@@ -226,7 +240,7 @@ def main() -> None:
         )
         lines.append(
             f"| {rule} | {statistics.median(procs):.0f} ({procs[int(0.9 * (len(procs) - 1))]}) "
-            f"| {false:.2f} | {statistics.median(o.processes for o in planted):.0f} "
+            f"| {same:.1f} | {false:.2f} | {statistics.median(o.processes for o in planted):.0f} "
             f"| {caught:.1%} | {every:.1%} |"
         )
     publish(lines, args.out, "table.md")

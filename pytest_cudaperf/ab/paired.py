@@ -112,6 +112,34 @@ def decide(ci: tuple[float, float], pairs: int, min_effect: float) -> Call:
     return Call.UNDECIDED
 
 
+def reachable(
+    ratios: Sequence[float], prior: Prior | None, pairs: int, min_effect: float
+) -> tuple[bool, bool] | None:
+    """Whether a series of ``ratios`` so far could still be called SAME, and a change, at
+    ``pairs`` pairs, were the pairs left to read as these did: its interval projected there (its
+    weighed variance so far, the degrees of freedom the pairs left add) narrower than the
+    minimum effect (SAME), and its centre beyond that half-width plus the effect (a change).
+    None below two ratios."""
+    logs = log_ratios(ratios)
+    found = weighed(logs, prior)
+    if found is None:
+        return None
+    variance, df = found
+    half = t95(df + pairs - len(logs)) * math.sqrt(variance / pairs)
+    edge = math.log1p(min_effect)
+    return half < edge, abs(statistics.fmean(logs)) - half > edge
+
+
+def leans(ratios: Sequence[float], prior: Prior | None, pairs: int, min_effect: float) -> bool:
+    """Whether an undecided series keeps the pairs going: a change is :func:`reachable` by
+    ``pairs`` pairs from where its ratios stand, or too few ratios say otherwise. A series whose
+    ratios point at no change that the pairs left could show does not: more pairs would at
+    most call it SAME (why: docs/decisions.md, "Why does cudaperf ab stop when no undecided
+    series leans toward a change?")."""
+    found = reachable(ratios, prior, pairs, min_effect)
+    return found is None or found[1]
+
+
 def repeats(call: Call, fresh: Sequence[float], min_effect: float) -> bool:
     """Whether fresh pairs' ratios (head / base) repeat a SLOWER or FASTER: their geometric mean
     shows at least half of ``min_effect`` in the call's direction, and none of them reads more

@@ -27,6 +27,7 @@ from pytest_cudaperf.ab.paired import (
     abba,
     compare_peaks,
     compare_times,
+    leans,
     repeats,
 )
 from pytest_cudaperf.ab.result import AbResult, Compared, Process
@@ -48,10 +49,13 @@ Runner = Callable[[Side, Sequence[str]], tuple[int, str]]
 
 @dataclass(frozen=True)
 class AbBudget:
-    """How many pairs at most, and how long in all (seconds)."""
+    """How many pairs at most, how long in all (seconds), and whether pairs go on while a series
+    is undecided though none leans toward a change (``until_decided``: ``cudaperf bisect``'s
+    steps, which need a SAME to move on, and ``ab --until-decided``)."""
 
     pairs: int = 6
     seconds: float = 1800.0
+    until_decided: bool = False
 
 
 def progress(elapsed: float, processes: int, budget: AbBudget) -> str:
@@ -147,11 +151,13 @@ class AbSession:
         return document
 
     def measure(self, budget: AbBudget) -> None:
-        """Pairs in ABBA order until every time series is decided, or the budget is spent. From
-        the :data:`MIN_PAIRS`-th pair on, a test whose every time series is decided (SLOWER,
-        FASTER or SAME) is deselected from the pairs that follow: its call stands on the pairs
-        that made it (why: docs/decisions.md, "Why does cudaperf ab stop measuring a decided
-        test?"), and only the undecided tests pay for more pairs."""
+        """Pairs in ABBA order until every time series is decided, or no undecided one
+        :func:`~pytest_cudaperf.ab.paired.leans` toward a change (unless
+        ``budget.until_decided``), or the budget is spent. From the :data:`MIN_PAIRS`-th pair
+        on, a test whose every time series is decided (SLOWER, FASTER or SAME) is deselected
+        from the pairs that follow: its call stands on the pairs that made it (why:
+        docs/decisions.md, "Why does cudaperf ab stop measuring a decided test?"), and only the
+        undecided tests pay for more pairs."""
         order = abba(budget.pairs)
         done: list[str] = []
         for pair in range(1, budget.pairs + 1):
@@ -170,6 +176,12 @@ class AbSession:
             if pair >= MIN_PAIRS:
                 if not self._undecided():
                     return
+                if pair < budget.pairs and not budget.until_decided and not self._leaning(budget):
+                    self.result.stopped = (
+                        f"stopped after {_pairs(pair)}: no undecided series leans toward a "
+                        f"change that {_pairs(budget.pairs)} could show (--until-decided goes on)"
+                    )
+                    return
                 done = self._decided_tests()
             per_pair = (self.clock() - self.began) / pair
             if pair < budget.pairs and self.clock() - self.began + per_pair > budget.seconds:
@@ -185,6 +197,14 @@ class AbSession:
         """The time series no call is made for yet (peak memory is exact: its first pair
         decides it, and a peak with no reading is not measured, which more pairs do not change)."""
         return [c for c in self.result.calls(Call.UNDECIDED) if c.unit in TIME_UNITS]
+
+    def _leaning(self, budget: AbBudget) -> list[Compared]:
+        """The undecided time series that keep the pairs going (:func:`leans`)."""
+        return [
+            c
+            for c in self._undecided()
+            if leans(c.paired.ratios, self.result.prior, budget.pairs, self.result.min_effect)
+        ]
 
     def _decided_tests(self) -> list[str]:
         """The tests compared whose every time series is decided, sorted."""

@@ -79,6 +79,7 @@ def _ab_request(args: argparse.Namespace) -> Request:
         json=args.json if ab else None,
         pytest_args=[a for a in args.pytest_args if a != "--"],
         kernels=not args.no_kernels,
+        until_decided=args.until_decided if ab else False,
     )
 
 
@@ -195,6 +196,12 @@ def parser() -> argparse.ArgumentParser:
     ab.add_argument("--head-python", default=None, help="the head side's Python")
     _ab_knobs(ab, "time budget in all")
     ab.add_argument("--json", type=Path, default=None, help="write the comparison as JSON")
+    ab.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="add pairs up to --pairs while a series is undecided, also once none leans toward "
+        "a change (by default ab stops there: more pairs would at most call them same)",
+    )
     ab.add_argument(
         "pytest_args",
         nargs=argparse.REMAINDER,

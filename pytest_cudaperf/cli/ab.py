@@ -82,6 +82,9 @@ class Request:
     #: profile only when a series is SLOWER (``cudaperf bisect``: a step's diff is wanted only
     #: where the step found the slowdown)
     kernels_when_slower: bool = False
+    #: add pairs while a series is undecided, also once none leans toward a change
+    #: (``--until-decided``; ``cudaperf bisect``'s steps, which need a SAME to move on)
+    until_decided: bool = False
 
 
 def check(request: Request) -> None:
@@ -194,7 +197,7 @@ def measure(
         runs = SideRuns(sides, request.pytest_args, scratch, runner)
         comparison = AbSession(result, runs, say)
         try:
-            comparison.measure(AbBudget(request.pairs, request.max_time))
+            comparison.measure(AbBudget(request.pairs, request.max_time, request.until_decided))
             if result.failed_side is None:
                 comparison.confirm()
             wanted = not request.kernels_when_slower or bool(result.calls(Call.SLOWER))

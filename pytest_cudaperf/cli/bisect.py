@@ -146,7 +146,9 @@ class Bisector:
         args = list(request.ab.pytest_args)
         if request.test and not _selects(args):
             args.append(request.test)
-        self.ab = replace(request.ab, pytest_args=args, kernels_when_slower=True)
+        self.ab = replace(
+            request.ab, pytest_args=args, kernels_when_slower=True, until_decided=True
+        )
         self.steps = 0
         #: per bad commit, the comparison that found it bad
         self.found: dict[str, AbResult] = {}

@@ -8,12 +8,14 @@ import json
 import math
 import random
 import statistics
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from pytest_cudaperf import cli
 from pytest_cudaperf.ab import prior
 from pytest_cudaperf.ab.paired import (
     CONFIRM_PAIRS,
@@ -23,7 +25,9 @@ from pytest_cudaperf.ab.paired import (
     compare_times,
     decide,
     interval,
+    leans,
     pair_ratios,
+    reachable,
     repeats,
     t95,
 )
@@ -31,6 +35,7 @@ from pytest_cudaperf.ab.result import AbResult, SideInfo, lines
 from pytest_cudaperf.ab.session import AbBudget, AbSession, SideRuns, progress
 from pytest_cudaperf.ab.sides import Side
 from pytest_cudaperf.cli.ab import Request, check, cmd_ab
+from pytest_cudaperf.cli.bisect import Bisector, BisectRequest
 from pytest_cudaperf.cli.sources import CliError
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, write_report
@@ -366,9 +371,9 @@ def test_an_a_a_stops_at_the_minimum_once_every_series_is_same(tmp_path: Path) -
 def test_a_decided_test_leaves_the_pairs_and_a_slower_goes_on_to_its_confirmation(
     tmp_path: Path,
 ) -> None:
-    """``slowed`` is SLOWER at the third pair and ``settling`` not yet: the next pairs run
-    ``settling`` alone until it is SAME (the fifth), then three fresh pairs of ``slowed`` alone
-    confirm the call."""
+    """``slowed`` is SLOWER at the third pair and ``settling`` not yet: with ``until_decided``
+    the next pairs run ``settling`` alone until it is SAME (the fifth), then three fresh pairs
+    of ``slowed`` alone confirm the call."""
     runner = ScriptedSides(
         {
             "t.py::slowed": {"base": [1.0] * 8, "head": [1.1] * 8},
@@ -376,7 +381,7 @@ def test_a_decided_test_leaves_the_pairs_and_a_slower_goes_on_to_its_confirmatio
         }
     )
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(AbBudget(pairs=6, seconds=600))
+    comparison.measure(AbBudget(pairs=6, seconds=600, until_decided=True))
     assert runner.calls == {"base": 5, "head": 5}
     assert runner.deselected[:6] == [[]] * 6
     assert runner.deselected[6:10] == [["t.py::slowed"]] * 4
@@ -391,21 +396,100 @@ def test_a_decided_test_leaves_the_pairs_and_a_slower_goes_on_to_its_confirmatio
     assert result.unconfirmed == []
 
 
-def test_an_undecided_series_keeps_the_pairs_going_to_the_budget(tmp_path: Path) -> None:
-    runner = ScriptedSides(
-        {
-            "t.py::noisy": {"base": [1.0] * 6, "head": [1.2, 0.85, 1.1, 0.9, 1.15, 0.88]},
-            "t.py::steady": {"base": [1.0] * 6, "head": [1.0] * 6},
-        }
-    )
+NOISY = {
+    "t.py::noisy": {"base": [1.0] * 6, "head": [1.2, 0.85, 1.1, 0.9, 1.15, 0.88]},
+    "t.py::steady": {"base": [1.0] * 6, "head": [1.0] * 6},
+}
+
+
+def test_an_undecided_series_keeps_the_pairs_going_to_the_budget_until_decided(
+    tmp_path: Path,
+) -> None:
+    runner = ScriptedSides(NOISY)
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(AbBudget(pairs=6, seconds=600))
+    comparison.measure(AbBudget(pairs=6, seconds=600, until_decided=True))
     result = comparison.result
     assert runner.calls == {"base": 6, "head": 6}
     assert runner.deselected[6:] == [["t.py::steady"]] * 6
     calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in result.compared}
     assert calls == {"t.py::noisy": (Call.UNDECIDED, 6), "t.py::steady": (Call.SAME, 3)}
     assert result.stopped == "stopped after 6 pairs (--pairs)"
+
+
+def test_an_undecided_series_that_leans_toward_no_change_ends_the_pairs(tmp_path: Path) -> None:
+    """``noisy`` reads +3.8% over three pairs that move ±17%: six pairs could not show a change
+    from there, so the comparison ends at three and says why, ``noisy`` UNDECIDED."""
+    runner = ScriptedSides(NOISY)
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(AbBudget(pairs=6, seconds=600))
+    result = comparison.result
+    assert runner.calls == {"base": 3, "head": 3}
+    calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in result.compared}
+    assert calls == {"t.py::noisy": (Call.UNDECIDED, 3), "t.py::steady": (Call.SAME, 3)}
+    assert result.stopped == (
+        "stopped after 3 pairs: no undecided series leans toward a change that 6 pairs could "
+        "show (--until-decided goes on)"
+    )
+    assert f"cudaperf ab: {result.stopped}" in lines(result)
+
+
+def test_an_undecided_series_that_leans_toward_a_change_keeps_the_pairs_going(
+    tmp_path: Path,
+) -> None:
+    """``leaning`` reads +5% over three pairs that move ±2%: too wide a call at three pairs, one
+    six pairs could make, so the pairs go on (``steady``, SAME, deselected) until it is SLOWER."""
+    runner = ScriptedSides(
+        {
+            "t.py::leaning": {"base": [1.0] * 6, "head": [1.05, 1.03, 1.07, 1.04, 1.06, 1.05]},
+            "t.py::steady": {"base": [1.0] * 6, "head": [1.0] * 6},
+        }
+    )
+    comparison = _comparison(tmp_path, runner)
+    comparison.measure(AbBudget(pairs=6, seconds=600))
+    result = comparison.result
+    calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in result.compared}
+    assert calls["t.py::steady"] == (Call.SAME, 3)
+    assert calls["t.py::leaning"][0] is Call.SLOWER
+    assert calls["t.py::leaning"][1] > 3
+    assert result.stopped == ""
+
+
+def test_until_decided_is_a_flag_of_ab_and_always_on_in_bisect_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bisection step needs SAME or SLOWER to move on, so its pairs go on while the series is
+    undecided; ``ab`` does so only when asked."""
+    requests: list[Request] = []
+    monkeypatch.setattr(cli, "cmd_ab", lambda request, runner: requests.append(request) or 0)
+    assert cli.main(["ab", "--base", "main"]) == 0
+    assert cli.main(["ab", "--base", "main", "--until-decided"]) == 0
+    assert [r.until_decided for r in requests] == [False, True]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.chdir(tmp_path)
+    request = BisectRequest("good", "bad", None, None, None, requests[0])
+    assert Bisector(request, ScriptedSides({}), print).ab.until_decided
+
+
+def test_a_series_reaches_a_change_only_from_a_centre_beyond_its_projected_interval() -> None:
+    """Projected to six pairs with the variance so far: +5% over pairs moving ±2% could become
+    SLOWER; +1% could not, but could become SAME; +4% over pairs moving ±17% could become
+    neither. Below two ratios nothing is known, which keeps the pairs going."""
+    assert reachable([1.05, 1.03, 1.07], None, 6, 0.02) == (False, True)
+    assert leans([1.05, 1.03, 1.07], None, 6, 0.02)
+    assert reachable([1.01, 1.0, 1.02], None, 6, 0.02) == (True, False)
+    assert not leans([1.01, 1.0, 1.02], None, 6, 0.02)
+    assert reachable([1.2, 0.85, 1.1], None, 6, 0.02) == (False, False)
+    assert not leans([1.2, 0.85, 1.1], None, 6, 0.02)
+    assert reachable([1.1], None, 6, 0.02) is None
+    assert leans([1.1], None, 6, 0.02)
+
+
+def test_a_shared_pair_noise_narrows_what_a_series_can_reach() -> None:
+    """Three pairs at +3% that happen to agree within ±0.5%: alone their projection reaches a
+    change; weighed with a shared noise of ±3% a pair (many degrees of freedom) it does not."""
+    ratios = [1.03, 1.025, 1.035]
+    assert leans(ratios, None, 6, 0.02)
+    assert not leans(ratios, prior.Prior(0.03**2, 50.0, 20), 6, 0.02)
 
 
 def _pair_noise(variances: Sequence[float], pairs: int, seed: int) -> list[tuple[float, int]]:
@@ -505,7 +589,8 @@ def test_a_decided_test_leaves_the_pairs_without_a_test_whose_id_it_begins(
     tmp_path: Path,
 ) -> None:
     """``t.py::add`` is SAME at the third pair, ``t.py::add_hot`` (its id begins with the
-    other's) not yet: the next pairs still measure ``add_hot``, until it is SAME too."""
+    other's) not yet: the next pairs (``until_decided``) still measure ``add_hot``, until it is
+    SAME too."""
     runner = ScriptedSides(
         {
             "t.py::add": {"base": [1.0] * 6, "head": [1.0] * 6},
@@ -513,7 +598,7 @@ def test_a_decided_test_leaves_the_pairs_without_a_test_whose_id_it_begins(
         }
     )
     comparison = _comparison(tmp_path, runner)
-    comparison.measure(AbBudget(pairs=6, seconds=600))
+    comparison.measure(AbBudget(pairs=6, seconds=600, until_decided=True))
     calls = {c.key.nodeid: (c.paired.call, c.paired.pairs) for c in comparison.result.compared}
     assert calls == {"t.py::add": (Call.SAME, 3), "t.py::add_hot": (Call.SAME, 5)}
 
