@@ -152,13 +152,14 @@ def _redecided_rows(out: Path, plant: float) -> list[str]:
 
 
 def projected(doc: dict[str, Any], pairs: int) -> list[tuple[str, bool, bool, str]]:
-    """What a futility stop at :data:`MIN_PAIRS` pairs would see: for each time series still
-    UNDECIDED on its :func:`first_pairs` (their shared pair noise weighed in), its id, whether its
-    interval projected to ``pairs`` pairs (its variance so far, ``pairs - 1`` degrees of freedom
-    of its own) is narrower than the minimum effect (SAME reachable), whether its centre lies
-    beyond that half-width plus the effect (a change reachable), and the comparison's final call.
-    A series with neither is one a futility stop would drop (docs/decisions.md, "Why does
-    cudaperf ab not give up on a noisy series early?")."""
+    """What a stop at :data:`MIN_PAIRS` pairs would see: for each time series still UNDECIDED on
+    its :func:`first_pairs` (their shared pair noise weighed in), its id, whether its interval
+    projected to ``pairs`` pairs is narrower than the minimum effect (SAME reachable), whether
+    its centre lies beyond that half-width plus the effect (a change reachable:
+    :func:`~pytest_cudaperf.ab.paired.reachable`), and the comparison's final call. A series
+    with neither is one a futility stop would drop; ``ab`` ends a comparison none of whose
+    undecided series can reach a change (docs/decisions.md, "Why does cudaperf ab stop when no
+    undecided series leans toward a change?")."""
     series, shared, min_effect = first_pairs(doc)
     seen = []
     for s, r in series:
