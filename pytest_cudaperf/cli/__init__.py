@@ -164,7 +164,12 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument(
         "file", type=Path, help="a baseline file (.cudaperf/*.json) or a --cudaperf-json report"
     )
-    show.add_argument("--tolerance", default="5%", help="step size for drift (default: 5%%)")
+    show.add_argument(
+        "--tolerance",
+        default="5%",
+        help="drift: recordings moving one way in steps each under this, by more in all "
+        "(default: 5%%)",
+    )
     merge = sub.add_parser("merge", help="merge shard reports, or baseline files of one class")
     merge.add_argument("out", type=Path, help="the merged file to write")
     merge.add_argument(

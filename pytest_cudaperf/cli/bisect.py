@@ -176,8 +176,9 @@ class _EndFailedError(Exception):
     pass
 
 
-#: what ``--series`` names: a kind and what of it (``time:device``, ``memory:peak``)
-SERIES_FORM = re.compile(r"^(time|memory):[\w.-]+$")
+#: what ``--series`` names: a kind and what of it (``time:device/cold``, ``time:host``,
+#: ``memory:peak``)
+SERIES_FORM = re.compile(r"^(time|memory):[\w.-]+(/[\w.-]+)?$")
 
 
 def _not_measured(
@@ -205,8 +206,8 @@ def cmd_bisect(
         raise CliError(f"bisect: {str(exc).removeprefix('ab: ')}") from None
     if request.series is not None and not SERIES_FORM.match(request.series):
         raise CliError(
-            "bisect: --series: expected a series such as time:device, time:host or memory:peak, "
-            f"got {request.series!r}"
+            "bisect: --series: expected a series such as time:device/cold, time:host or "
+            f"memory:peak, got {request.series!r}"
         )
     chosen = _range(request)
     try:

@@ -154,7 +154,8 @@ def render_html(report: Report) -> str:
     cards = [card for outcome in report.tests for card in _cards(outcome)]
     legend = (
         "Bars: the samples' distribution; green line and band: the baseline and its "
-        "tolerance; red bar: the 95% CI of the median."
+        "threshold t (the tolerance, or the series' noise where larger); red bar: the 95% CI "
+        "of the median."
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>cudaperf report</title>"

@@ -262,18 +262,18 @@ class CpuWaited:
         """One line for the test's details."""
         if self.free:
             return (
-                f"exact rounds: waited {self.seconds:.1f} s for other processes to leave the CPU, "
-                "then took the rounds again"
+                f"pedantic rounds: waited {self.seconds:.1f} s for other processes to leave the "
+                "CPU, then took the rounds again"
             )
         why = f" ({self.busy})" if self.busy else ""
         if self.spell_s is not None:
             return (
-                f"exact rounds: other processes have shared the CPU since a wait ran out "
+                f"pedantic rounds: other processes have shared the CPU since a wait ran out "
                 f"{self.spell_s:.0f} s ago, and a look of {self.seconds:.1f} s found them "
                 f"there{why}; not waited for again, not taken again (--cudaperf-state-wait)"
             )
         return (
-            f"exact rounds: waited {self.seconds:.1f} s for other processes to leave the CPU, "
+            f"pedantic rounds: waited {self.seconds:.1f} s for other processes to leave the CPU, "
             f"in vain{why}; not taken again (--cudaperf-state-wait)"
         )
 

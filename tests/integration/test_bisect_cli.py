@@ -253,7 +253,7 @@ def test_bad_input_is_one_line_before_anything_runs(
         "cudaperf: bisect: --pairs must be at least 3, got 1",
         f"cudaperf: bisect: --good and --bad are the same commit ({shas[1][:9]}): nothing to "
         "bisect",
-        "cudaperf: bisect: --series: expected a series such as time:device, time:host or "
+        "cudaperf: bisect: --series: expected a series such as time:device/cold, time:host or "
         "memory:peak, got 'wall'",
     ]
     assert runner.calls == 0

@@ -202,7 +202,7 @@ def test_a_3x_pedantic_plant_is_caught_or_the_cpu_was_never_free(
         for r in test["records"]
         if r["series"].startswith("time:")
     ]
-    waited = [line for line in test["details"] if "exact rounds: waited" in line]
+    waited = [line for line in test["details"] if "pedantic rounds: waited" in line]
     if verdict["kind"] == "regression":
         assert verdict["ratio"] > 2, verdict
         assert n in (20, 40, 80), n  # the rounds asked for, or taken again

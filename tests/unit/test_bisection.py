@@ -10,6 +10,7 @@ import pytest
 from pytest_cudaperf.ab.bisection import Bisection, Mark, commit_range, step_mark, worst
 from pytest_cudaperf.ab.paired import Call, Paired
 from pytest_cudaperf.ab.result import AbResult, Compared, SideInfo
+from pytest_cudaperf.cli.bisect import SERIES_FORM
 from pytest_cudaperf.keys import SeriesKey
 
 COMMITS = tuple(f"c{i:02d}" for i in range(33))  # c00 good, c32 bad
@@ -114,3 +115,24 @@ def test_the_worst_series_is_the_largest_slower_one() -> None:
     assert chosen.key.nodeid == "t::c"
     assert worst([]) is None
     assert math.isclose(worst(found[:1]).paired.ratio, 5.0)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("series", "named"),
+    [
+        ("time:device/cold", True),
+        ("time:graph/hot", True),
+        ("time:host", True),
+        ("time:wall", True),
+        ("memory:peak", True),
+        ("wall", False),
+        ("time:", False),
+        ("time:device/", False),
+        ("time:device/cold/x", False),
+        ("energy:device", False),
+    ],
+)
+def test_series_names_the_kind_and_its_mode(series: str, named: bool) -> None:
+    """``--series`` takes every series a measurement writes, the cache mode after a slash
+    included (``time:device/cold``, the default series of a CUDA test)."""
+    assert bool(SERIES_FORM.match(series)) is named

@@ -73,7 +73,7 @@ def test_the_wait_ends_once_other_processes_leave_the_cpu() -> None:
     waited = wait.until_free()
     assert waited == CpuWaited(True, 3 * POLL_S)
     assert meter.polls == 3
-    assert waited.describe().startswith("exact rounds: waited 1.5 s for other processes")
+    assert waited.describe().startswith("pedantic rounds: waited 1.5 s for other processes")
 
 
 def test_a_load_average_above_the_cores_is_not_free() -> None:
@@ -87,7 +87,7 @@ def test_a_cpu_that_stays_shared_ends_the_wait_at_its_deadline_shared_by_every_w
     first = wait.until_free()
     assert first == CpuWaited(False, 2.0, "other processes used 50% of the machine's CPU time")
     assert first.describe() == (
-        "exact rounds: waited 2.0 s for other processes to leave the CPU, in vain (other "
+        "pedantic rounds: waited 2.0 s for other processes to leave the CPU, in vain (other "
         "processes used 50% of the machine's CPU time); not taken again (--cudaperf-state-wait)"
     )
     assert wait.until_free() == CpuWaited(False, 0.0)  # the deadline passed: no poll
@@ -111,7 +111,7 @@ def test_other_processes_that_outlasted_a_wait_make_later_waits_look_once() -> N
         False, POLL_S, "other processes used 50% of the machine's CPU time", pytest.approx(3.5)
     )
     assert looked.describe() == (
-        "exact rounds: other processes have shared the CPU since a wait ran out 4 s ago, and a "
+        "pedantic rounds: other processes have shared the CPU since a wait ran out 4 s ago, and a "
         "look of 0.5 s found them there (other processes used 50% of the machine's CPU time); "
         "not waited for again, not taken again (--cudaperf-state-wait)"
     )
