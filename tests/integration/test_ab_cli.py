@@ -1,5 +1,5 @@
 """``cudaperf ab`` end to end on the CPU: a temporary git repository with two commits, one of
-which makes one function 3x slower, measured in real alternating pytest processes."""
+which makes one function 10x slower, measured in real alternating pytest processes."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def test_steady():
 
 
 def _project(tmp_path: Path, src_layout: bool = False) -> Path:
-    """A repository with two commits: the second makes ``light`` three times slower."""
+    """A repository with two commits: the second makes ``light`` ten times slower (a slowdown
+    that one process of a pair, time-sliced on a shared 2-core host, does not hide)."""
     repo = tmp_path / "project"
     package = repo / ("src/abdemo" if src_layout else "abdemo")
     package.mkdir(parents=True)
@@ -70,12 +71,12 @@ def _project(tmp_path: Path, src_layout: bool = False) -> Path:
     git(repo, "init", "-q")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "fast")
-    (package / "work.py").write_text(WORK.format(light=60000))
+    (package / "work.py").write_text(WORK.format(light=200000))
     (repo / "tests" / "test_new.py").write_text(
         "import pytest\n\n@pytest.mark.perf\ndef test_new():\n    pass\n"
     )
     git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "three times the work in light(), and a new test")
+    git(repo, "commit", "-q", "-m", "ten times the work in light(), and a new test")
     return repo
 
 
@@ -135,7 +136,7 @@ def slowed(tmp_path_factory: pytest.TempPathFactory) -> Slowed:
 
 
 def test_exactly_the_slowed_test_is_slower(slowed: Slowed) -> None:
-    """A 3x slowdown is SLOWER and the untouched test is not called either way. The CI host is a
+    """A 10x slowdown is SLOWER and the untouched test is not called either way. The CI host is a
     shared 2-core machine running two xdist workers, where one process's median can move by half
     (``docs/ab.md``: there, ``--min-effect`` above the host's movement); the default 2% edge is
     held to in the A/A test and the unit tests."""
@@ -154,7 +155,7 @@ def test_exactly_the_slowed_test_is_slower(slowed: Slowed) -> None:
     assert calls["test_steady"] in ("same", "undecided")
     assert document["order"][:4] == ["base", "head", "head", "base"]
     ratio = next(s["ratio"] for s in document["series"] if s["nodeid"].endswith("test_light"))
-    assert 2.0 < ratio < 4.5
+    assert 6.0 < ratio < 15.0
     assert _worktrees(repo) == _worktrees(repo)[:1]  # only the main checkout is left
 
 
