@@ -155,7 +155,7 @@ def test_exactly_the_slowed_test_is_slower(slowed: Slowed) -> None:
     assert calls["test_steady"] in ("same", "undecided")
     assert document["order"][:4] == ["base", "head", "head", "base"]
     ratio = next(s["ratio"] for s in document["series"] if s["nodeid"].endswith("test_light"))
-    assert 6.0 < ratio < 15.0
+    assert ratio > 4.0  # ten times the work; a side that measured the other's code reads ~1
     assert _worktrees(repo) == _worktrees(repo)[:1]  # only the main checkout is left
 
 
