@@ -35,7 +35,7 @@ from pytest_cudaperf.ab.sides import (
     worktrees,
 )
 from pytest_cudaperf.cli.process import run_in_session
-from pytest_cudaperf.cli.sources import CliError
+from pytest_cudaperf.cli.sources import CliError, has_option
 from pytest_cudaperf.paths import unwritable
 
 #: exit codes of ``cudaperf ab``
@@ -96,7 +96,7 @@ def check(request: Request) -> None:
     if request.max_time <= 0:
         raise CliError(f"ab: --max-time must be positive, got {request.max_time:g}")
     for bad in ("--cudaperf-json", "--cudaperf-update", "--cudaperf-baseline-dir"):
-        if any(a == bad or a.startswith(bad + "=") for a in request.pytest_args):
+        if has_option(request.pytest_args, bad):
             raise CliError(f"ab: leave {bad} out of the pytest arguments (ab sets it)")
     for option, python in (
         ("--base-python", request.base_python),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pytest_cudaperf import turns
 from pytest_cudaperf.cli.process import run_in_session, run_in_turns, run_log
-from pytest_cudaperf.cli.sources import CliError, read_report, report_records
+from pytest_cudaperf.cli.sources import CliError, has_option, read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.measure import instability
 from pytest_cudaperf.paths import unwritable
@@ -353,21 +353,16 @@ def _check_arguments(args: Sequence[str], baseline_dir: Path | None) -> None:
     """The pytest arguments ``record`` cannot run with, refused before any run: its own
     options, those that would record nothing, a second name for the baseline folder."""
     for bad in ("--cudaperf-json", "--cudaperf-prune", "--cudaperf-update"):
-        if _given(args, bad):
+        if has_option(args, bad):
             raise CliError(f"record: leave {bad} out of the pytest arguments (record sets it)")
     for bad in ("--cudaperf-disable", "--collect-only", "--co"):
-        if _given(args, bad):
+        if has_option(args, bad):
             raise CliError(f"record: {bad} in the pytest arguments would record nothing")
-    if baseline_dir is not None and _given(args, "--cudaperf-baseline-dir"):
+    if baseline_dir is not None and has_option(args, "--cudaperf-baseline-dir"):
         raise CliError(
             "record: --baseline-dir and --cudaperf-baseline-dir in the pytest arguments both "
             "name the folder: give one"
         )
-
-
-def _given(args: Sequence[str], option: str) -> bool:
-    """Whether ``option`` is among the pytest arguments, alone or as ``option=value``."""
-    return any(a == option or a.startswith(option + "=") for a in args)
 
 
 def _check_folder(folder: Path | None, what: str) -> None:

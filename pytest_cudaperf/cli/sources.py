@@ -97,3 +97,8 @@ def write_text(path: Path, text: str) -> None:
 
 def loaded(paths: Sequence[Path]) -> list[Baseline | Report]:
     return [load(p) for p in paths]
+
+
+def has_option(args: Sequence[str], option: str) -> bool:
+    """Whether ``option`` is among pytest arguments ``args``, alone or as ``option=value``."""
+    return any(a == option or a.startswith(option + "=") for a in args)
