@@ -65,14 +65,22 @@ def gpu_skip_reason(req: GpuRequirement, probe: Probe, first: int = 0) -> str | 
 
 @dataclass
 class DeviceContext:
-    """The device a test runs on, and its lock."""
+    """The device a test runs on, and its lock. ``name`` (``"cuda:0"``, ``"cpu"``) is what the
+    plugin reads: a run that measures code on the CPU never imports torch for its device;
+    :attr:`device` is the torch.device (the ``cuda_device`` fixture's value)."""
 
-    device: torch.device
+    name: str
     device_class: str
     lock: DeviceLock
     l2_bytes: int = 0
     uuid: str = ""
 
     @property
+    def device(self) -> torch.device:
+        import torch
+
+        return torch.device(self.name)
+
+    @property
     def is_cuda(self) -> bool:
-        return self.device.type == "cuda"
+        return self.name.startswith("cuda")

@@ -2,14 +2,17 @@
 driver and the CPU (:func:`probe`); the fingerprint and device class a measurement is filed under;
 the environment a record or a run names; the header lines.
 
-Only :func:`probe` imports torch. It reads device properties without creating a CUDA context
-(``get_device_properties`` needs none; the GPU suite checks this with
+Only :func:`probe` imports torch, and only for a torch build with CUDA: a CPU build's version
+and CUDA field are read from its ``torch/version.py`` (:func:`cpu_build`), so a suite that never
+imports torch does not pay for it in each of its processes. It reads device properties without
+creating a CUDA context (``get_device_properties`` needs none; the GPU suite checks this with
 ``torch._C._cuda_hasPrimaryContext``).
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import os
 import platform
 import re
@@ -99,8 +102,38 @@ def driver_version() -> str | None:
     return match.group(1) if match else None
 
 
+def cpu_build() -> str | None:
+    """The version of the installed torch when it is a build without CUDA (``2.13.0+cpu``), read
+    from its ``version.py`` without importing torch; None for a CUDA build, or where that file
+    does not say (then :func:`probe` imports torch to know)."""
+    if "torch" in sys.modules:
+        return None  # already paid for: torch itself answers
+    try:
+        spec = importlib.util.find_spec("torch")
+        locations = spec.submodule_search_locations if spec is not None else None
+        text = (Path(next(iter(locations or ()))) / "version.py").read_text()
+    except (ImportError, OSError, StopIteration, ValueError):
+        return None
+    version = re.search(r"^__version__\s*=\s*'([^']+)'", text, re.MULTILINE)
+    cuda = re.search(r"^cuda\s*(?::[^=\n]*)?=\s*(.+?)\s*$", text, re.MULTILINE)
+    if version is None or cuda is None or cuda.group(1) != "None":
+        return None
+    return version.group(1)
+
+
 def probe() -> Probe:
-    """Import torch and describe what it sees; never creates a CUDA context."""
+    """Describe what torch sees, importing it only where the build has CUDA (:func:`cpu_build`);
+    never creates a CUDA context."""
+    version = cpu_build()
+    if version is not None:
+        return Probe(
+            torch_version=version,
+            cuda_version=None,
+            available=False,
+            driver=driver_version(),
+            visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            cpu=cpu_model(),
+        )
     import torch
 
     cuda_version = str(torch.version.cuda) if torch.version.cuda else None

@@ -259,7 +259,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     settings = ctx.settings
     if settings.seed is not None and not settings.disable and _seeded(item):
         # before pytest's own setup draws the fixtures; a poisoned context's error is the
-        # cuda_device fixture's to report, with the test that raised it
+        # device fixture's to report (opening the test's device), with the test that raised it
         seeding.reseed(settings.seed, accelerator=ctx.faults.message() is None)
 
 
@@ -277,15 +277,24 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
 
 
 @pytest.fixture
-def cuda_device(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
-    """The test's torch.device: CUDA when available (worker i of xdist gets GPU i mod n), else
-    the CPU; see --cudaperf-device. Synchronizes at teardown to catch asynchronous errors."""
+def _cudaperf_device(request: pytest.FixtureRequest) -> Generator[None, None, None]:
+    """The test's device opened (``cuda_device``'s, ``cuda_timer``'s), synchronized at teardown;
+    a test on the CPU does not import torch for it."""
     from pytest_cudaperf.fixtures import device
 
     test = context_of(request.node)
     test.device = device.open_device(test.run)
-    yield test.device.device
+    yield
     device.close_device(test.device, test.run, test.nodeid)
+
+
+@pytest.fixture
+def cuda_device(request: pytest.FixtureRequest, _cudaperf_device: None) -> Any:
+    """The test's torch.device: CUDA when available (worker i of xdist gets GPU i mod n), else
+    the CPU; see --cudaperf-device. Synchronizes at teardown to catch asynchronous errors."""
+    opened = context_of(request.node).device
+    assert opened is not None
+    return opened.device
 
 
 @pytest.fixture
@@ -300,7 +309,7 @@ def pinned_batch() -> Generator[PinnedBatches, None, None]:
 
 
 @pytest.fixture
-def cuda_timer(request: pytest.FixtureRequest, cuda_device: Any) -> Timer:
+def cuda_timer(request: pytest.FixtureRequest, _cudaperf_device: None) -> Timer:
     """cuda_timer(fn, *args, name=None, cache=None, graph=None, warmup=None, min_time=None,
     max_time=None, **kwargs) -> Measurement; .region(name); .compare(candidate, reference)."""
     from pytest_cudaperf.fixtures.timer import Timer

@@ -255,7 +255,7 @@ class TestContext:
         :func:`pytest_cudaperf.memory.backends.device_type`."""
         from pytest_cudaperf.memory.backends import device_type
 
-        own = str(self.device.device) if self.device is not None else None
+        own = self.device.name if self.device is not None else None
         return device_type(self.settings.device, own)
 
     @property

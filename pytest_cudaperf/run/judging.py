@@ -69,7 +69,7 @@ def tolerance(settings: Settings, perf: PerfOptions | None, metric: str = "devic
 
 
 def _device_of(test: TestContext) -> str:
-    return str(test.device.device) if test.device is not None else "cpu"
+    return test.device.name if test.device is not None else "cpu"
 
 
 def record_env(test: TestContext) -> dict[str, object]:

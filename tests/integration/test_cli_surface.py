@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+import torch
 
 
 def test_markers_show_full_signatures(pytester: pytest.Pytester) -> None:
@@ -88,6 +89,42 @@ def test_a_run_that_uses_nothing_of_the_plugin_never_imports_torch(
         ["cudaperf: baselines */.cudaperf (compare)", "*TORCH NOT IMPORTED"]
     )
     result.stdout.no_fnmatch_line("cudaperf: torch *")
+
+
+@pytest.mark.skipif(torch.version.cuda is not None, reason="a CUDA build of torch is imported")
+def test_a_run_measuring_code_without_torch_on_a_cpu_build_never_imports_torch(
+    pytester: pytest.Pytester,
+) -> None:
+    """Each entry point measures, is judged and is reported, and torch (seconds to import on a
+    slow host, in every process) stays out: its CPU build is read from its version file."""
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_unconfigure(config):
+            print("TORCH IMPORTED" if "torch" in sys.modules else "TORCH NOT IMPORTED")
+    """)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.perf
+        def test_body():
+            sum(range(1000))
+
+        def test_timer(cuda_timer):
+            cuda_timer(lambda: sum(range(1000)))
+
+        def test_benchmark(benchmark):
+            benchmark(sum, range(1000))
+    """)
+    result = pytester.runpytest_subprocess("-s", "--cudaperf-max-time=0.05")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "cudaperf: torch *+cpu, CUDA runtime none*",
+            "cudaperf: 3 measured*",
+            "*TORCH NOT IMPORTED",
+        ]
+    )
 
 
 def test_device_lines_in_the_header_under_xdist(pytester: pytest.Pytester) -> None:

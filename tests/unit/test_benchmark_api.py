@@ -30,7 +30,7 @@ def _fixture(
     state = SimpleNamespace(
         replaying=replaying, records=[], key=lambda name: SeriesKey("t.py::test_x", "")
     )
-    device = SimpleNamespace(is_cuda=False, device="cpu", device_class="CPU test", lock=Lock())
+    device = SimpleNamespace(is_cuda=False, name="cpu", device_class="CPU test", lock=Lock())
     test = SimpleNamespace(
         settings=Settings(disable=not measuring),
         state=state,

@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+import importlib.machinery
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_cudaperf.devices import probe as probing
 from pytest_cudaperf.devices.faults import FaultState, is_sticky_cuda_error
 from pytest_cudaperf.devices.placement import (
     assign_gpu,
@@ -89,3 +96,69 @@ def test_a_torch_outside_the_tested_releases_is_one_header_line() -> None:
     old = Probe("2.3.1", None, False, cpu="Xeon")
     assert header_lines(old, "auto")[-1].startswith("cudaperf: torch 2.3.1 is outside")
     assert not any("outside" in line for line in header_lines(TWO, "auto"))
+
+
+def _fake_torch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, version_py: str | None) -> None:
+    """A torch package at ``tmp_path`` whose ``version.py`` holds ``version_py`` (None: no such
+    file), not yet imported."""
+    package = tmp_path / "torch"
+    package.mkdir()
+    if version_py is not None:
+        (package / "version.py").write_text(version_py)
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(probing.importlib.util, "find_spec", lambda name: spec)
+
+
+CPU_VERSION_PY = "__version__ = '2.13.0+cpu'\ndebug = False\ncuda: Optional[str] = None\n"
+
+
+def test_a_cpu_build_is_read_from_its_version_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _fake_torch(monkeypatch, tmp_path, CPU_VERSION_PY)
+    assert probing.cpu_build() == "2.13.0+cpu"
+    found = probing.probe()
+    assert "torch" not in sys.modules
+    assert (found.torch_version, found.cuda_version, found.available, found.gpus) == (
+        "2.13.0+cpu",
+        None,
+        False,
+        (),
+    )
+    assert "torch build 2.13.0+cpu has no CUDA" in found.unavailable_reason()
+
+
+@pytest.mark.parametrize(
+    "version_py",
+    [
+        "__version__ = '2.13.0+cu130'\ncuda: Optional[str] = '13.0'\n",
+        "__version__ = '2.13.0'\ncuda = '12.8'\n",
+        "cuda: Optional[str] = None\n",  # no version
+        "__version__ = '2.13.0+cpu'\n",  # no CUDA field
+        None,  # no version.py
+    ],
+    ids=["cuda-build", "cuda-build-untyped", "no-version", "no-cuda-field", "no-file"],
+)
+def test_a_cuda_build_or_an_unreadable_version_file_imports_torch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, version_py: str | None
+) -> None:
+    _fake_torch(monkeypatch, tmp_path, version_py)
+    assert probing.cpu_build() is None
+
+
+def test_the_version_file_and_torch_describe_a_cpu_build_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On this machine's torch: the probe read from ``version.py`` is the one torch gives (a
+    CUDA build reads None from the file and is probed through torch both times)."""
+    import torch
+
+    through_torch = probing.probe()  # torch is loaded: probed through it
+    monkeypatch.delitem(sys.modules, "torch")
+    from_file = probing.probe()
+    if torch.version.cuda is None:
+        assert from_file == through_torch
+    else:
+        assert probing.cpu_build() is None
