@@ -222,7 +222,7 @@ class _Gathered:
     """What the measuring runs' reports hold, run by run (:func:`_gather`)."""
 
     folder: Path | None
-    loops: list[float | None] = dataclasses.field(default_factory=list)
+    references: list[float | None] = dataclasses.field(default_factory=list)
     collected: dict[Where, list[Record]] = dataclasses.field(default_factory=dict)
     failed_bodies: set[Where] = dataclasses.field(default_factory=set)
     worst: int = 0
@@ -255,7 +255,7 @@ def _gather(
             return rc or 2
         document = read_report(report)
         found = report_records(document)
-        found_all.loops.append(_median_loop(record for record, _ in found))
+        found_all.references.append(_median_reference(record for record, _ in found))
         if found_all.folder is None and document.baseline_dir:
             found_all.folder = Path(document.baseline_dir)
             _check_folder(found_all.folder, "the runs' baseline folder")
@@ -320,7 +320,7 @@ def cmd_record(
             rc = codes[runs] if asked and stopped is None else None
             _attach_breakdowns(rc, tmp, complete, stopped=asked and stopped is not None)
     skipped = len(gathered.collected.keys() | gathered.failed_bodies) - len(complete)
-    uneven = uneven_host(gathered.loops)
+    uneven = uneven_host(gathered.references)
     if uneven:
         print(uneven)
     for line in shared_cpu(complete):
@@ -372,28 +372,31 @@ def _check_folder(folder: Path | None, what: str) -> None:
         raise CliError(f"record: {what} {folder} {why}")
 
 
-def _median_loop(records: Iterable[Record]) -> float | None:
-    """A run's median reference-loop time (CPU backend on the CPU), or None."""
-    loops = [
+def _median_reference(records: Iterable[Record]) -> float | None:
+    """A run's median reference time (``Recording.reference_ms``), or None."""
+    found = [
         r.recording.reference_ms
         for r in records
         if r.recording.reference_ms is not None and math.isfinite(r.recording.reference_ms)
     ]
-    return statistics.median(loops) if loops else None
+    return statistics.median(found) if found else None
 
 
-def uneven_host(loops: Sequence[float | None]) -> str | None:
-    """The line ``cudaperf record`` prints when its runs' reference loops (each run's median)
-    differ by more than ``instability.HOST_MIN``: the host itself ran at different speeds, so the
-    series move more between the recordings than the code does, and a slowdown is harder to tell
-    from that (why: docs/decisions.md, "Why does the host-speed finding start at 25%?")."""
-    known = [x for x in loops if x is not None]
+def uneven_host(references: Sequence[float | None]) -> str | None:
+    """The line ``cudaperf record`` prints when its runs' references (each run's median of the
+    reference timed beside the samples: the CPU backend's loop, or the launch reference of GPU
+    code that synchronizes) differ by more than ``instability.HOST_MIN``: the host itself ran
+    at different speeds, so the series move more between the recordings than the code does,
+    and a slowdown is harder to tell from that (why: docs/decisions.md, "Why does the
+    host-speed finding start at 25%?")."""
+    known = [x for x in references if x is not None]
     if len(known) < 2 or instability.host_speed(max(known), min(known)) is None:
         return None
     return (
-        f"cudaperf record: the host ran at different speeds during the runs (a reference loop "
-        f"took {format_ms(min(known))}-{format_ms(max(known))}, median per run): the series "
-        f"recorded move with it and fewer slowdowns will fail; record again on a quiet machine"
+        f"cudaperf record: the host ran at different speeds during the runs (the reference "
+        f"timed beside the samples took {format_ms(min(known))}-{format_ms(max(known))}, median "
+        f"per run): the series recorded move with it and fewer slowdowns will fail; record "
+        f"again on a quiet machine"
     )
 
 

@@ -25,7 +25,7 @@ from pytest_cudaperf.report.fields import (
     strings,
     to_object,
 )
-from pytest_cudaperf.report.model import FailureKind, JudgedRecord, TestOutcome
+from pytest_cudaperf.report.model import LIMITS, FailureKind, JudgedRecord, TestOutcome
 from pytest_cudaperf.store.baselines import UpdateSummary
 from pytest_cudaperf.verdict import Kind
 
@@ -177,8 +177,7 @@ class Report:
             "new": kinds[Kind.NEW],
             "inconclusive": kinds[Kind.INCONCLUSIVE],
             "leak": sum(1 for t in self.tests if t.has(FailureKind.LEAK)),
-            "over budget": sum(1 for t in self.tests if any(f.kind.is_budget for f in t.failures)),
-        }
+        } | {name: sum(1 for t in self.tests if t.has(kind)) for kind, name in LIMITS.items()}
 
     def to_json(self) -> dict[str, Json]:
         return {

@@ -11,7 +11,7 @@ from typing import Protocol
 from pytest_cudaperf.measure.energy import format_joules
 from pytest_cudaperf.memory.sweep import SweepStatus
 from pytest_cudaperf.report.document import Report, SweepSummary
-from pytest_cudaperf.report.model import FailureKind, JudgedRecord
+from pytest_cudaperf.report.model import LIMITS, FailureKind, JudgedRecord
 from pytest_cudaperf.units import format_ms, format_pct, format_size, format_value
 from pytest_cudaperf.verdict import Kind, ci_text
 
@@ -158,8 +158,7 @@ def summary_line(counts: Mapping[str, int]) -> str:
     ]
     if counts["leak"]:
         parts.append(f"{counts['leak']} leak{'s' if counts['leak'] != 1 else ''}")
-    if counts["over budget"]:
-        parts.append(f"{counts['over budget']} over budget")
+    parts += [f"{counts[name]} {name}" for name in LIMITS.values() if counts[name]]
     return "cudaperf: " + ", ".join(parts)
 
 
@@ -264,5 +263,7 @@ def terminal_summary(
     for line in errors:
         tr.write_line(line, red=True)
     counts = report.counts()
-    bad = counts["regression"] or counts["leak"] or counts["over budget"] or errors
+    bad = (
+        counts["regression"] or counts["leak"] or any(counts[n] for n in LIMITS.values()) or errors
+    )
     tr.write_line(summary_line(counts), red=bool(bad), green=not bad, bold=True)

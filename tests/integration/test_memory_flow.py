@@ -98,6 +98,40 @@ def test_a_guard_used_wrongly_fails_its_test_with_one_line(pytester: pytest.Pyte
     assert "Traceback" not in result.stdout.str()
 
 
+def test_check_takes_the_guards_leak_tolerance(pytester: pytest.Pytester) -> None:
+    """``memory_guard.check(leak_tolerance=)``, as ``memory_guard(leak_tolerance=)``; its earlier
+    name ``tolerance=`` still holds, with a DeprecationWarning; a bad one is named as given."""
+    pytester.makepyfile("""
+        import torch
+
+        HISTORY = []
+
+        def grow():
+            HISTORY.append(torch.ones(256))  # 1 KiB a run
+
+        def test_within(memory_guard):
+            memory_guard.check(grow, leak_tolerance="1MiB")
+
+        def test_within_by_the_old_name(memory_guard):
+            memory_guard.check(grow, tolerance="1MiB")
+
+        def test_beyond(memory_guard):
+            memory_guard.check(grow, leak_tolerance=0)
+
+        def test_not_a_size(memory_guard):
+            memory_guard.check(grow, leak_tolerance="lots")
+    """)
+    result = pytester.runpytest("-W", "always::DeprecationWarning")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*memory_guard.check(tolerance=...) is now leak_tolerance=..., as in memory_guard(...)",
+            "leak: +3.0 KiB over 3 runs (+1.0 KiB each) on cpu tensors",
+            "*memory_guard.check: leak_tolerance: *'lots'*",
+        ]
+    )
+
+
 def test_pinned_batch_on_cpu(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import pytest

@@ -336,8 +336,8 @@ def test_record_says_when_the_host_ran_at_different_speeds(
     assert main(["record", "--runs", "3", "--baseline-dir", str(tmp_path)], one_by_one(runner)) == 0
     out = capsys.readouterr().out
     assert (
-        "cudaperf record: the host ran at different speeds during the runs (a reference loop "
-        "took 360.00 µs-490.00 µs, median per run)" in out
+        "cudaperf record: the host ran at different speeds during the runs (the reference timed "
+        "beside the samples took 360.00 µs-490.00 µs, median per run)" in out
     )
     assert uneven_host([0.40, 0.45, None]) is None  # within 25%: nothing to say
     assert uneven_host([0.40]) is None

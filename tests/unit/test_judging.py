@@ -217,9 +217,10 @@ def test_peak_regression_and_budget_show_in_table_and_failures(tmp_path: Path) -
     results = Results()
     results.add("t.py::a", "call", test.state.outcome(True, None).to_json())
     assert table_rows(results.report())[0][-1] == "2.0 MiB REGRESSION"
-    # one row, two judged records: the summary says which is which
-    assert summary_line(results.report().counts()).startswith(
-        "cudaperf: 2 measured (1 time, 1 peak memory), 1 regression, 0 improved, 1 new"
+    # one row, two judged records: the summary says which is which, and the limit by its name
+    assert summary_line(results.report().counts()) == (
+        "cudaperf: 2 measured (1 time, 1 peak memory), 1 regression, 0 improved, 1 new, "
+        "0 inconclusive, 1 over max_peak"
     )
 
 

@@ -18,6 +18,7 @@ from pytest_cudaperf.memory.protocol import PeakResult
 from pytest_cudaperf.report.document import Report, dumps, merge_reports, read_report
 from pytest_cudaperf.report.fields import ReportError
 from pytest_cudaperf.report.model import (
+    LIMITS,
     Bandwidth,
     ComparisonOutcome,
     Failure,
@@ -29,6 +30,7 @@ from pytest_cudaperf.report.model import (
     record_from_json,
     record_to_json,
 )
+from pytest_cudaperf.report.terminal import summary_line
 from pytest_cudaperf.series import Record, Recording
 from pytest_cudaperf.store.baselines import UpdateSummary
 from pytest_cudaperf.verdict import Kind, Verdict
@@ -228,6 +230,17 @@ def test_shard_reports_merge_into_one() -> None:
 
 def test_failure_kinds_carry_their_status_letter() -> None:
     assert (FailureKind.LEAK.letter, FailureKind.LEAK.word) == ("L", "LEAKED")
-    assert FailureKind.BUDGET.is_budget
-    assert not FailureKind.REGRESSION.is_budget
+    assert set(LIMITS) == {FailureKind.BUDGET, FailureKind.SPEEDUP, FailureKind.MEMORY}
+
+
+def test_each_limit_a_test_broke_is_counted_by_its_own_name() -> None:
+    """``max_ms`` over budget, ``min_speedup`` too slow, ``max_peak`` over it: three counts."""
+    tests = [
+        TestOutcome(f"t.py::{kind.value}", failures=(Failure(kind, "x"),))
+        for kind in (FailureKind.BUDGET, FailureKind.SPEEDUP, FailureKind.SPEEDUP)
+    ]
+    tests.append(TestOutcome("t.py::leak", failures=(Failure(FailureKind.LEAK, "x"),)))
+    counts = Report(tests=tuple(tests)).counts()
+    assert (counts["over budget"], counts["too slow"], counts["over max_peak"]) == (1, 2, 0)
+    assert summary_line(counts).endswith(", 1 leak, 1 over budget, 2 too slow")
     assert {kind.letter for kind in FailureKind} == {"R", "L", "B", "M", "S", "N"}
