@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke run of the public-suite tooling on the CPU (benchmarks/smoke.py runs it):
 # judged-at-defaults.sh on a made-up project tree in the layout run-on-device.sh expects
-# (out/public/ml4gw, one pytest-benchmark test of a CPU tensor): pytest-benchmark's own run,
+# (out/public/ml4gw, one pytest-benchmark test of plain Python, so that none of its processes
+# imports torch): pytest-benchmark's own run,
 # `cudaperf record` (MODE=record, one run), a judged run (MODE=cudaperf, the fixture served by
 # pytest-cudaperf) that must write its JSON files, and one with plant.py loaded
 # (CUDAPERF_PLANT=3x); then the table of those runs (defaults_table.py), the tally of their waits
@@ -19,12 +20,13 @@ OUT=$(cd "$OUT" && pwd)
 ROOT="$OUT/root"
 mkdir -p "$ROOT/out/public/ml4gw/benchmarks"
 cat > "$ROOT/out/public/ml4gw/benchmarks/test_tiny.py" <<'PYEOF'
-import torch
+def add(a, b):
+    return [x + y for x, y in zip(a, b)]
 
 
 def test_add(benchmark):
-    x = torch.ones(64)
-    benchmark(torch.add, x, x)
+    x = list(range(64))
+    benchmark(add, x, x)
 PYEOF
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 cd "$ROOT"  # run-on-device.sh takes the folder it runs in as the root holding out/public

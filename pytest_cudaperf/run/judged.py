@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -476,10 +477,13 @@ class JudgedMeasurement:
         """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff
         against the stored one: the one of ``record``'s series, or of ``stored_with`` (a
         host-bound call's kernels, judged apart, diff the breakdown its host time keeps). Green
-        runs profile nothing."""
+        runs profile nothing, nor do calls on the CPU where torch was never loaded: they ran
+        no torch op to break down."""
         from pytest_cudaperf.breakdown import explain
 
         test, fn, device = self.test, self.target.fn, self.target.device
+        if device == "cpu" and "torch" not in sys.modules:
+            return record
         if test.settings.update:
             with self.target.lock():
                 data, note = explain.record(fn, device)
