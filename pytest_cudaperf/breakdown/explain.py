@@ -4,6 +4,7 @@ breakdowns they diff."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,13 @@ class Explanation:
 
     lines: tuple[str, ...]
     compared: tuple[Breakdown, Breakdown] | None = None
+
+
+def ran_no_op(device: str) -> bool:
+    """Calls on the CPU in a process that never imported torch ran no torch op: the profiler
+    has nothing to break down, and torch is not imported for it. Callers profile nothing then
+    (no breakdown recorded, none shown)."""
+    return device == "cpu" and "torch" not in sys.modules
 
 
 def record(fn: Callable[[], object], device: str) -> tuple[dict[str, Any] | None, str]:

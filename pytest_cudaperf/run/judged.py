@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -477,12 +476,11 @@ class JudgedMeasurement:
         """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff
         against the stored one: the one of ``record``'s series, or of ``stored_with`` (a
         host-bound call's kernels, judged apart, diff the breakdown its host time keeps). Green
-        runs profile nothing, nor do calls on the CPU where torch was never loaded: they ran
-        no torch op to break down."""
+        runs profile nothing, nor do calls that ran no torch op (``explain.ran_no_op``)."""
         from pytest_cudaperf.breakdown import explain
 
         test, fn, device = self.test, self.target.fn, self.target.device
-        if device == "cpu" and "torch" not in sys.modules:
+        if explain.ran_no_op(device):
             return record
         if test.settings.update:
             with self.target.lock():
@@ -585,9 +583,11 @@ def compare_judged(
     between the two sides (candidate, reference), profiled then."""
 
     def explain() -> tuple[str, ...]:
-        from pytest_cudaperf.breakdown.explain import explain_pair
+        from pytest_cudaperf.breakdown.explain import explain_pair, ran_no_op
 
         candidate, reference = sides
+        if ran_no_op(candidate.device):
+            return ()
         with candidate.lock():
             return explain_pair(candidate.fn, reference.fn, candidate.device).lines
 

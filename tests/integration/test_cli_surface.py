@@ -95,8 +95,10 @@ def test_a_run_that_uses_nothing_of_the_plugin_never_imports_torch(
 def test_a_run_measuring_code_without_torch_on_a_cpu_build_never_imports_torch(
     pytester: pytest.Pytester,
 ) -> None:
-    """Each entry point measures, is judged and is reported, and torch (seconds to import on a
-    slow host, in every process) stays out: its CPU build is read from its version file."""
+    """Each entry point measures, is recorded, is judged and is reported, a miss of
+    ``min_speedup`` and a regression among them, and torch (seconds to import on a slow host,
+    in every process) stays out: its CPU build is read from its version file, and calls that
+    ran no torch op are not profiled."""
     pytester.makeconftest("""
         import sys
 
@@ -104,27 +106,43 @@ def test_a_run_measuring_code_without_torch_on_a_cpu_build_never_imports_torch(
             print("TORCH IMPORTED" if "torch" in sys.modules else "TORCH NOT IMPORTED")
     """)
     pytester.makepyfile("""
+        import os
         import pytest
+
+        N = 1000 * int(os.environ.get("SLOW", "1"))
 
         @pytest.mark.perf
         def test_body():
-            sum(range(1000))
+            sum(range(N))
 
         def test_timer(cuda_timer):
-            cuda_timer(lambda: sum(range(1000)))
+            cuda_timer(lambda: sum(range(N)))
 
         def test_benchmark(benchmark):
-            benchmark(sum, range(1000))
+            benchmark(sum, range(N))
+
+        @pytest.mark.perf(min_speedup=100)
+        def test_compare(cuda_timer):
+            cuda_timer.compare(lambda: sum(range(N)), lambda: sum(range(N)))
     """)
-    result = pytester.runpytest_subprocess("-s", "--cudaperf-max-time=0.05")
-    result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(
+    fast = ["-s", "--cudaperf-max-time=0.05", "--cudaperf-confirm-process=off"]
+    update = pytester.runpytest_subprocess(*fast, "--cudaperf-update")
+    update.assert_outcomes(passed=3, failed=1)
+    update.stdout.fnmatch_lines(
         [
             "cudaperf: torch *+cpu, CUDA runtime none*",
-            "cudaperf: 3 measured*",
+            "cudaperf: 3 measured*, 1 too slow",
             "*TORCH NOT IMPORTED",
         ]
     )
+    (stored,) = (pytester.path / ".cudaperf").glob("*.json")
+    assert "breakdown" not in stored.read_text()  # nothing profiled, nothing stored
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLOW", "30")
+        slow = pytester.runpytest_subprocess(*fast, "--cudaperf-tolerance=50%")
+    slow.stdout.fnmatch_lines(["cudaperf: 3 measured, * regression*", "*TORCH NOT IMPORTED"])
+    assert slow.parseoutcomes()["failed"] >= 2  # the compare, and a regression at least
+    assert "breakdown" not in slow.stdout.str()
 
 
 def test_device_lines_in_the_header_under_xdist(pytester: pytest.Pytester) -> None:
