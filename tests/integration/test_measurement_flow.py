@@ -4,6 +4,7 @@ changes (updates, the records and counts merged into the reports) in every xdist
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -85,19 +86,27 @@ def test_update_compare_regress_update_cycle(
     slow = pytester.runpytest(*mode, *FAST, "--cudaperf-confirm-process=off", "--cudaperf-rounds=1")
     slow.stdout.fnmatch_lines(
         [
-            "perf regression: median * ms vs baseline * ms (+*%, 95% CI +*%…+*%, tolerance 30.0%*)"
-            " — CPU *; baseline since * from 1 process*",
+            "*perf regression: median * ms vs baseline * ms (+*%, 95% CI +*%…+*%, tolerance "
+            "30.0%*) — CPU *; baseline since * from 1 process*",
         ]
     )
-    slow.stdout.fnmatch_lines(["REGRESSED test_sleepers.py::test_sleep[[]0[]] - perf regression:*"])
     said = slow.stdout.str()
-    if "by this run's CPU contention" in said and "[inner]: inconclusive:" in said:
-        # the cuda_timer's 10x read under contention: its CI's low end, widened by the
-        # one-process baseline's noise, can lie under the raised threshold (seen once in CI)
-        slow.assert_outcomes(failed=2, passed=1)
-        slow.stdout.fnmatch_lines(["cudaperf: 3 measured, 2 regressions, * 1 inconclusive"])
+    counts = re.search(r"cudaperf: 3 measured, (\d+) regressions?, .* (\d+) inconclusive", said)
+    assert counts is not None, said
+    regressions, inconclusive = int(counts[1]), int(counts[2])
+    if inconclusive and "by this run's CPU contention" in said:
+        # a 10x read under contention in one round: a CI's low end, widened by the one-process
+        # baseline's noise, can lie under the raised threshold; measured again, it stays
+        # INCONCLUSIVE and passes (seen twice in CI on a loaded 2-core VM)
+        assert regressions >= 1, said
+        assert regressions + inconclusive == 3, said
+        slow.assert_outcomes(failed=regressions, passed=inconclusive)
+        assert said.count("not confirmed, re-measured") == inconclusive, said
     else:
         slow.assert_outcomes(failed=3)
+        slow.stdout.fnmatch_lines(
+            ["REGRESSED test_sleepers.py::test_sleep[[]0[]] - perf regression:*"]
+        )
         slow.stdout.fnmatch_lines(
             [
                 "[[]inner[]] perf regression: median *",
