@@ -248,10 +248,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "breakdown",
         "kernel (CPU: op) breakdowns: auto records one on --cudaperf-update and diffs it on a "
-        "non-pass verdict; off profiles nothing (default: auto)",
-        _choice("auto", "off"),
+        "non-pass verdict; always also records one for every measured series of a run that "
+        "does not update (the JSON report carries it); off profiles nothing (default: auto)",
+        _choice("auto", "always", "off"),
         "auto",
-        metavar="{auto,off}",
+        metavar="{auto,always,off}",
     ),
     Option(
         "confirm-process",

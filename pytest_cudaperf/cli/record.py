@@ -54,24 +54,14 @@ def run_pytest(runs: Sequence[Sequence[str]], folder: Path) -> list[int]:
         f"cudaperf record: {len(cmds)} pytest processes started together, each measuring in "
         "its turn"
     )
-    names = process_names(runs)
 
     def ended(index: int, rc: int, wall: float, log: Path) -> None:
-        print(f"cudaperf record: {names[index]} ended: exit {rc}, {wall:.0f} s after the start")
+        print(
+            f"cudaperf record: run {index + 1}/{len(cmds)} ended: exit {rc}, {wall:.0f} s after "
+            "the start"
+        )
 
     return run_in_turns(cmds, folder, ended)
-
-
-def process_names(runs: Sequence[Sequence[str]]) -> list[str]:
-    """What each of ``cmd_record``'s pytest processes is, by its arguments: ``run 2/5``, a
-    measuring run, or ``the profiling run`` (the one in update mode: :func:`profiling`)."""
-    measuring_runs = [i for i, args in enumerate(runs) if "--cudaperf-update" not in args]
-    return [
-        f"run {measuring_runs.index(i) + 1}/{len(measuring_runs)}"
-        if i in measuring_runs
-        else "the profiling run"
-        for i in range(len(runs))
-    ]
 
 
 def run_alone(args: Sequence[str]) -> int:
@@ -106,13 +96,14 @@ def _show_tail(log: Path) -> None:
 #: host-bound change waits for the host: each series gets the run's one measurement (why:
 #: docs/decisions.md, "What does a `cudaperf record` run leave out?")
 RECORDING = (
-    "--cudaperf-breakdown=off",
     "--cudaperf-confirm-process=off",
     "--cudaperf-state-wait=off",
     "--cudaperf-remeasure=off",
 )
-#: the profiling run's measurements are dropped: the shortest budget, one round
-PROFILING = ("--cudaperf-max-time=0.01", "--cudaperf-rounds=1", *RECORDING[1:])
+#: the runs but the last profile nothing; the last profiles each series' breakdown after its
+#: measurement (why: docs/decisions.md, "Why does `cudaperf record` profile in its last run?")
+NO_BREAKDOWN = "--cudaperf-breakdown=off"
+BREAKDOWN = "--cudaperf-breakdown=always"
 #: from MIN_PROCESSES runs on, each measuring run measures one round of a three-round
 #: measurement: the K processes are the series' rounds (why: docs/decisions.md, "Why does a
 #: recording of `cudaperf record` measure one round?")
@@ -133,29 +124,25 @@ def given(args: Sequence[str], name: str, env: Mapping[str, str]) -> str | None:
     return found if found is not None else env.get(option.env)
 
 
-def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[str]:
-    """What record adds to the pytest arguments of each measuring run: :data:`RECORDING`, and
-    :data:`ONE_ROUND` from ``series.MIN_PROCESSES`` runs on unless the arguments or the
-    environment set ``--cudaperf-rounds`` or ``--cudaperf-round-of`` themselves."""
+def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[list[str]]:
+    """What record adds to the pytest arguments of each of its ``runs``: :data:`RECORDING`;
+    :data:`NO_BREAKDOWN`, but :data:`BREAKDOWN` for the last run unless the arguments or the
+    environment switch breakdowns off (:func:`profiles`); and :data:`ONE_ROUND` from
+    ``series.MIN_PROCESSES`` runs on unless the arguments or the environment set
+    ``--cudaperf-rounds`` or ``--cudaperf-round-of`` themselves."""
     added = list(RECORDING)
     if runs >= MIN_PROCESSES and all(
         given(args, name, env) is None for name in ("rounds", "round-of")
     ):
         added.append(ONE_ROUND)
-    return added
+    last = BREAKDOWN if profiles(args, env) else NO_BREAKDOWN
+    return [[*added, NO_BREAKDOWN if run < runs else last] for run in range(1, runs + 1)]
 
 
-def profiling(args: Sequence[str], tmp: Path) -> list[str] | None:
-    """The pytest arguments of one more run, profiling only, that records each series' kernel
-    (or op) breakdown into ``tmp``'s report; apart from the measuring runs, so that no kept
-    measurement runs after a profiler in its process, and the measuring runs do not pay for
-    profiling (why: docs/decisions.md, "Why does `cudaperf record` profile in a run of its
-    own?"). None where the pytest arguments or the environment switch breakdowns off."""
-    if given(args, "breakdown", os.environ) == "off":
-        return None
-    scratch = f"--cudaperf-baseline-dir={tmp / 'scratch'}"  # its timings are not kept
-    report = f"--cudaperf-json={tmp / 'breakdowns.json'}"
-    return [*args, "--cudaperf-update", scratch, *PROFILING, "--cudaperf-breakdown=auto", report]
+def profiles(args: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether the last run profiles each series' breakdown: unless the pytest arguments or
+    the environment switch breakdowns off."""
+    return given(args, "breakdown", env) != "off"
 
 
 def _ended(reports: Sequence[Path]) -> list[Path]:
@@ -189,32 +176,18 @@ def _stopped(reports: Sequence[Path], runs: int) -> list[Path] | None:
     return ended
 
 
-def _attach_breakdowns(
-    rc: int | None, tmp: Path, series: dict[Where, list[Record]], stopped: bool = False
-) -> None:
-    """The profiling run's breakdowns (it exited ``rc``; None: it did not run, unless the
-    recording was ``stopped`` as it ran), each put on its series' last recording. A profiling
-    run stopped on the way wrote the breakdowns of the tests it had finished
-    (:mod:`pytest_cudaperf.signals`): those are kept, and the line says so."""
-    if rc is None and not stopped:
+def _say_breakdowns(asked: bool, last_ended: bool, complete: dict[Where, list[Record]]) -> None:
+    """The line on the breakdowns the last run profiled (``asked``: breakdowns were not switched
+    off; ``last_ended``: its report is among those recorded from), each on its series' last
+    recording, which is that run's."""
+    if not asked:
         print("cudaperf record: breakdowns: off (--cudaperf-breakdown=off), none profiled")
         return
-    report = tmp / "breakdowns.json"
-    said = "the profiling run had ended" if stopped else f"pytest exited {rc}"
-    if not report.exists():
-        said = "the profiling run had not ended" if stopped else f"{said} without a report"
-        print(f"cudaperf record: breakdowns: {said}; none kept")
+    if not last_ended:
+        print("cudaperf record: breakdowns: the last run had not ended; none kept")
         return
-    document = read_report(report)
-    if stopped and document.interrupted:
-        said = "the profiling run was stopped on the way"
-    found = 0
-    for record, _ in report_records(document):
-        where = (record.device_class, record.key, record.series)
-        if record.breakdown is not None and where in series:
-            series[where][-1] = dataclasses.replace(series[where][-1], breakdown=record.breakdown)
-            found += 1
-    print(f"cudaperf record: breakdowns: {said}, {found} series profiled")
+    found = sum(1 for records in complete.values() if records[-1].breakdown is not None)
+    print(f"cudaperf record: breakdowns: {found} series profiled (in the last run)")
 
 
 @dataclasses.dataclass
@@ -279,17 +252,18 @@ def _gather(
 def cmd_record(
     runs: int, baseline_dir: Path | None, pytest_args: Sequence[str], runner: Runner = run_pytest
 ) -> int:
-    """Run the pytest command ``runs`` times, each its own process writing a JSON report (with
-    breakdowns off, nothing written to the baseline, one round per measurement from
-    ``MIN_PROCESSES`` runs on: :func:`measuring`; a test may fail against the old baseline, its
-    recording counts all the same), and one more run in update mode into a scratch folder that
-    profiles the breakdowns (:func:`profiling`), all started together by ``runner`` (the default
-    measures in turns: :func:`run_pytest`); then every series whose test body passed in every
-    run becomes a fresh series made of its ``runs`` recordings, with its breakdown, in the
-    baseline folder the runs used. Stopped (Ctrl-C, SIGTERM) once ``series.MIN_PROCESSES`` or
-    more measuring runs had ended, the series are made of those runs' recordings and the
-    interruption goes on up after they are written; with fewer, nothing is written
-    (:func:`_stopped`; why: docs/decisions.md, "What does an interrupted update keep?")."""
+    """Run the pytest command ``runs`` times, each its own process writing a JSON report (nothing
+    written to the baseline, one round per measurement from ``MIN_PROCESSES`` runs on,
+    breakdowns off but in the last run, which profiles each series' after measuring it:
+    :func:`measuring`; a test may fail against the old baseline, its recording counts all the
+    same), all started together by ``runner`` (the default measures in turns:
+    :func:`run_pytest`); then every series whose test body passed in every run becomes a fresh
+    series made of its ``runs`` recordings, with the last run's breakdown, in the baseline
+    folder the runs used. Stopped (Ctrl-C, SIGTERM) once ``series.MIN_PROCESSES`` or more runs
+    had ended, the series are made of those runs' recordings (the breakdowns where the last run
+    had ended) and the interruption goes on up after they are written; with fewer, nothing is
+    written (:func:`_stopped`; why: docs/decisions.md, "What does an interrupted update
+    keep?")."""
     args = [a for a in pytest_args if a != "--"]
     _check_arguments(args, baseline_dir)
     if baseline_dir is not None:  # one argument: pytest takes a bare existing path for a
@@ -301,10 +275,12 @@ def cmd_record(
     with tempfile.TemporaryDirectory(prefix="cudaperf-record-") as name:
         tmp = Path(name)
         reports = [tmp / f"run{run}.json" for run in range(1, runs + 1)]
-        profile = profiling(args, tmp)
-        cmds = [[*args, *added, f"--cudaperf-json={report}"] for report in reports]
+        last = reports[-1]
+        cmds = [
+            [*args, *more, f"--cudaperf-json={r}"] for r, more in zip(reports, added, strict=True)
+        ]
         try:
-            codes = runner([*cmds, *([profile] if profile is not None else [])], tmp)
+            codes = runner(cmds, tmp)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
             ended = _stopped(reports, runs)
             if ended is None:
@@ -315,10 +291,8 @@ def cmd_record(
         if isinstance(gathered, int):
             return gathered
         complete = gathered.complete(len(reports))
-        if complete:
-            asked = profile is not None
-            rc = codes[runs] if asked and stopped is None else None
-            _attach_breakdowns(rc, tmp, complete, stopped=asked and stopped is not None)
+    if complete:
+        _say_breakdowns(profiles(args, os.environ), last in reports, complete)
     skipped = len(gathered.collected.keys() | gathered.failed_bodies) - len(complete)
     uneven = uneven_host(gathered.references)
     if uneven:

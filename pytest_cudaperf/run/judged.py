@@ -473,24 +473,28 @@ class JudgedMeasurement:
         return kernels_of_passes(times, again, device)
 
     def _with_breakdown(self, record: JudgedRecord, stored_with: str | None = None) -> JudgedRecord:
-        """On an update, the breakdown the baseline keeps; on a non-pass verdict, the diff
-        against the stored one: the one of ``record``'s series, or of ``stored_with`` (a
-        host-bound call's kernels, judged apart, diff the breakdown its host time keeps). Green
-        runs profile nothing, nor do calls that ran no torch op (``explain.ran_no_op``)."""
+        """On an update (and with ``--cudaperf-breakdown=always`` in any run), the breakdown the
+        baseline keeps, on the record; on a non-pass verdict of a run that does not update, the
+        diff against the stored one: the one of ``record``'s series, or of ``stored_with`` (a
+        host-bound call's kernels, judged apart, diff the breakdown its host time keeps, and
+        keep none of their own). Green runs profile nothing unless ``always``, nor do calls
+        that ran no torch op (``explain.ran_no_op``)."""
         from pytest_cudaperf.breakdown import explain
 
         test, fn, device = self.test, self.target.fn, self.target.device
         if explain.ran_no_op(device):
             return record
-        if test.settings.update:
+        if stored_with is None and (test.settings.update or test.settings.breakdown == "always"):
             with self.target.lock():
                 data, note = explain.record(fn, device)
             if data is None:
                 test.state.details.append(f"{record.key.label()}no kernel breakdown: {note}")
+            else:
+                record = dataclasses.replace(
+                    record, record=dataclasses.replace(record.record, breakdown=data)
+                )
+            if test.settings.update:
                 return record
-            return dataclasses.replace(
-                record, record=dataclasses.replace(record.record, breakdown=data)
-            )
         if record.verdict.kind not in EXPLAINED:
             return record
         entry = test.run.store.lookup(record.device_class, record.key, stored_with or record.series)

@@ -110,11 +110,12 @@ def test_record_writes_series_of_k_recordings_and_show_says_so(
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(
         [
-            "cudaperf record: 4 pytest processes started together, each measuring in its turn",
-            "cudaperf record: the profiling run ended: exit 0, * s after the start",
+            "cudaperf record: 3 pytest processes started together, each measuring in its turn",
+            "cudaperf record: run ?/3 ended: exit 0, * s after the start",
             "*run 1/3: pytest exited 0, 2 series*",
             "*run 2/3: pytest exited 0, 2 series*",
             "*run 3/3: pytest exited 0, 2 series*",
+            "cudaperf record: breakdowns: 0 series profiled (in the last run)",
             "cudaperf: baselines *.cudaperf/cpu-*.json: 2 added, 0 updated, 0 kept",
         ]
     )

@@ -1,6 +1,6 @@
 """Kernel/op breakdowns end to end on the CPU: ``--cudaperf-update`` stores the aten-op
 breakdown with the baseline, a regression names the op that explains it, in the failure text and
-in the JSON report; a green run profiles nothing."""
+in the JSON report; a green run profiles nothing, unless ``--cudaperf-breakdown=always``."""
 
 from __future__ import annotations
 
@@ -52,9 +52,14 @@ def test_a_planted_extra_op_is_named_in_the_failure(
     (record,) = json.loads((pytester.path / "green.json").read_text())["tests"][0]["records"]
     assert record["verdict"]["kind"] == "pass"
     assert record["explanation"] == []  # a pass profiles nothing
+    assert "breakdown" not in record
+
+    # with --cudaperf-breakdown=always a run that does not update profiles each series too
+    # (`cudaperf record`'s last run): the record carries its breakdown, and a regression is
+    # still explained against the stored one
 
     monkeypatch.setenv("EXTRA", "1")
-    slow = pytester.runpytest(*FAST, "--cudaperf-json=slow.json")
+    slow = pytester.runpytest(*FAST, "--cudaperf-json=slow.json", "--cudaperf-breakdown=always")
     slow.assert_outcomes(failed=1)
     slow.stdout.fnmatch_lines(
         [
@@ -68,3 +73,4 @@ def test_a_planted_extra_op_is_named_in_the_failure(
     assert record["verdict"]["kind"] == "regression"
     assert any("new: aten::exp" in line for line in record["explanation"]), record["explanation"]
     assert "aten::exp" in json.dumps(record["compared"]["current"])
+    assert "aten::exp" in [e["name"] for e in record["breakdown"]["entries"]]

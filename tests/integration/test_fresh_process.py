@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from typing import TYPE_CHECKING
 
 import pytest
@@ -281,8 +282,6 @@ if os.environ.get("PYTEST_CUDAPERF_FRESH_PROCESS"):
         pids.write(f"{os.getpid()}\\n")
     if (HERE / "interrupt").exists():  # Ctrl-C while the batch runs, until the parent kills it
         import signal
-        # sent again every half second: on a loaded 2-core runner a parent once went on as if
-        # it had not seen the first (the test file's only miss in dozens of runs)
         for _ in range(120):
             os.kill(os.getppid(), signal.SIGINT)
             time.sleep(0.5)
@@ -398,7 +397,13 @@ def test_ctrl_c_during_the_batch_reports_the_held_tests_unconfirmed(
         (batch.path / plant).touch()
     tmp = batch.mkdir("tmp")
     monkeypatch.setenv("TMPDIR", str(tmp))
-    result = batch.runpytest_subprocess(*FAST)  # the fresh process signals its parent
+    # the run takes Ctrl-C as at a terminal, also where this one was started in the background
+    # of a shell, with SIGINT ignored: an ignored signal stays ignored in the processes started
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = batch.runpytest_subprocess(*FAST)  # the fresh process signals its parent
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_cudaperf import cli, signals, turns
+from pytest_cudaperf.breakdown.model import Breakdown, Kernel
 from pytest_cudaperf.cli import main
-from pytest_cudaperf.cli.record import one_by_one, process_names, run_pytest, uneven_host
+from pytest_cudaperf.cli.record import one_by_one, run_pytest, uneven_host
 from pytest_cudaperf.cli.sources import read_report, report_records
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.report.document import Report, dumps
@@ -180,8 +181,12 @@ def test_bad_files_give_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 # --- cudaperf record ----------------------------------------------------------------------------------
 
 
+#: the breakdown a run with ``--cudaperf-breakdown=always`` profiles (:class:`FakePytest`)
+GEMM = Breakdown("cuda", 5, 900.0, 900.0, (Kernel("gemm", "gemm", 1, 900.0),)).to_json()
+
+
 class FakePytest:
-    """Writes a report per run: ``values[run]`` per test id, ``failing`` bodies; returns ``rc``."""
+    """Writes a report per run (each record with :data:`GEMM` where the run profiles): ``values[run]`` per test id, ``failing`` bodies; returns ``rc``."""
 
     def __init__(
         self,
@@ -202,9 +207,12 @@ class FakePytest:
         self.calls.append(list(args))
         run = len(self.calls) - 1
         out = Path(next(a for a in args if a.startswith("--cudaperf-json=")).split("=", 1)[1])
+        profiled = GEMM if "--cudaperf-breakdown=always" in args else None
         items = [
             (
-                dataclasses.replace(_record(nodeid, values[run]), tolerance=self.tolerance),
+                dataclasses.replace(
+                    _record(nodeid, values[run]), tolerance=self.tolerance, breakdown=profiled
+                ),
                 nodeid not in self.failing,
             )
             for nodeid, values in self.values.items()
@@ -225,27 +233,25 @@ def test_record_merges_every_run_as_a_fresh_series(
         one_by_one(fake),
     )
     assert rc == 0
-    assert len(fake.calls) == 6  # five measuring runs, then one that only profiles
-    assert all("--cudaperf-breakdown=off" in call for call in fake.calls[:5])
-    assert "--cudaperf-breakdown=auto" in fake.calls[5]
-    assert any(a.endswith("/scratch") for a in fake.calls[5])  # its timings are not kept
+    assert len(fake.calls) == 5  # five runs; the last also profiles each series' breakdown
+    assert all("--cudaperf-breakdown=off" in call for call in fake.calls[:4])
+    assert "--cudaperf-breakdown=always" in fake.calls[4]
+    assert not any("--cudaperf-breakdown=off" in a for a in fake.calls[4])
     # nothing is measured again (here or in a fresh process), and nothing waits for the host, in
     # a recording run: its verdict against the old baseline counts for nothing
     for call in fake.calls:
         assert call.index("--cudaperf-confirm-process=off") > call.index("tests")
         assert "--cudaperf-state-wait=off" in call
         assert "--cudaperf-remeasure=off" in call
-    # the profiling run's measurements are dropped: the shortest budget, one round
-    assert {"--cudaperf-max-time=0.01", "--cudaperf-rounds=1"} <= set(fake.calls[5])
-    assert not any(a.startswith("--cudaperf-max-time") for a in fake.calls[0])
+    assert not any(a.startswith("--cudaperf-max-time") for call in fake.calls for a in call)
     assert fake.calls[0][:3] == ["-q", "tests", f"--cudaperf-baseline-dir={folder}"]
     # five processes are the series' rounds: each measures one round of a three-round measurement
     assert all("--cudaperf-round-of=3" in call for call in fake.calls[:5])
-    # the measuring runs compare (and write nothing); the profiling run updates a scratch folder
-    assert ["--cudaperf-update" in call for call in fake.calls] == [False] * 5 + [True]
+    # the runs compare (and write nothing)
+    assert not any("--cudaperf-update" in call for call in fake.calls)
     out = capsys.readouterr().out
     assert out.count("cudaperf record: run ") == 5
-    assert "cudaperf record: breakdowns: pytest exited 0, 0 series profiled" in out
+    assert "cudaperf record: breakdowns: 2 series profiled (in the last run)" in out
     assert "run 5/5: pytest exited 0, 2 series" in out
     assert "1 added, 1 updated (1 started afresh), 0 kept" in out
     store = BaselineStore.load(folder)
@@ -254,6 +260,7 @@ def test_record_merges_every_run_as_a_fresh_series(
     assert a.processes == 5
     assert a.value == 1.0
     assert a.noise == pytest.approx(0.15)
+    assert a.breakdown == GEMM  # the last run's
     b = store.lookup("GPU X", SeriesKey("t.py::b[c#d]"), "time:device/cold")
     assert b is not None
     assert b.processes == 5
@@ -303,8 +310,8 @@ def test_record_measures_one_round_of_three_unless_told_otherwise(
 def test_record_with_breakdowns_off_profiles_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
-    """Breakdowns switched off in the pytest arguments or the environment: no profiling run
-    (it would switch them on again for a run of its own)."""
+    """Breakdowns switched off in the pytest arguments or the environment: the last run
+    profiles nothing either."""
     args = ["--cudaperf-breakdown", "off"] if where == "argument" else []
     if where == "environment":
         monkeypatch.setenv("PYTEST_CUDAPERF_BREAKDOWN", "off")
@@ -315,10 +322,13 @@ def test_record_with_breakdowns_off_profiles_nothing(
         == 0
     )
     assert len(fake.calls) == 3
+    assert not any("--cudaperf-breakdown=always" in call for call in fake.calls)
     assert "breakdowns: off (--cudaperf-breakdown=off), none profiled" in capsys.readouterr().out
-    assert BaselineStore.load(Path(folder)).lookup(
+    entry = BaselineStore.load(Path(folder)).lookup(
         "GPU X", SeriesKey("t.py::a"), "time:device/cold"
     )
+    assert entry is not None
+    assert entry.breakdown is None
 
 
 def test_record_says_when_the_host_ran_at_different_speeds(
@@ -459,7 +469,7 @@ def test_a_stopped_record_keeps_what_three_or_more_ended_runs_measured(
     assert main(["record", "--baseline-dir", str(folder)], runner) == rc
     out, err = capsys.readouterr()
     assert "cudaperf record: 4 of 5 runs had ended: their series are recorded from those 4" in out
-    assert "cudaperf record: breakdowns: the profiling run had not ended; none kept" in out
+    assert "cudaperf record: breakdowns: the last run had not ended; none kept" in out
     assert "run 4/4: pytest exited 0, 1 series" in out
     assert err == f"cudaperf record: {said}\n"
     entry = BaselineStore.load(folder).lookup("GPU X", SeriesKey("t.py::a"), "time:device/cold")
@@ -468,55 +478,55 @@ def test_a_stopped_record_keeps_what_three_or_more_ended_runs_measured(
     assert entry.value == pytest.approx(1.0, rel=0.06)
 
 
-def test_a_stopped_record_keeps_the_breakdowns_of_a_profiling_run_that_had_ended(
+def test_a_stopped_record_keeps_the_breakdowns_where_the_last_run_had_ended(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = FakePytest({"t.py::a": [1.0] * 5})
 
     def runner(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
-        for cmd in [*cmds[:3], cmds[-1]]:  # three measuring runs and the profiling run
+        for cmd in [*cmds[:2], cmds[-1]]:  # the first two runs and the last, which profiles
             fake(cmd)
         raise KeyboardInterrupt
 
     assert main(["record", "--baseline-dir", str(tmp_path / "b")], runner) == 130
     out = capsys.readouterr().out
     assert "cudaperf record: 3 of 5 runs had ended: their series are recorded from those 3" in out
-    assert "cudaperf record: breakdowns: the profiling run had ended, 0 series profiled" in out
+    assert "cudaperf record: breakdowns: 1 series profiled (in the last run)" in out
     entry = BaselineStore.load(tmp_path / "b").lookup(
         "GPU X", SeriesKey("t.py::a"), "time:device/cold"
     )
     assert entry is not None
     assert entry.processes == 3
+    assert entry.breakdown == GEMM
 
 
-def test_a_stopped_record_keeps_the_breakdowns_a_stopped_profiling_run_had_taken(
+def test_a_last_run_stopped_on_the_way_gives_neither_recordings_nor_breakdowns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """SIGTERM ends the profiling run as Ctrl-C does: its report holds the tests it finished,
-    marked interrupted; their breakdowns are kept, and the line says the run was stopped."""
-    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
-
-    fake = FakePytest({"t.py::a": [1.0] * 5, "t.py::b": [2.0] * 5})
-    gemm = Breakdown("cuda", 5, 900.0, 900.0, (Kernel("gemm", "gemm", 1, 900.0),)).to_json()
+    """SIGTERM stops the last run midway: its report holds the tests it finished, marked
+    interrupted. A recording of an interrupted run counts for nothing, nor do its breakdowns:
+    the series are the three ended runs', without a breakdown, and the line says why."""
+    fake = FakePytest({"t.py::a": [1.0] * 5})
 
     def runner(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
         for cmd in cmds[:3]:
             fake(cmd)
-        profiled = dataclasses.replace(_record("t.py::a", 1.0), breakdown=gemm)  # b: not reached
+        profiled = dataclasses.replace(_record("t.py::a", 1.0), breakdown=GEMM)
         finished = TestOutcome("t.py::a", records=(JudgedRecord(profiled, Verdict(Kind.NEW)),))
-        (folder / "breakdowns.json").write_text(dumps(Report((finished,), interrupted=True)))
+        report = next(a for a in cmds[-1] if a.startswith("--cudaperf-json=")).split("=", 1)[1]
+        Path(report).write_text(dumps(Report((finished,), interrupted=True)))
         raise signals.Terminated
 
     assert main(["record", "--baseline-dir", str(tmp_path / "b")], runner) == 143
     out = capsys.readouterr().out
-    assert "cudaperf record: breakdowns: the profiling run was stopped on the way, 1 series" in out
-    store = BaselineStore.load(tmp_path / "b")
-    a = store.lookup("GPU X", SeriesKey("t.py::a"), "time:device/cold")
-    b = store.lookup("GPU X", SeriesKey("t.py::b"), "time:device/cold")
-    assert a is not None
-    assert a.breakdown == gemm
-    assert b is not None
-    assert b.breakdown is None
+    assert "cudaperf record: 3 of 5 runs had ended: their series are recorded from those 3" in out
+    assert "cudaperf record: breakdowns: the last run had not ended; none kept" in out
+    entry = BaselineStore.load(tmp_path / "b").lookup(
+        "GPU X", SeriesKey("t.py::a"), "time:device/cold"
+    )
+    assert entry is not None
+    assert entry.processes == 3
+    assert entry.breakdown is None
 
 
 def test_a_record_stopped_before_three_runs_ended_records_nothing(
@@ -585,8 +595,8 @@ def test_call(cuda_timer):
 def test_a_terminated_record_writes_what_its_ended_runs_measured(
     tmp_path: Path, interruptible_cudaperf: list[str]
 ) -> None:
-    """SIGTERM once four of the six processes (five measuring, one profiling) have ended: three
-    or more of them measured, so their series are written from those runs before exit 143."""
+    """SIGTERM once four of the five runs have ended: three or more of them measured, so their
+    series are written from those runs before exit 143."""
     (tmp_path / "test_calls.py").write_text(FOUR_THEN_SLOW)
     record = _recording(tmp_path, interruptible_cudaperf, "--", "-q", "--cudaperf-max-time=0.02")
     assert record.stdout is not None
@@ -740,8 +750,6 @@ def test_compare_prints_the_breakdown_diff_of_a_flagged_series(
 ) -> None:
     from dataclasses import replace
 
-    from pytest_cudaperf.breakdown.model import Breakdown, Kernel
-
     def kernels(*entries: tuple[str, float, float]) -> dict[str, object]:
         found = tuple(Kernel(name, name, launches, us) for name, launches, us in entries)
         total = sum(e.time_us for e in found)
@@ -867,14 +875,6 @@ def test_record_runs_one_after_another_where_processes_cannot_take_turns(
     assert run_pytest([["--version"], ["--no-such-option"]], tmp_path) == [0, 4]
     assert "together" not in capsys.readouterr().out
     assert not (tmp_path / "turns").exists()
-
-
-def test_each_record_process_is_named_by_what_it_does() -> None:
-    """The lines that say each process's end name it: a measuring run by its number, the one in
-    update mode as the profiling run."""
-    runs = [["-q", "--cudaperf-json=a"], ["-q", "--cudaperf-json=b"], ["-q", "--cudaperf-update"]]
-    assert process_names(runs) == ["run 1/2", "run 2/2", "the profiling run"]
-    assert process_names(runs[:1]) == ["run 1/1"]
 
 
 def test_a_run_that_could_not_run_its_tests_shows_its_last_lines(
