@@ -126,18 +126,10 @@ def probe() -> Probe:
     never creates a CUDA context."""
     version = cpu_build()
     if version is not None:
-        return Probe(
-            torch_version=version,
-            cuda_version=None,
-            available=False,
-            driver=driver_version(),
-            visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-            cpu=cpu_model(),
-        )
+        return _with_host(torch_version=version, cuda_version=None, available=False)
     import torch
 
     cuda_version = str(torch.version.cuda) if torch.version.cuda else None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     error = None
     gpus: list[GpuFacts] = []
     try:
@@ -160,14 +152,22 @@ def probe() -> Probe:
                 )
     except RuntimeError as exc:  # a broken driver raises from is_available/get_device_properties
         available, error = False, str(exc).splitlines()[0]
-    return Probe(
+    return _with_host(
         torch_version=str(torch.__version__),  # a str subclass that xdist cannot send
         cuda_version=cuda_version,
         available=available and bool(gpus),
         gpus=tuple(gpus),
-        driver=driver_version(),
-        visible_devices=visible,
         error=error,
+    )
+
+
+def _with_host(**torch_facts: Any) -> Probe:
+    """A :class:`Probe` of ``torch_facts`` and what the host says whatever torch is: the
+    driver, ``CUDA_VISIBLE_DEVICES`` and the CPU."""
+    return Probe(
+        **torch_facts,
+        driver=driver_version(),
+        visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         cpu=cpu_model(),
     )
 
