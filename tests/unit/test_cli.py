@@ -478,55 +478,42 @@ def test_a_stopped_record_keeps_what_three_or_more_ended_runs_measured(
     assert entry.value == pytest.approx(1.0, rel=0.06)
 
 
-def test_a_stopped_record_keeps_the_breakdowns_where_the_last_run_had_ended(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("last", "said", "kept"),
+    [
+        ("ended", "1 series profiled (in the last run)", GEMM),
+        ("stopped", "the last run had not ended; none kept", None),
+    ],
+)
+def test_a_stopped_record_keeps_the_breakdowns_only_where_the_last_run_had_ended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], last: str, said: str, kept: object
 ) -> None:
+    """Stopped once three runs had ended: the series are those three runs' recordings, with the
+    last run's breakdowns where it was one of them. A last run stopped midway left a report of
+    the tests it had finished, marked interrupted: its recordings and its breakdowns count for
+    nothing."""
     fake = FakePytest({"t.py::a": [1.0] * 5})
 
     def runner(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
-        for cmd in [*cmds[:2], cmds[-1]]:  # the first two runs and the last, which profiles
+        for cmd in [*cmds[:2], cmds[-1]] if last == "ended" else cmds[:3]:
             fake(cmd)
+        if last == "stopped":
+            profiled = dataclasses.replace(_record("t.py::a", 1.0), breakdown=GEMM)
+            finished = TestOutcome("t.py::a", records=(JudgedRecord(profiled, Verdict(Kind.NEW)),))
+            report = next(a for a in cmds[-1] if a.startswith("--cudaperf-json=")).split("=")[1]
+            Path(report).write_text(dumps(Report((finished,), interrupted=True)))
         raise KeyboardInterrupt
 
     assert main(["record", "--baseline-dir", str(tmp_path / "b")], runner) == 130
     out = capsys.readouterr().out
     assert "cudaperf record: 3 of 5 runs had ended: their series are recorded from those 3" in out
-    assert "cudaperf record: breakdowns: 1 series profiled (in the last run)" in out
+    assert f"cudaperf record: breakdowns: {said}" in out
     entry = BaselineStore.load(tmp_path / "b").lookup(
         "GPU X", SeriesKey("t.py::a"), "time:device/cold"
     )
     assert entry is not None
     assert entry.processes == 3
-    assert entry.breakdown == GEMM
-
-
-def test_a_last_run_stopped_on_the_way_gives_neither_recordings_nor_breakdowns(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """SIGTERM stops the last run midway: its report holds the tests it finished, marked
-    interrupted. A recording of an interrupted run counts for nothing, nor do its breakdowns:
-    the series are the three ended runs', without a breakdown, and the line says why."""
-    fake = FakePytest({"t.py::a": [1.0] * 5})
-
-    def runner(cmds: Sequence[Sequence[str]], folder: Path) -> list[int]:
-        for cmd in cmds[:3]:
-            fake(cmd)
-        profiled = dataclasses.replace(_record("t.py::a", 1.0), breakdown=GEMM)
-        finished = TestOutcome("t.py::a", records=(JudgedRecord(profiled, Verdict(Kind.NEW)),))
-        report = next(a for a in cmds[-1] if a.startswith("--cudaperf-json=")).split("=", 1)[1]
-        Path(report).write_text(dumps(Report((finished,), interrupted=True)))
-        raise signals.Terminated
-
-    assert main(["record", "--baseline-dir", str(tmp_path / "b")], runner) == 143
-    out = capsys.readouterr().out
-    assert "cudaperf record: 3 of 5 runs had ended: their series are recorded from those 3" in out
-    assert "cudaperf record: breakdowns: the last run had not ended; none kept" in out
-    entry = BaselineStore.load(tmp_path / "b").lookup(
-        "GPU X", SeriesKey("t.py::a"), "time:device/cold"
-    )
-    assert entry is not None
-    assert entry.processes == 3
-    assert entry.breakdown is None
+    assert entry.breakdown == kept
 
 
 def test_a_record_stopped_before_three_runs_ended_records_nothing(
