@@ -186,7 +186,8 @@ GEMM = Breakdown("cuda", 5, 900.0, 900.0, (Kernel("gemm", "gemm", 1, 900.0),)).t
 
 
 class FakePytest:
-    """Writes a report per run (each record with :data:`GEMM` where the run profiles): ``values[run]`` per test id, ``failing`` bodies; returns ``rc``."""
+    """Writes a report per run: ``values[run]`` per test id, ``failing`` bodies, each record with
+    :data:`GEMM` where the run profiles; returns ``rc``."""
 
     def __init__(
         self,
