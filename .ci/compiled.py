@@ -70,6 +70,13 @@ def main() -> int:
         spec = importlib.util.find_spec(f"{package}.__main__")
         if spec is not None and spec.origin is not None:
             py_compile.compile(spec.origin, cfile=importlib.util.cache_from_source(spec.origin))
+    # what CI runs with, said once here, where torch is imported already
+    import pytest
+    import torch
+
+    import pytest_cudaperf  # noqa: F401 - the installed package imports
+
+    print("torch", torch.__version__, "pytest", pytest.__version__)
     return 0
 
 

@@ -59,8 +59,14 @@ SMOKES: dict[str, list[list[str]]] = {
     "bench_host_plant.py": [["bench_host_plant.py", "--smoke", "--out", "{out}/plant.json"]],
     "bench_host_probe.py": [
         ["bench_host_probe.py", "--smoke", "--out", "{out}/probe.json"],
-        ["bench_host_probe.py", "--smoke", "--busy-between", "0.2", "--profile-between"],
-        ["bench_host_probe.py", "--smoke", "--profile-between", "--keep-cupti"],
+        [
+            "bench_host_probe.py",
+            "--smoke",
+            "--busy-between",
+            "0.2",
+            "--profile-between",
+            "--keep-cupti",
+        ],
     ],
     "suite_gpu": [["suite_gpu", "-k", "add", "--cudaperf-max-time=0.05"]],
     "bench_breakdown_cost.py": [["bench_breakdown_cost.py", "--smoke", "--out", "{out}"]],
