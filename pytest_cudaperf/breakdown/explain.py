@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_cudaperf.breakdown.capture import profile
 from pytest_cudaperf.breakdown.diff import diff, top_lines
@@ -31,24 +30,22 @@ def ran_no_op(device: str) -> bool:
     return device == "cpu" and "torch" not in sys.modules
 
 
-def record(fn: Callable[[], object], device: str) -> tuple[dict[str, Any] | None, str]:
-    """For ``--cudaperf-update``: the breakdown's JSON to store under the entry's "breakdown"
-    key, or (None, one-line reason) when the profiler cannot run."""
+def taken(fn: Callable[[], object], device: str) -> Breakdown | str:
+    """``fn``'s breakdown, profiled now: what an update stores (``Breakdown.to_json``) and what a
+    non-pass verdict is diffed with (:func:`explain`), one profile for both; or, where the
+    profiler cannot run, why (one line)."""
     try:
-        return profile(fn, device).to_json(), ""
+        return profile(fn, device)
     except BreakdownUnavailable as exc:
-        return None, str(exc)
+        return str(exc)
 
 
-def explain(
-    stored: object, fn: Callable[[], object], device: str, max_lines: int = 8
-) -> Explanation:
-    """For a non-pass verdict: profile ``fn`` now and diff it against the breakdown stored with
-    the baseline (``stored``: the entry's "breakdown" value, or None when it has none)."""
-    try:
-        current = profile(fn, device)
-    except BreakdownUnavailable as exc:
-        return Explanation((f"breakdown: {exc}",))
+def explain(stored: object, current: Breakdown | str, max_lines: int = 8) -> Explanation:
+    """For a non-pass verdict: ``current`` (:func:`taken`: the breakdown profiled now, or why
+    there is none) diffed against the breakdown stored with the baseline (``stored``: the
+    entry's "breakdown" value, or None when it has none)."""
+    if isinstance(current, str):
+        return Explanation((f"breakdown: {current}",))
     if stored is None:
         lines = ["breakdown: none stored with the baseline (--cudaperf-update records one)"]
         return Explanation(tuple(lines + top_lines(current, max_lines - 1)))

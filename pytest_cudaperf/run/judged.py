@@ -475,34 +475,35 @@ class JudgedMeasurement:
     def _with_breakdown(self, record: JudgedRecord, stored_with: str | None = None) -> JudgedRecord:
         """On an update (and with ``--cudaperf-breakdown=always`` in any run), the breakdown the
         baseline keeps, on the record; on a non-pass verdict of a run that does not update, the
-        diff against the stored one: the one of ``record``'s series, or of ``stored_with`` (a
-        host-bound call's kernels, judged apart, diff the breakdown its host time keeps, and
-        keep none of their own). Green runs profile nothing unless ``always``, nor do calls
-        that ran no torch op (``explain.ran_no_op``)."""
+        diff against the stored one, ``record``'s series' or ``stored_with``'s (a host-bound
+        call's kernels diff their host time's and keep none): one profile for both. Green runs
+        profile nothing unless ``always``, nor do calls that ran no torch op (``ran_no_op``)."""
         from pytest_cudaperf.breakdown import explain
 
         test, fn, device = self.test, self.target.fn, self.target.device
         if explain.ran_no_op(device):
             return record
-        if stored_with is None and (test.settings.update or test.settings.breakdown == "always"):
-            with self.target.lock():
-                data, note = explain.record(fn, device)
-            if data is None:
-                test.state.details.append(f"{record.key.label()}no kernel breakdown: {note}")
-            else:
-                record = dataclasses.replace(
-                    record, record=dataclasses.replace(record.record, breakdown=data)
-                )
-            if test.settings.update:
-                return record
-        if record.verdict.kind not in EXPLAINED:
-            return record
-        entry = test.run.store.lookup(record.device_class, record.key, stored_with or record.series)
-        stored = entry.breakdown if entry is not None else None
-        if stored is None and record.verdict.kind is Kind.INCONCLUSIVE:
+        settings = test.settings
+        keeps = stored_with is None and (settings.update or settings.breakdown == "always")
+        stored: object = None
+        diffs = not settings.update and record.verdict.kind in EXPLAINED
+        if diffs:
+            series = stored_with or record.series
+            entry = test.run.store.lookup(record.device_class, record.key, series)
+            stored = entry.breakdown if entry is not None else None
+            diffs = stored is not None or record.verdict.kind is not Kind.INCONCLUSIVE
+        if not keeps and not diffs:
             return record
         with self.target.lock():
-            found = explain.explain(stored, fn, device)
+            current = explain.taken(fn, device)
+        if keeps and isinstance(current, str):
+            test.state.details.append(f"{record.key.label()}no kernel breakdown: {current}")
+        elif keeps and not isinstance(current, str):
+            kept = dataclasses.replace(record.record, breakdown=current.to_json())
+            record = dataclasses.replace(record, record=kept)
+        if not diffs:
+            return record
+        found = explain.explain(stored, current)
         return dataclasses.replace(record, explanation=found.lines, compared=found.compared)
 
 

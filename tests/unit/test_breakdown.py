@@ -581,11 +581,10 @@ def test_top_lines_lists_entries_and_the_rest() -> None:
 
 def test_record_and_explain_name_the_planted_op() -> None:
     plain, planted = cpu_pair()
-    stored, why = explaining.record(plain, "cpu")
-    assert why == ""
-    assert stored is not None
-    stored = json.loads(json.dumps(stored, sort_keys=True))  # as the store keeps it
-    ex = explaining.explain(stored, planted, "cpu")
+    taken = explaining.taken(plain, "cpu")
+    assert isinstance(taken, model.Breakdown)
+    stored = json.loads(json.dumps(taken.to_json(), sort_keys=True))  # as the store keeps it
+    ex = explaining.explain(stored, explaining.taken(planted, "cpu"))
     assert ex.lines[0].startswith("ops: ")
     assert names_exp_as_new(ex.lines), ex.lines
     assert ex.compared is not None
@@ -597,15 +596,16 @@ def test_record_and_explain_name_the_planted_op() -> None:
 
 def test_explain_without_a_usable_stored_breakdown() -> None:
     plain, _ = cpu_pair()
-    none = explaining.explain(None, plain, "cpu")
+    current = explaining.taken(plain, "cpu")
+    none = explaining.explain(None, current)
     assert none.lines[0].startswith("breakdown: none stored")
     assert any("aten::relu" in line or "aten::sum" in line for line in none.lines[1:])
     assert none.compared is None
-    bad = explaining.explain({"schema": 1}, plain, "cpu")
+    bad = explaining.explain({"schema": 1}, current)
     assert bad.lines == (
         "breakdown: stored one unreadable: breakdown.backend: expected a non-empty string, got None",
     )
-    cuda = explaining.explain(BASE.to_json(), plain, "cpu")
+    cuda = explaining.explain(BASE.to_json(), current)
     assert cuda.lines == ("breakdown: stored on cuda, measured on cpu: not compared",)
 
 
@@ -624,11 +624,9 @@ def test_record_and_explain_under_an_active_profiler_say_why() -> None:
     torch = pytest.importorskip("torch")
     plain, _ = cpu_pair()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        assert explaining.record(plain, "cpu") == (
-            None,
-            "torch.profiler could not run: another profiler is active",
-        )
-        assert explaining.explain(None, plain, "cpu").lines == (
+        why = explaining.taken(plain, "cpu")
+        assert why == "torch.profiler could not run: another profiler is active"
+        assert explaining.explain(None, why).lines == (
             "breakdown: torch.profiler could not run: another profiler is active",
         )
 

@@ -1128,13 +1128,20 @@ def test_kernels_that_agree_call_to_call_are_profiled_once(
     assert "not confirmed in a fresh process" in found[0].verdict.message
 
 
+@pytest.mark.parametrize("breakdown", ["auto", "always"])
 @pytest.mark.parametrize(("host_loops", "kernels_lines"), [(3.0, True), (4.5, False)])
 def test_kernels_that_regress_say_what_changed_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host_loops: float, kernels_lines: bool
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    host_loops: float,
+    kernels_lines: bool,
+    breakdown: str,
 ) -> None:
     """A host-bound call whose kernels regress while its host time passes: the kernels' verdict
     carries the diff against the breakdown stored with the host time. Where the host time is
-    not a pass either, its verdict carries the diff and nothing is profiled twice."""
+    not a pass either, its verdict carries the diff and nothing is profiled twice. With
+    ``--cudaperf-breakdown=always`` the host time's record also keeps the breakdown, from the
+    profile that its diff reads where it has one."""
     from pytest_cudaperf.breakdown import explain
     from pytest_cudaperf.breakdown.explain import Explanation
 
@@ -1145,18 +1152,29 @@ def test_kernels_that_regress_say_what_changed_once(
     stored_breakdown = {"backend": "cuda", "entries": []}
     diffed: list[object] = []
 
-    def explained(stored: object, fn: object, device: str) -> Explanation:
+    profiles: list[str] = []
+
+    class Profiled:
+        def to_json(self) -> dict[str, object]:
+            return stored_breakdown
+
+    def taken(fn: object, device: str) -> Profiled:
+        profiles.append(device)
+        return Profiled()
+
+    def explained(stored: object, current: object) -> Explanation:
         diffed.append(stored)
         return Explanation(("kernels: 10.0 µs -> 12.0 µs per call (+2.0 µs, +20.0%)",))
 
-    monkeypatch.setattr(explain, "record", lambda fn, device: (stored_breakdown, ""))
+    monkeypatch.setattr(explain, "taken", taken)
     monkeypatch.setattr(explain, "explain", explained)
     loops = {"now": 3.0}
     target = Scripted(lambda: None, "cuda:0", run_once=lambda budget: host_measured(loops["now"]))
     recording = new_test(run_context(tmp_path, update=True))
     JudgedMeasurement(recording, A, target, "GPU X").run()
     assert diffed == []  # an update stores the breakdown; it diffs nothing
-    run = run_context(tmp_path)
+    assert len(profiles) == 1
+    run = run_context(tmp_path, breakdown=breakdown)
     run.store.update("GPU X", stored(recording))
     slower["by"], loops["now"] = 1.2, host_loops
     test = new_test(run)
@@ -1165,9 +1183,13 @@ def test_kernels_that_regress_say_what_changed_once(
     host, kernels = by_series["time:host"], by_series["time:kernels"]
     assert kernels.verdict.kind is Kind.REGRESSION
     assert diffed == [stored_breakdown]  # once, against the host time's breakdown
+    # one profile for the diff; with always, one more for the host time's where it passed
+    assert len(profiles) == 1 + 1 + (breakdown == "always" and kernels_lines)
     assert (host.verdict.kind is Kind.PASS) is kernels_lines
     assert bool(kernels.explanation) is kernels_lines
     assert bool(host.explanation) is not kernels_lines
+    assert host.record.breakdown == (stored_breakdown if breakdown == "always" else None)
+    assert kernels.record.breakdown is None
     shown = [d for d in test.state.details if "kernels: 10.0 µs" in d]
     assert len(shown) == 1
 
