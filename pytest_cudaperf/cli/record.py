@@ -127,7 +127,7 @@ def given(args: Sequence[str], name: str, env: Mapping[str, str]) -> str | None:
 def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[list[str]]:
     """What record adds to the pytest arguments of each of its ``runs``: :data:`RECORDING`;
     :data:`NO_BREAKDOWN`, but :data:`BREAKDOWN` for the last run unless the arguments or the
-    environment switch breakdowns off (:func:`profiles`); and :data:`ONE_ROUND` from
+    environment switch breakdowns off; and :data:`ONE_ROUND` from
     ``series.MIN_PROCESSES`` runs on unless the arguments or the environment set
     ``--cudaperf-rounds`` or ``--cudaperf-round-of`` themselves."""
     added = list(RECORDING)
@@ -135,14 +135,8 @@ def measuring(args: Sequence[str], runs: int, env: Mapping[str, str]) -> list[li
         given(args, name, env) is None for name in ("rounds", "round-of")
     ):
         added.append(ONE_ROUND)
-    last = BREAKDOWN if profiles(args, env) else NO_BREAKDOWN
+    last = NO_BREAKDOWN if given(args, "breakdown", env) == "off" else BREAKDOWN
     return [[*added, NO_BREAKDOWN if run < runs else last] for run in range(1, runs + 1)]
-
-
-def profiles(args: Sequence[str], env: Mapping[str, str]) -> bool:
-    """Whether the last run profiles each series' breakdown: unless the pytest arguments or
-    the environment switch breakdowns off."""
-    return given(args, "breakdown", env) != "off"
 
 
 def _ended(reports: Sequence[Path]) -> list[Path]:
@@ -292,7 +286,7 @@ def cmd_record(
             return gathered
         complete = gathered.complete(len(reports))
     if complete:
-        _say_breakdowns(profiles(args, os.environ), last in reports, complete)
+        _say_breakdowns(BREAKDOWN in added[-1], last in reports, complete)
     skipped = len(gathered.collected.keys() | gathered.failed_bodies) - len(complete)
     uneven = uneven_host(gathered.references)
     if uneven:
