@@ -17,7 +17,7 @@ import os
 import platform
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +126,7 @@ def probe() -> Probe:
     never creates a CUDA context."""
     version = cpu_build()
     if version is not None:
-        return _with_host(torch_version=version, cuda_version=None, available=False)
+        return _with_host(Probe(torch_version=version, cuda_version=None, available=False))
     import torch
 
     cuda_version = str(torch.version.cuda) if torch.version.cuda else None
@@ -153,19 +153,21 @@ def probe() -> Probe:
     except RuntimeError as exc:  # a broken driver raises from is_available/get_device_properties
         available, error = False, str(exc).splitlines()[0]
     return _with_host(
-        torch_version=str(torch.__version__),  # a str subclass that xdist cannot send
-        cuda_version=cuda_version,
-        available=available and bool(gpus),
-        gpus=tuple(gpus),
-        error=error,
+        Probe(
+            torch_version=str(torch.__version__),  # a str subclass that xdist cannot send
+            cuda_version=cuda_version,
+            available=available and bool(gpus),
+            gpus=tuple(gpus),
+            error=error,
+        )
     )
 
 
-def _with_host(**torch_facts: Any) -> Probe:
-    """A :class:`Probe` of ``torch_facts`` and what the host says whatever torch is: the
-    driver, ``CUDA_VISIBLE_DEVICES`` and the CPU."""
-    return Probe(
-        **torch_facts,
+def _with_host(found: Probe) -> Probe:
+    """What torch says (``found``) with what the host says whatever torch is: the driver,
+    ``CUDA_VISIBLE_DEVICES`` and the CPU."""
+    return replace(
+        found,
         driver=driver_version(),
         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         cpu=cpu_model(),
