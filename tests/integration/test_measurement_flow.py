@@ -160,7 +160,9 @@ def test_a_suite_that_turns_warnings_into_errors_is_measured_and_judged(
 ) -> None:
     """Under ``-W error`` (a suite's ``filterwarnings = error``), every CPU entry point records,
     judges and fails a planted 10x slowdown without a warning of the plugin's own turning into an
-    error: the regressions are the only failures."""
+    error: the regressions are the only failures. A 10x read while the other xdist worker holds
+    the CPU may honestly be INCONCLUSIVE instead, saying so (``benchmark.pedantic``'s ten rounds
+    read a CI from +38% once in CI, under a threshold the contention raised to 100%)."""
     pytester.makepyfile(test_warned=WARNED)
     strict = [*FAST, "-W", "error", "--cudaperf-benchmark"]
     pytester.runpytest(*strict, "--cudaperf-update").assert_outcomes(passed=6)
@@ -170,9 +172,19 @@ def test_a_suite_that_turns_warnings_into_errors_is_measured_and_judged(
         *strict, "--cudaperf-json=out.json", "--cudaperf-confirm-process=off", "--cudaperf-rounds=1"
     )
     report = json.loads((pytester.path / "out.json").read_text())
-    failed = {t["nodeid"].split("::")[1] for t in report["tests"] if t["failures"]}
-    assert failed == {"test_marked", "test_timer", "test_bench", "test_pedantic"}
-    slowed.assert_outcomes(passed=2, failed=4)
+    tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
+    failed = {name for name, t in tests.items() if t["failures"]}
+    held = {
+        name
+        for name, t in tests.items()
+        if t["records"]
+        and (verdict := t["records"][0]["verdict"])["kind"] == "inconclusive"
+        and verdict["ratio"] > 2
+        and "by this run's CPU contention" in verdict["message"]
+    }
+    assert failed, slowed.stdout.str()
+    assert failed | held == {"test_marked", "test_timer", "test_bench", "test_pedantic"}, report
+    slowed.assert_outcomes(passed=2 + len(held), failed=len(failed))
     assert "Warning" not in slowed.stdout.str()
 
 
