@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import multiprocessing.forkserver  # noqa: F401 - see below
 import shutil
 import signal
 import sys
@@ -21,6 +22,10 @@ import pytest
 # workers print on their stderr) calls runpytest_subprocess.
 import torch
 import torch._dynamo  # noqa: F401
+
+# multiprocessing's forkserver, from which a @distributed test's CPU ranks fork, is imported here
+# too: an inner run that imported it would have it dropped, and the next would start another
+# forkserver (torch imported again) beside the first, which would stay until this process ends.
 
 # Their objects (about 280,000) moved out of the garbage collector's view: a leak check's
 # gc.collect() (a dozen or more per @no_leak test, per sweep re-run) walked them all, 0.2 s each,

@@ -1,7 +1,7 @@
 """The launcher's side: a ``@distributed`` test's ranks started with
-``torch.multiprocessing`` (spawn), each GPU the test uses held exclusively, waited for with a
-timeout (a rank still running has its Python stack dumped, then its process group killed), and
-their merged outcome given to the test."""
+``torch.multiprocessing`` (:func:`start_method`), each GPU the test uses held exclusively, waited
+for with a timeout (a rank still running has its Python stack dumped, then its process group
+killed), and their merged outcome given to the test."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import dataclasses
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -40,21 +41,24 @@ if TYPE_CHECKING:
 FAILURE_GRACE_S = 10.0
 #: how long a rank has to write its stack after SIGUSR1
 STACK_WAIT_S = 2.0
+#: what the forkserver of CPU ranks imports once, before it forks the first of them (the main
+#: module, as multiprocessing's own default, then torch)
+FORKSERVER_PRELOAD = ("__main__", "torch", "torch.distributed")
 
 
-def alive(pid: int) -> bool:
-    """Is ``pid`` a running process (a zombie counts as gone)?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+def start_method(gpus: list[int] | None) -> str:
+    """How a test's ranks start: ``spawn`` for ranks on GPUs; ranks on the CPU fork from a
+    forkserver that has imported torch once for the session (:data:`FORKSERVER_PRELOAD`, where
+    this process has not started its forkserver yet), so that a rank does not import torch
+    again: seconds a rank on a small CPU. A forked rank takes the launcher's environment,
+    working directory and ``sys.path`` of the moment from its spec (:func:`rank_main`), as a
+    spawned one has them (why: docs/decisions.md, "Why do CPU ranks fork from a forkserver?")."""
+    if gpus:
+        return "spawn"
+    import multiprocessing
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(FORKSERVER_PRELOAD))
+    return "forkserver"
 
 
 def _kill_tree(pid: int) -> None:
@@ -106,9 +110,13 @@ def launch(  # noqa: PLR0912, PLR0913 - one wait loop over the ranks, its spec s
         "timeout": timeout,
         "workdir": str(workdir),
         "parent": os.getpid(),
+        # a forked rank's process state is the forkserver's: it takes the launcher's from here
+        "environ": dict(os.environ),
+        "cwd": os.getcwd(),
+        "sys_path": list(sys.path),
     }
     context = mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
-        rank_main, args=(spec,), nprocs=world_size, join=False, start_method="spawn"
+        rank_main, args=(spec,), nprocs=world_size, join=False, start_method=start_method(gpus)
     )
     processes = context.processes
     results = [result_path(workdir, r) for r in range(world_size)]

@@ -1,4 +1,4 @@
-"""The rank's side: the function each spawned rank runs (:func:`rank_main`): isolate itself,
+"""The rank's side: the function each rank runs (:func:`rank_main`): isolate itself,
 initialise the process group, run the one test item through ``pytest.main`` with a collector of
 its reports, and write its :class:`~pytest_cudaperf.distributed.result.RankResult` once."""
 
@@ -81,12 +81,42 @@ def collector_of(config: pytest.Config) -> Collector | None:
     return config.stash.get(_stash_key(), None)
 
 
-def _watch_parent(parent: int) -> None:
-    """A rank whose launcher died ends itself: no orphan."""
+def alive(pid: int) -> bool:
+    """Is ``pid`` a running process (a zombie counts as gone)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _watch_launcher(launcher: int) -> None:
+    """A rank whose launcher died ends itself: no orphan. The launcher is watched by its pid,
+    not as the rank's parent: a forked rank's parent is the forkserver, which the ranks it
+    forked keep running (they hold its liveness pipe)."""
     while True:
-        if os.getppid() != parent:
+        if not alive(launcher):
             os._exit(3)
         time.sleep(0.5)
+
+
+def take_launchers_state(spec: dict[str, Any]) -> None:
+    """Take the launcher's environment, working directory and ``sys.path`` (``environ``,
+    ``cwd`` and ``sys_path`` of ``spec``, where they are): a rank forked from a forkserver has
+    the forkserver's, from when it started."""
+    if "environ" in spec:
+        os.environ.clear()
+        os.environ.update(spec["environ"])
+    if "cwd" in spec:
+        os.chdir(spec["cwd"])
+    if "sys_path" in spec:
+        sys.path[:] = spec["sys_path"]
 
 
 def result_path(workdir: Path, rank: int) -> Path:
@@ -107,7 +137,8 @@ def rank_args(args: Sequence[str], rank: int) -> list[str]:
 
 
 def rank_main(index: int, spec: dict[str, Any]) -> None:
-    """The function each spawned rank runs: isolate, init the process group, run the item."""
+    """The function each rank runs: isolate, init the process group, run the item."""
+    take_launchers_state(spec)
     os.setpgrp()  # the launcher kills the rank's whole tree through its process group
     workdir = Path(spec["workdir"])
     rank, world, backend = index, int(spec["world_size"]), str(spec["backend"])
@@ -117,7 +148,7 @@ def rank_main(index: int, spec: dict[str, Any]) -> None:
     stack = open(workdir / f"rank{rank}.stack", "w")  # noqa: SIM115
     faulthandler.register(signal.SIGUSR1, file=stack, all_threads=True)
     faulthandler.dump_traceback_later(float(spec["timeout"]) + 30, exit=True, file=stack)
-    threading.Thread(target=_watch_parent, args=(int(spec["parent"]),), daemon=True).start()
+    threading.Thread(target=_watch_launcher, args=(int(spec["parent"]),), daemon=True).start()
     atomic.write_text(workdir / f"rank{rank}.pid", str(os.getpid()))
     gpus: list[int] | None = spec["gpus"]
     os.environ.update(spec["env"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.distributed.launcher import alive
+from pytest_cudaperf.distributed.rank import alive
 
 pytestmark = pytest.mark.gpu(count=2)
 

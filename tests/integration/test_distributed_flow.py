@@ -1,8 +1,9 @@
 """@pytest.mark.distributed end to end on the CPU: real rank processes on gloo, no mocks.
 
-Each inner run starts two rank processes per distributed test (spawn, torch import, pytest), so
-these tests take seconds each; those of a path that xdist changes (the ranks' outcomes, leaks and
-records sent from a worker to the controller, a baseline update) run without xdist and with -n 2.
+Each inner run starts two rank processes per distributed test (forked from a forkserver that
+imported torch once, then pytest), so these tests take seconds each; those of a path that xdist
+changes (the ranks' outcomes, leaks and records sent from a worker to the controller, a baseline
+update) run without xdist and with -n 2.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudaperf.distributed.launcher import alive
+from pytest_cudaperf.distributed.rank import alive
 
 MODES = {"plain": [], "n2": ["-n2"]}
 
@@ -132,12 +133,19 @@ def test_hang_is_cut_at_the_timeout(pytester: pytest.Pytester, tmp_path: Path) -
     assert [pid for pid in recorded if alive(pid)] == []
 
 
-def test_perf_recorded_then_compared(pytester: pytest.Pytester, dist_mode: list[str]) -> None:
+def test_perf_recorded_then_compared(
+    pytester: pytest.Pytester, dist_mode: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The compare in each xdist mode: the ranks' records, merged in a worker, reach the
     controller's report with their ranks and bandwidth. The update before it runs without
     workers (the controller writes what the records it gets say, as the compare's report shows
-    they arrive; a run with -n2 starts two workers that each import torch)."""
+    they arrive; a run with -n2 starts two workers that each import torch). Each rank sees the
+    environment and working directory its launcher has when it launches: without workers, the
+    compare's ranks fork from the forkserver that the update started, in the update's
+    environment."""
     pytester.makepyfile("""
+        import os
+        import pathlib
         import pytest
         import torch
         import torch.distributed as dist
@@ -145,11 +153,15 @@ def test_perf_recorded_then_compared(pytester: pytest.Pytester, dist_mode: list[
         @pytest.mark.distributed(world_size=2)
         @pytest.mark.perf(tolerance="500%")
         def test_allreduce(dist_rank, cuda_timer):
+            launch = pathlib.Path("launch.txt").read_text()  # relative: the launcher's folder
+            assert os.environ["CUDAPERF_TEST_LAUNCH"] == launch
             t = torch.ones(4096)
             cuda_timer(lambda: dist.all_reduce(t), max_time=0.3)
             result = dist_rank.bench_collective("all_reduce", torch.ones(1 << 16), max_time=0.3)
             assert result.busbw_gbps == pytest.approx(result.algbw_gbps)  # 2(n-1)/n = 1
     """)
+    (pytester.path / "launch.txt").write_text("update")
+    monkeypatch.setenv("CUDAPERF_TEST_LAUNCH", "update")
     first = pytester.runpytest("--cudaperf-update")
     first.assert_outcomes(passed=1)
     baselines = list((pytester.path / ".cudaperf").glob("*.json"))
@@ -158,6 +170,8 @@ def test_perf_recorded_then_compared(pytester: pytest.Pytester, dist_mode: list[
     (series,) = entries.values()  # one test: its own time and the collective's
     assert set(series) == {"", "all_reduce/ws2"}
     assert set(series["all_reduce/ws2"]) == {"time:dist"}
+    (pytester.path / "launch.txt").write_text("compare")
+    monkeypatch.setenv("CUDAPERF_TEST_LAUNCH", "compare")
     second = pytester.runpytest(*dist_mode, "--cudaperf-json=out.json")
     second.assert_outcomes(passed=1)
     document = json.loads((pytester.path / "out.json").read_text())

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_cudaperf.devices.probe import GpuFacts, Probe
 from pytest_cudaperf.distributed.bandwidth import bus_bandwidth, collective_size
-from pytest_cudaperf.distributed.launcher import alive
+from pytest_cudaperf.distributed.launcher import FORKSERVER_PRELOAD, start_method
 from pytest_cudaperf.distributed.merge import (
     Merged,
     RankOutcome,
@@ -24,7 +24,7 @@ from pytest_cudaperf.distributed.merge import (
     merge_payloads,
 )
 from pytest_cudaperf.distributed.plan import gpus_for, plan, require_gpus_error
-from pytest_cudaperf.distributed.rank import pg_timeout, rank_args
+from pytest_cudaperf.distributed.rank import alive, pg_timeout, rank_args, take_launchers_state
 from pytest_cudaperf.distributed.result import Collective, PhaseReport, RankResult
 from pytest_cudaperf.keys import SeriesKey
 from pytest_cudaperf.locks import LockRegistry
@@ -89,6 +89,40 @@ def test_each_rank_gets_its_own_base_temporary_directory(tmp_path: Path) -> None
     assert f"--junitxml={tmp_path}/tmp-rank1-junit.xml" in ranks[1]
     assert [r[: at - 1] + r[at + 2 :] for r in ranks] == [args[: at - 1] + args[at + 2 :]] * 2
     assert args[at] == str(tmp_path / "tmp")  # the launcher's list is left as it was
+
+
+def test_cpu_ranks_fork_from_a_forkserver_with_torch_and_gpu_ranks_are_spawned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    set_to: list[list[str]] = []
+    monkeypatch.setattr(forkserver, "set_forkserver_preload", set_to.append)
+    assert start_method([0, 1]) == "spawn"
+    assert set_to == []
+    assert start_method(None) == "forkserver"
+    assert set_to == [["__main__", "torch", "torch.distributed"]] == [list(FORKSERVER_PRELOAD)]
+    assert "forkserver" in multiprocessing.get_all_start_methods()
+
+
+def test_a_rank_takes_its_launchers_environment_folder_and_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a forkserver's rank would otherwise have from when the forkserver started."""
+    monkeypatch.setenv("CUDAPERF_STALE", "from the forkserver's start")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["/the/forkservers"])
+    environ = {"PATH": os.environ.get("PATH", ""), "CUDAPERF_NOW": "the launcher's"}
+    spec = {"environ": environ, "cwd": str(tmp_path.parent), "sys_path": ["/the/launchers"]}
+    with monkeypatch.context() as undo:
+        undo.setattr(os, "environ", os.environ.copy())  # cleared and refilled: not this one
+        take_launchers_state(spec)
+        assert dict(os.environ) == environ
+        assert Path.cwd() == tmp_path.parent
+        assert sys.path == ["/the/launchers"]
+    take_launchers_state({})  # a spec without them: nothing taken
+    assert Path.cwd() == tmp_path.parent
 
 
 def test_gpus_for_workers() -> None:
