@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
-import multiprocessing.forkserver  # noqa: F401 - see below
+import multiprocessing.forkserver  # noqa: F401 - kept across inner runs, as torch below
 import shutil
 import signal
 import sys
@@ -19,13 +19,11 @@ import pytest
 # imported a second time: torch, and the torch._dynamo that a TorchDispatchMode (the leak sites'
 # and the work counter's) imports, are imported here, once. A test whose inner run must have a
 # process of its own (a signal to its parent, a process that must never import torch, what xdist
-# workers print on their stderr) calls runpytest_subprocess.
+# workers print on their stderr) calls runpytest_subprocess. The forkserver module, from which a
+# @distributed test's CPU ranks fork, is imported above for the same reason: dropped after an
+# inner run, the next would start another forkserver (torch imported again) beside the first.
 import torch
 import torch._dynamo  # noqa: F401
-
-# multiprocessing's forkserver, from which a @distributed test's CPU ranks fork, is imported here
-# too: an inner run that imported it would have it dropped, and the next would start another
-# forkserver (torch imported again) beside the first, which would stay until this process ends.
 
 # Their objects (about 280,000) moved out of the garbage collector's view: a leak check's
 # gc.collect() (a dozen or more per @no_leak test, per sweep re-run) walked them all, 0.2 s each,

@@ -103,15 +103,15 @@ def launch(  # noqa: PLR0912, PLR0913 - one wait loop over the ranks, its spec s
     spec = {
         "nodeid": nodeid,
         "args": args,
-        "env": env,
         "world_size": world_size,
         "backend": backend,
         "gpus": gpus,
         "timeout": timeout,
         "workdir": str(workdir),
         "parent": os.getpid(),
-        # a forked rank's process state is the forkserver's: it takes the launcher's from here
-        "environ": dict(os.environ),
+        # a forked rank's process state is the forkserver's: it takes the launcher's from here,
+        # with the run's settings (``env``) on top
+        "environ": {**os.environ, **env},
         "cwd": os.getcwd(),
         "sys_path": list(sys.path),
     }

